@@ -1,0 +1,34 @@
+# Two entry points on a fresh machine: `make run` and `make test`. Both set up .venv first.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.dflash-setup
+
+.PHONY: setup run test engine doctor install-desktop clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml packaging/build_engine.sh
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	packaging/build_engine.sh --python $(PY)
+	touch $@
+
+engine: ## rebuild (or reuse the cached wheel of) the engine
+	packaging/build_engine.sh --python $(PY)
+
+run: setup
+	$(VENV)/bin/dflash-studio
+
+test: setup
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+
+doctor: setup
+	$(VENV)/bin/dflash-studio doctor
+
+install-desktop: setup
+	$(PY) -m app.desktop_entry install
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,265 @@
+"""The engine: a target and an optional DFlash/DSpark drafter loaded into llama.cpp.
+
+Typical use::
+
+    eng = Engine.load(EngineConfig(target="t.gguf", draft="d.gguf"))
+    res = eng.generate("Hello", GenerationSettings(mode="chain", budget=7))
+    print(res.text, res.summary.mean_commit_len)
+    eng.close()
+
+An Engine is not thread-safe: one thread drives it (the GUI's worker thread, the CLI, a bench);
+another thread may only set the ``cancel`` event it passed to ``generate``.
+
+KV bookkeeping: ``kv`` lists the tokens whose K/V sit in the target's cache (positions
+0..len-1); ``dft_valid`` counts the leading positions whose target features sit in the
+drafter's cache. A new request reuses the longest common prefix (multi-turn chat), so only the
+new part of the conversation is prefilled.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Callable
+
+from .config import EngineConfig, GenerationSettings
+from .drafter import Drafter
+from .errors import ContextOverflowError, IncompatiblePairError
+from .generation import Generation
+from .native import Batch, Context, Model
+from .records import GenerationResult
+
+
+def preflight(config: EngineConfig):
+    """Runs the pairing checks; raises IncompatiblePairError instead of letting llama.cpp abort."""
+    from . import compat
+
+    report = compat.check(config.target, config.draft, adapters=[p for p, _ in config.adapters],
+                          kv=config.target_kv, draft_kv=config.draft_kv if config.draft else None,
+                          flash_attn=config.flash_attn)
+    if not report.ok:
+        raise IncompatiblePairError(report.summary(), report)
+    return report
+
+
+class Engine:
+    def __init__(self, config: EngineConfig, target: Model, target_ctx: Context, report=None):
+        self.config = config
+        self.target = target
+        self.target_ctx = target_ctx
+        self.target_batch = Batch(target_ctx)
+        self.drafter: Drafter | None = None
+        self.report = report
+        self.kv: list[int] = []
+        self.dft_valid = 0
+        self._extracting = False
+
+    # -- loading ----------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, config: EngineConfig, *, check: bool = True,
+             progress: Callable[[str], None] | None = None) -> "Engine":
+        say = progress or (lambda msg: None)
+        report = None
+        if check:
+            say("checking the pair")
+            report = preflight(config)
+        say(f"loading target {config.target.name}")
+        target = Model(config.target, config.n_gpu_layers)
+        try:
+            ctx = Context(target, n_ctx=config.n_ctx, n_batch=config.n_batch, n_ubatch=config.n_ubatch,
+                          kv=config.target_kv, flash_attn=config.flash_attn, n_threads=config.n_threads)
+        except Exception:
+            target.free()
+            raise
+        eng = cls(config, target, ctx, report)
+        if config.draft is not None:
+            say(f"loading drafter {config.draft.name}")
+            try:
+                eng._attach_drafter(config.draft)
+                if config.adapters:
+                    eng.drafter.set_adapters(list(config.adapters))
+            except Exception:
+                eng.close()
+                raise
+        return eng
+
+    def _attach_drafter(self, path: Path) -> None:
+        self.drafter = Drafter(path, self.config, self.target_ctx)
+        self.dft_valid = 0
+        self._extracting = False
+
+    def swap_drafter(self, path: str | os.PathLike, *, check: bool = True) -> None:
+        """Replaces the drafter file (e.g. a quantised variant) without reloading the target.
+
+        The new drafter's KV is empty, so the next speculative request re-prefills its prompt.
+        """
+        path = Path(path)
+        cfg = self.config.replace(draft=path)
+        if check:
+            self.report = preflight(cfg)
+        old = self.drafter
+        if old is not None:
+            old.enable_extraction(self.target_ctx, False)
+            old.free()
+            self.drafter = None
+        self.config = cfg
+        self._attach_drafter(path)
+        if cfg.adapters:
+            self.drafter.set_adapters(list(cfg.adapters))
+
+    def set_adapters(self, adapters: list[tuple[str | os.PathLike, float]], *, check: bool = True) -> None:
+        """Applies LoRA adapters to the drafter (replacing any); the next step uses them."""
+        if self.drafter is None:
+            raise IncompatiblePairError("LoRA adapters apply to the drafter, and no drafter is loaded")
+        adapters = [(Path(p), float(s)) for p, s in adapters]
+        cfg = self.config.replace(adapters=tuple(adapters))
+        if check and adapters:
+            self.report = preflight(cfg)
+        self.drafter.set_adapters(adapters)
+        self.config = cfg
+
+    # -- text ---------------------------------------------------------------------------------------
+    def tokenize(self, text: str, add_special: bool = True) -> list[int]:
+        return self.target.tokenize(text, add_special=add_special, parse_special=True)
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return b"".join(self.target.piece(t) for t in tokens).decode("utf-8", "replace")
+
+    def chat_template(self) -> str | None:
+        return self.target.chat_template()
+
+    def format_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+        """Renders a conversation with the target's chat template (plain text when it has none)."""
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        tmpl = self.chat_template()
+        if not tmpl:
+            lines = [f"{m['role']}: {m['content']}" for m in messages]
+            return "\n".join(lines) + ("\nassistant:" if add_generation_prompt else "")
+        v = self.target.vocab
+        from .llama_ffi import C
+
+        bos = self.target.token_text(C.llama_vocab_bos(v)) if C.llama_vocab_bos(v) >= 0 else ""
+        eos = self.target.token_text(C.llama_vocab_eos(v)) if C.llama_vocab_eos(v) >= 0 else ""
+        fmt = Jinja2ChatFormatter(tmpl, eos_token=eos, bos_token=bos, add_generation_prompt=add_generation_prompt)
+        return fmt(messages=messages).prompt
+
+    # -- generation -------------------------------------------------------------------------------
+    def generate(self, prompt: str | list[int], settings: GenerationSettings | None = None, *,
+                 on_token: Callable | None = None, on_step: Callable | None = None,
+                 cancel: threading.Event | None = None) -> GenerationResult:
+        """Generates a continuation of ``prompt`` (text or token ids).
+
+        ``on_token(TokenEvent)`` and ``on_step(StepRecord)`` are called from this thread as each
+        step commits; ``cancel`` stops the run within one step (finish_reason 'cancelled') and
+        leaves the engine ready for the next request.
+        """
+        settings = settings or GenerationSettings()
+        tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+        return Generation(self, settings, on_token, on_step, cancel).run(tokens)
+
+    def _set_extraction(self, on: bool) -> None:
+        if self.drafter is not None and on != self._extracting:
+            self.drafter.enable_extraction(self.target_ctx, on)
+            self._extracting = on
+
+    def _prefill(self, tokens: list[int], need_features: bool) -> int:
+        """Brings the target KV (and, when needed, the drafter KV) to hold exactly ``tokens``.
+
+        Returns how many of them were already there (reused from the previous request).
+        """
+        reuse = _common_prefix(self.kv, tokens)
+        if need_features:
+            reuse = min(reuse, self.dft_valid)
+        self._set_extraction(need_features)
+        self.target_ctx.seq_rm(0, reuse, -1)
+        self.kv = self.kv[:reuse]
+        if self.drafter is not None:
+            self.drafter.ctx.seq_rm(0, min(reuse, self.dft_valid), -1)
+            self.dft_valid = min(reuse, self.dft_valid)
+        todo = tokens[reuse:]
+        if len(todo) + reuse >= self.target_ctx.n_ctx:
+            raise ContextOverflowError(f"{len(tokens)} tokens do not fit a context of {self.target_ctx.n_ctx}")
+        b = self.target_batch
+        step = self.target_ctx.n_batch
+        for off in range(0, len(todo), step):
+            chunk = todo[off:off + step]
+            pos0 = reuse + off
+            b.clear()
+            for i, tok in enumerate(chunk):
+                b.add_token(tok, pos0 + i, 0, False)
+            self.target_ctx.process(b)
+            if need_features:
+                self.drafter.inject(self.target_ctx, 0, len(chunk), pos0)
+            self.kv.extend(chunk)
+            if need_features:
+                self.dft_valid = len(self.kv)
+        self.target_ctx.synchronize()
+        return reuse
+
+    def reset(self) -> None:
+        """Forgets every cached token (both caches)."""
+        self.target_ctx.clear()
+        if self.drafter is not None:
+            self.drafter.ctx.clear()
+        self.kv = []
+        self.dft_valid = 0
+
+    # -- facts --------------------------------------------------------------------------------------
+    @property
+    def has_drafter(self) -> bool:
+        return self.drafter is not None
+
+    def memory(self) -> dict:
+        """Bytes: model weights, context state (KV + outputs), and the process's resident set."""
+        out = {"target_weights": self.target.size_bytes, "target_context": self.target_ctx.state_size()}
+        if self.drafter is not None:
+            out["draft_weights"] = self.drafter.model.size_bytes
+            out["draft_context"] = self.drafter.ctx.state_size()
+        out["process_rss"] = _rss_bytes()
+        return out
+
+    def describe(self) -> dict:
+        d = {
+            "target": str(self.config.target), "target_params": self.target.n_params,
+            "n_ctx": self.target_ctx.n_ctx, "n_vocab": self.target.n_vocab,
+            "target_kv": str(self.config.target_kv), "flash_attn": self.config.flash_attn,
+        }
+        if self.drafter is not None:
+            dr = self.drafter
+            d.update(draft=str(dr.path), draft_params=dr.model.n_params, block_size=dr.block_size,
+                     max_draft=dr.max_draft, target_layers=dr.target_layers, mask_token=dr.mask_token,
+                     dspark=dr.is_dspark, draft_kv=str(self.config.draft_kv),
+                     adapters=[(str(a.path), s) for a, s in dr.adapters])
+        return d
+
+    def close(self) -> None:
+        if self.drafter is not None:
+            self.drafter.free()
+            self.drafter = None
+        self.target_batch.free()
+        self.target_ctx.free()
+        self.target.free()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0

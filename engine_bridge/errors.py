@@ -1,0 +1,39 @@
+"""Typed errors the engine raises instead of letting llama.cpp abort the process."""
+
+from __future__ import annotations
+
+
+class EngineError(RuntimeError):
+    """Base class: something the user can read and act on."""
+
+
+class ModelLoadError(EngineError):
+    """llama.cpp could not load a file or create a context for it."""
+
+
+class IncompatiblePairError(EngineError):
+    """The target and drafter cannot run together; ``report`` holds the failed checks."""
+
+    def __init__(self, message: str, report=None):
+        super().__init__(message)
+        self.report = report
+
+    @property
+    def failures(self):
+        return [] if self.report is None else self.report.failures
+
+
+class ContextOverflowError(EngineError):
+    """The prompt (or the conversation) does not fit in the context window."""
+
+
+class UnsupportedSettingError(EngineError):
+    """A setting this build or this pair cannot honour (KV pair without flash attention, ...)."""
+
+
+class DecodeError(EngineError):
+    """llama_process returned an error code."""
+
+
+class GenerationCancelled(EngineError):
+    """Raised only by callers that prefer an exception; the engine itself returns finish_reason."""

@@ -1,0 +1,258 @@
+"""One request's run: prefill, then autoregressive or chain-speculative steps, with statistics.
+
+Chain step (positions: the target KV holds ``pos`` tokens; ``last`` is committed but not decoded):
+
+1. draft   — drafter decodes ``[last, mask x n]`` at pos..pos+n non-causally; greedy tokens at
+             the mask positions are the draft; the block's K/V is removed from the drafter.
+2. verify  — target decodes ``[last, d0 .. d(n-1)]`` at pos.. with every row an output.
+3. accept  — the target's own choice at each row (argmax, or its sampler) is compared with the
+             draft; the longest agreeing prefix plus the target's next token are committed.
+4. inject  — the features of the rows that stay (``last`` and the accepted drafts) are decoded
+             into the drafter's KV at the same positions.
+5. trim    — both caches drop everything past the committed length.
+
+The committed tokens are exactly those the target alone would produce: every committed token is
+the target's choice at its position given the committed prefix.
+
+Timing: on a GPU llama_process returns before the device is done. Each phase ends at a
+synchronisation point — reading logits (``Context.logits`` / the sampler) or an explicit
+``synchronize()`` — so phase times are device-inclusive and sum to at most the step's wall time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+import numpy as np
+
+from .config import GenerationSettings
+from .detok import StreamingDetokenizer
+from .errors import ContextOverflowError, UnsupportedSettingError
+from .native import Batch, Context, Sampler
+from .records import FROM_DRAFT, FROM_TARGET, GenerationResult, RunSummary, StepRecord, TokenEvent
+
+now = time.perf_counter
+
+
+class Generation:
+    """Runs one request against an Engine's contexts. Created and driven by ``Engine.generate``."""
+
+    def __init__(self, engine, settings: GenerationSettings, on_token: Callable | None,
+                 on_step: Callable | None, cancel: threading.Event | None):
+        self.e = engine
+        self.s = settings
+        self.on_token = on_token
+        self.on_step = on_step
+        self.cancel = cancel
+        self.sampler = None if settings.greedy else Sampler(
+            settings.temperature, settings.top_k, settings.top_p, settings.seed)
+        self.detok = StreamingDetokenizer(engine.target.piece)
+        self.tokens: list[int] = []
+        self.sources: list[str] = []
+        self.text_parts: list[str] = []
+        self.steps: list[StepRecord] = []
+        self.finish = "max_tokens"
+        self.t_first = 0.0
+        self.n_drafted = self.n_accepted = 0
+        self.budget, self.budget_note = self._effective_budget()
+
+    def _effective_budget(self) -> tuple[int, str]:
+        s, d = self.s, self.e.drafter
+        if s.mode == "ar":
+            return 0, ""
+        if d is None:
+            raise UnsupportedSettingError(f"mode {s.mode!r} needs a drafter; load one or use mode 'ar'")
+        if s.mode == "chain" and s.budget > d.max_draft:
+            return d.max_draft, (f"budget {s.budget} clamped to {d.max_draft}: the drafter's block size is "
+                                 f"{d.block_size}, so one step drafts at most {d.max_draft} tokens")
+        return s.budget, ""
+
+    # -- the run ------------------------------------------------------------------------------------
+    def run(self, prompt: list[int]) -> GenerationResult:
+        e, s = self.e, self.s
+        t0 = now()
+        if not prompt:
+            raise ValueError("empty prompt")
+        n_ctx = e.target_ctx.n_ctx
+        if len(prompt) >= n_ctx:
+            raise ContextOverflowError(
+                f"the prompt has {len(prompt)} tokens but the context holds {n_ctx}; "
+                "raise the context size or shorten the conversation")
+        reused = e._prefill(prompt[:-1], need_features=s.mode != "ar")
+        t_prefill = now() - t0
+        last = prompt[-1]
+        t_gen0 = now()
+        step_fn = self._ar_step if s.mode == "ar" else (self._tree_step if s.mode == "tree" else self._chain_step)
+        try:
+            while True:
+                if self.cancel is not None and self.cancel.is_set():
+                    self.finish = "cancelled"
+                    break
+                if len(e.kv) + 1 >= n_ctx:
+                    self.finish = "context_full"
+                    break
+                last, done = step_fn(last, t0)
+                if done:
+                    break
+        finally:
+            if self.sampler is not None:
+                self.sampler.free()
+        tail = self.detok.flush()
+        if tail:
+            self.text_parts.append(tail)
+        t_gen = now() - t_gen0
+        summary = RunSummary(
+            mode=s.mode, n_prompt=len(prompt), n_prompt_reused=reused, n_generated=len(self.tokens),
+            n_steps=len(self.steps), n_drafted=self.n_drafted, n_accepted=self.n_accepted,
+            t_prefill=t_prefill, t_first_token=self.t_first, t_generate=t_gen,
+            budget_requested=s.budget if s.mode != "ar" else 0, budget_effective=self.budget,
+            budget_note=self.budget_note, finish_reason=self.finish, verify_mode=s.mode)
+        return GenerationResult(text="".join(self.text_parts), tokens=self.tokens, sources=self.sources,
+                                steps=self.steps, summary=summary)
+
+    # -- picking the target's token ----------------------------------------------------------------
+    def _target_choices(self, ctx: Context, n_rows: int, draft: np.ndarray) -> list[int]:
+        """The target's committed tokens for a verified block: accepted drafts + its own next one."""
+        if self.sampler is None:
+            picks = ctx.logits(n_rows).argmax(axis=1)   # one vectorised pass, no per-row copies
+            out = []
+            for i in range(n_rows):
+                tok = int(picks[i])
+                out.append(tok)
+                if i >= len(draft) or tok != draft[i]:
+                    break
+            return out
+        out = []
+        for i in range(n_rows):   # the sampler must see rows in order: it draws once per commit
+            tok = self.sampler.sample(ctx, i)
+            out.append(tok)
+            if i >= len(draft) or tok != draft[i]:
+                break
+        return out
+
+    # -- committing -------------------------------------------------------------------------------
+    def _commit(self, chosen: list[int], n_draft_ok: int, step: int, t0: float) -> tuple[int, bool]:
+        """Streams the committed tokens; returns (how many were committed, finished?)."""
+        e, s = self.e, self.s
+        n = 0
+        for i, tok in enumerate(chosen):
+            if s.stop_at_eog and e.target.is_eog(tok):
+                self.finish = "eog"
+                return n, True
+            src = FROM_DRAFT if i < n_draft_ok else FROM_TARGET
+            piece = self.detok.push(tok)
+            if not self.tokens:
+                self.t_first = now() - t0
+            ev = TokenEvent(tok, piece, src, step, len(self.tokens))
+            self.tokens.append(tok)
+            self.sources.append(src)
+            self.text_parts.append(piece)
+            n += 1
+            if self.on_token is not None:
+                self.on_token(ev)
+            if len(self.tokens) >= s.max_tokens:
+                self.finish = "max_tokens"
+                return n, True
+        return n, False
+
+    def _record(self, rec: StepRecord) -> None:
+        self.steps.append(rec)
+        if self.on_step is not None:
+            self.on_step(rec)
+
+    # -- autoregressive ---------------------------------------------------------------------------
+    def _ar_step(self, last: int, t0: float) -> tuple[int, bool]:
+        e = self.e
+        ts = now()
+        pos = len(e.kv)
+        b = e.target_batch
+        b.clear()
+        b.add_token(last, pos, 0, True)
+        tv = now()
+        e.target_ctx.process(b)
+        e.target_ctx.synchronize()          # sync point: end of verify (the forward pass)
+        t_verify = now() - tv
+        ta = now()
+        chosen = self._target_choices(e.target_ctx, 1, np.empty(0, dtype=np.int64))
+        t_accept = now() - ta
+        e.kv.append(last)
+        n, done = self._commit(chosen, 0, len(self.steps), t0)
+        wall = now() - ts
+        self._record(StepRecord(step=len(self.steps), pos=pos, drafted=0, accepted=0, committed=n,
+                                t_verify=t_verify, t_accept=t_accept,
+                                t_other=max(0.0, wall - t_verify - t_accept),
+                                t_native=t_verify + t_accept, wall=wall))
+        return (chosen[-1] if chosen else last), done
+
+    # -- chain speculative ------------------------------------------------------------------------
+    def _chain_step(self, last: int, t0: float) -> tuple[int, bool]:
+        e, s, d = self.e, self.s, self.e.drafter
+        tctx = e.target_ctx
+        ts = now()
+        pos = len(e.kv)
+        remaining = s.max_tokens - len(self.tokens)
+        n_draft = max(0, min(self.budget, tctx.n_ctx - pos - 2, remaining - 1))
+        d.t_native = 0.0
+
+        # 1. draft
+        td = now()
+        if n_draft > 0:
+            draft, _ = d.draft(last, pos, n_draft, s.p_min)
+        else:
+            draft = np.empty(0, dtype=np.int64)
+        t_draft = now() - td
+        native = d.t_native
+
+        # 2. verify
+        tv = now()
+        b = e.target_batch
+        b.clear()
+        b.add_token(last, pos, 0, True)
+        for i, tok in enumerate(draft):
+            b.add_token(int(tok), pos + 1 + i, 0, True)
+        tctx.process(b)
+        tctx.synchronize()                  # sync point: end of verify
+        t_verify = now() - tv
+
+        # 3. accept
+        ta = now()
+        chosen = self._target_choices(tctx, len(draft) + 1, draft)
+        t_accept = now() - ta
+        n_ok = len(chosen) - 1              # drafts the target agreed with
+        native += t_verify + t_accept
+
+        # 4. commit (stream) -- may stop early at EOG or max_tokens
+        n_commit, done = self._commit(chosen, n_ok, len(self.steps), t0)
+        # rows that enter the KV: `last` and the committed tokens but the newest, which becomes
+        # the next `last` (it is decoded by the next step's verify)
+        keep = n_commit
+
+        # 5. inject the kept rows' features, then trim both caches
+        d.t_native = 0.0
+        ti = now()
+        d.inject(tctx, 0, keep, pos)
+        t_inject = now() - ti
+        native += d.t_native
+        tt = now()
+        tctx.seq_rm(0, pos + keep, -1)
+        if keep:
+            e.kv.append(last)
+            e.kv.extend(int(x) for x in chosen[: keep - 1])
+        e.dft_valid = len(e.kv)
+        t_trim = now() - tt
+        native += t_trim
+        wall = now() - ts
+        self.n_drafted += len(draft)
+        accepted = min(n_ok, n_commit)
+        self.n_accepted += accepted
+        self._record(StepRecord(
+            step=len(self.steps), pos=pos, drafted=len(draft), accepted=accepted, committed=n_commit,
+            t_draft=t_draft, t_inject=t_inject, t_verify=t_verify, t_accept=t_accept,
+            t_other=max(0.0, wall - t_draft - t_inject - t_verify - t_accept),
+            t_native=native, wall=wall))
+        return (chosen[n_commit - 1] if n_commit else last), done
+
+    def _tree_step(self, last: int, t0: float) -> tuple[int, bool]:  # replaced by tree.py
+        raise UnsupportedSettingError("tree verification is not available in this build of the engine")

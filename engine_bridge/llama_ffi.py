@@ -1,0 +1,122 @@
+"""The thin FFI: llama-cpp-python's ctypes bindings plus the llama-ext symbols it lacks.
+
+``C`` is ``llama_cpp.llama_cpp`` (the C API, already bound). The DFlash functions live in
+``src/llama-ext.h`` with C++ linkage, so they are exported under mangled names; they are bound
+here by name, the way llama-cpp-python's own ``llama_cpp_ext.py`` binds the nextn functions.
+Nothing above this module touches ctypes symbol lookup.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+
+class EngineUnavailableError(ImportError):
+    """llama-cpp-python is missing or was built without the symbols DFlash needs."""
+
+
+try:
+    from llama_cpp import llama_cpp as C  # noqa: N812  (the C API, by convention upper-case)
+except Exception as exc:  # pragma: no cover - depends on the machine
+    raise EngineUnavailableError(
+        "llama-cpp-python is not installed or failed to load; run `make setup` "
+        f"(packaging/build_engine.sh builds it from source). Cause: {exc}"
+    ) from exc
+
+_lib = C._lib
+
+
+def _bind(names: Iterable[str], argtypes: list[Any], restype: Any):
+    """Binds the first exported name of ``names`` (plain, Itanium-mangled, MSVC-mangled)."""
+
+    def decorator(py_func):
+        missing = []
+        for name in names:
+            try:
+                fn = getattr(_lib, name)
+            except AttributeError:
+                missing.append(name)
+                continue
+            fn.argtypes = argtypes
+            fn.restype = restype
+            functools.wraps(py_func)(fn)
+            return fn
+        raise EngineUnavailableError(
+            f"{py_func.__name__}: none of the symbols {', '.join(missing)} is exported by libllama; "
+            "this llama.cpp build has no DFlash support"
+        )
+
+    return decorator
+
+
+ctx_p = C.llama_context_p_ctypes
+model_p = C.llama_model_p_ctypes
+
+
+# LLAMA_API void llama_set_embeddings_layer_inp(struct llama_context * ctx, uint32_t lid, bool value);
+@_bind(("llama_set_embeddings_layer_inp", "_Z30llama_set_embeddings_layer_inpP13llama_contextjb",
+        "?llama_set_embeddings_layer_inp@@YAXPEAUllama_context@@I_N@Z"),
+       [ctx_p, ctypes.c_uint32, ctypes.c_bool], None)
+def llama_set_embeddings_layer_inp(ctx, lid: int, value: bool, /) -> None:
+    """Record (or stop recording) the input embeddings of target layer ``lid`` on every decode."""
+
+
+# LLAMA_API float * llama_get_embeddings_layer_inp(struct llama_context * ctx, uint32_t lid);
+# Aborts (GGML_ASSERT) when the layer was not enabled: callers must only ask for enabled layers.
+@_bind(("llama_get_embeddings_layer_inp", "_Z30llama_get_embeddings_layer_inpP13llama_contextj",
+        "?llama_get_embeddings_layer_inp@@YAPEAMPEAUllama_context@@I@Z"),
+       [ctx_p, ctypes.c_uint32], ctypes.POINTER(ctypes.c_float))
+def llama_get_embeddings_layer_inp(ctx, lid: int, /):
+    """Rows [n_tokens_of_last_batch, n_embd] of layer ``lid``'s input, one per batch entry."""
+
+
+# LLAMA_API const int32_t * llama_model_target_layer_ids(const struct llama_model * model);
+@_bind(("llama_model_target_layer_ids", "_Z28llama_model_target_layer_idsPK11llama_model",
+        "?llama_model_target_layer_ids@@YAPEBHPEBUllama_model@@@Z"),
+       [model_p], ctypes.POINTER(ctypes.c_int32))
+def llama_model_target_layer_ids(model, /):
+    """The drafter's target layer ids (GGUF ``dflash.target_layers``)."""
+
+
+# LLAMA_API uint32_t llama_model_target_layer_ids_n(const struct llama_model * model);
+@_bind(("llama_model_target_layer_ids_n", "_Z30llama_model_target_layer_ids_nPK11llama_model",
+        "?llama_model_target_layer_ids_n@@YAIPEBUllama_model@@@Z"),
+       [model_p], ctypes.c_uint32)
+def llama_model_target_layer_ids_n(model, /) -> int:
+    """How many target layers the drafter reads."""
+
+
+# LLAMA_API int32_t llama_model_dflash_selector_top_k(const struct llama_model * model);
+@_bind(("llama_model_dflash_selector_top_k", "_Z33llama_model_dflash_selector_top_kPK11llama_model",
+        "?llama_model_dflash_selector_top_k@@YAHPEBUllama_model@@@Z"),
+       [model_p], ctypes.c_int32)
+def llama_model_dflash_selector_top_k(model, /) -> int:
+    """> 0 for DFlash2 drafters (selector lattice), 0 for DFlash / DSpark."""
+
+
+# Already bound by llama-cpp-python (llama_cpp_ext.py); re-exported so callers see one FFI module.
+from llama_cpp.llama_cpp_ext import llama_get_embeddings_nextn, llama_set_embeddings_nextn  # noqa: E402
+
+
+def build_info() -> dict:
+    """What packaging/build_engine.sh recorded next to the installed llama_cpp package."""
+    import llama_cpp
+
+    info_file = Path(llama_cpp.__file__).with_name("dflash_build_info.json")
+    info = json.loads(info_file.read_text()) if info_file.exists() else {}
+    info["llama_cpp_python"] = getattr(llama_cpp, "__version__", "unknown")
+    sys_info = C.llama_print_system_info()
+    info["system_info"] = sys_info.decode() if isinstance(sys_info, bytes) else str(sys_info)
+    return info
+
+
+__all__ = [
+    "C", "EngineUnavailableError", "build_info",
+    "llama_set_embeddings_layer_inp", "llama_get_embeddings_layer_inp",
+    "llama_model_target_layer_ids", "llama_model_target_layer_ids_n", "llama_model_dflash_selector_top_k",
+    "llama_get_embeddings_nextn", "llama_set_embeddings_nextn",
+]

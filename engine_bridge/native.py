@@ -1,0 +1,313 @@
+"""Typed handles over the FFI: a model, a context, an extended batch, a sampler.
+
+Each owns one llama.cpp object and frees it exactly once. They hold no speculative logic; the
+loop in ``speculative.py`` composes them. Logits are read through zero-copy numpy views.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .config import FLASH_ATTN, KV_TYPES, KVTypes
+from .errors import ContextOverflowError, DecodeError, ModelLoadError
+from .llama_ffi import C
+
+# llama-cpp-python prints every llama.cpp log line unless its logger says otherwise.
+logging.getLogger("llama-cpp-python").setLevel(
+    logging.DEBUG if os.environ.get("DFLASH_LLAMA_LOG") else logging.ERROR)
+
+_backend_ready = False
+
+
+def ensure_backend() -> None:
+    global _backend_ready
+    if not _backend_ready:
+        C.llama_backend_init()
+        _backend_ready = True
+
+
+class Model:
+    """A loaded GGUF model (weights only; no KV)."""
+
+    def __init__(self, path: str | os.PathLike, n_gpu_layers: int = -1):
+        ensure_backend()
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise ModelLoadError(f"{self.path}: no such file")
+        params = C.llama_model_default_params()
+        params.n_gpu_layers = n_gpu_layers if n_gpu_layers >= 0 else 999
+        ptr = C.llama_model_load_from_file(str(self.path).encode(), params)
+        if not ptr:
+            raise ModelLoadError(f"llama.cpp could not load {self.path.name} (see its log with DFLASH_LLAMA_LOG=1)")
+        self.ptr = ptr
+        self.vocab = C.llama_model_get_vocab(ptr)
+        self.n_vocab = int(C.llama_vocab_n_tokens(self.vocab))
+        self.n_embd = int(C.llama_model_n_embd(ptr))
+        self.n_layer = int(C.llama_model_n_layer(ptr))
+        self.size_bytes = int(C.llama_model_size(ptr))
+        self.n_params = int(C.llama_model_n_params(ptr))
+
+    def meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(4096)
+        n = C.llama_model_meta_val_str(self.ptr, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", "replace") if n >= 0 else None
+
+    def chat_template(self) -> str | None:
+        tmpl = C.llama_model_chat_template(self.ptr, None)
+        return tmpl.decode("utf-8", "replace") if tmpl else None
+
+    def token_text(self, token: int) -> str:
+        t = C.llama_vocab_get_text(self.vocab, token)
+        return t.decode("utf-8", "replace") if t else ""
+
+    def is_eog(self, token: int) -> bool:
+        return bool(C.llama_vocab_is_eog(self.vocab, token))
+
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        data = text.encode("utf-8")
+        cap = len(data) + 16
+        buf = (C.llama_token * cap)()
+        n = C.llama_tokenize(self.vocab, data, len(data), buf, cap, add_special, parse_special)
+        if n < 0:  # buffer too small: -n is the size needed
+            cap = -n
+            buf = (C.llama_token * cap)()
+            n = C.llama_tokenize(self.vocab, data, len(data), buf, cap, add_special, parse_special)
+        return list(buf[:n])
+
+    def piece(self, token: int, special: bool = False) -> bytes:
+        buf = ctypes.create_string_buffer(64)
+        n = C.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = C.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+        return buf.raw[:n]
+
+    def free(self) -> None:
+        if getattr(self, "ptr", None):
+            C.llama_model_free(self.ptr)
+            self.ptr = None
+
+    def __del__(self):  # a safety net; owners call free() explicitly
+        try:
+            self.free()
+        except Exception:
+            pass
+
+
+class Context:
+    """A llama.cpp context: KV cache, compute buffers, outputs."""
+
+    def __init__(self, model: Model, *, n_ctx: int, n_batch: int, n_ubatch: int, kv: KVTypes,
+                 flash_attn: str = "auto", n_threads: int | None = None, n_seq_max: int = 1,
+                 kv_unified: bool = False, other: "Context | None" = None):
+        params = C.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = n_batch
+        params.n_ubatch = min(n_ubatch, n_batch)
+        params.n_seq_max = n_seq_max
+        threads = n_threads or os.cpu_count() or 1
+        params.n_threads = threads
+        params.n_threads_batch = threads
+        params.flash_attn_type = FLASH_ATTN[flash_attn]
+        params.type_k = KV_TYPES[kv.k]
+        params.type_v = KV_TYPES[kv.v]
+        params.kv_unified = kv_unified
+        params.no_perf = True
+        if other is not None:
+            params.ctx_other = other.ptr
+        ptr = C.llama_init_from_model(model.ptr, params)
+        if not ptr:
+            raise ModelLoadError(
+                f"llama.cpp could not create a context for {model.path.name} "
+                f"(n_ctx={n_ctx}, KV {kv}, flash attention {flash_attn})")
+        self.ptr = ptr
+        self.model = model
+        self.mem = C.llama_get_memory(ptr)
+        self.n_ctx = int(C.llama_n_ctx(ptr))
+        self.n_batch = int(C.llama_n_batch(ptr))
+        self.n_ubatch = int(C.llama_n_ubatch(ptr))
+        self.n_vocab = model.n_vocab
+        self._logits_base = None
+
+    # -- decoding ---------------------------------------------------------------------------
+    def process(self, batch: "Batch") -> None:
+        """Decodes a batch. llama_process may return before a GPU finishes: see synchronize()."""
+        rc = C.llama_process(self.ptr, C.LLAMA_PROCESS_TYPE_DECODE, batch.ptr)
+        if rc == 1:
+            raise ContextOverflowError(
+                f"no room left in the KV cache of {self.model.path.name} (context size {self.n_ctx})")
+        if rc != 0:
+            raise DecodeError(f"llama_process failed with code {rc} on {self.model.path.name}")
+
+    def synchronize(self) -> None:
+        """A synchronisation point: returns once the device has finished all queued work."""
+        C.llama_synchronize(self.ptr)
+
+    def logits(self, n_rows: int) -> np.ndarray:
+        """The first ``n_rows`` output rows of the last decode, as a zero-copy (n_rows, n_vocab) view."""
+        ptr = C.llama_get_logits(self.ptr)
+        return np.ctypeslib.as_array(ptr, shape=(n_rows, self.n_vocab))
+
+    def logits_row(self, i: int) -> np.ndarray:
+        ptr = C.llama_get_logits_ith(self.ptr, i)
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+
+    def set_causal(self, causal: bool) -> None:
+        C.llama_set_causal_attn(self.ptr, causal)
+
+    # -- KV cache -----------------------------------------------------------------------------
+    def seq_rm(self, seq: int, p0: int, p1: int = -1) -> bool:
+        return bool(C.llama_memory_seq_rm(self.mem, seq, p0, p1))
+
+    def seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
+        C.llama_memory_seq_cp(self.mem, src, dst, p0, p1)
+
+    def seq_keep(self, seq: int) -> None:
+        C.llama_memory_seq_keep(self.mem, seq)
+
+    def pos_max(self, seq: int = 0) -> int:
+        return int(C.llama_memory_seq_pos_max(self.mem, seq))
+
+    def clear(self) -> None:
+        C.llama_memory_clear(self.mem, True)
+
+    def state_size(self) -> int:
+        return int(C.llama_state_get_size(self.ptr))
+
+    def free(self) -> None:
+        if getattr(self, "ptr", None):
+            C.llama_free(self.ptr)
+            self.ptr = None
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:
+            pass
+
+
+class Batch:
+    """An extended batch (``llama_batch_ext``): tokens or embedding rows, positions, outputs.
+
+    Embedding rows are copied by llama.cpp when added, so callers may reuse their buffers.
+    """
+
+    def __init__(self, ctx: Context):
+        self.ptr = C.llama_batch_ext_init(ctx.ptr)
+        if not self.ptr:
+            raise ModelLoadError("llama_batch_ext_init failed")
+        self._pos = (C.llama_pos * 4)()
+        self._embd = C.llama_embd()
+        self.n = 0
+
+    def clear(self) -> None:
+        C.llama_batch_ext_clear(self.ptr)
+        self.n = 0
+
+    def _place(self, idx: int, pos: int, output: bool) -> int:
+        if idx < 0:
+            raise DecodeError(f"batch is full or the entry is invalid (code {idx})")
+        p = self._pos
+        p[0] = p[1] = p[2] = pos
+        p[3] = 0
+        C.llama_batch_ext_set_pos(self.ptr, idx, p)
+        if output:
+            C.llama_batch_ext_set_output_logits(self.ptr, idx, True)
+        self.n += 1
+        return idx
+
+    def add_token(self, token: int, pos: int, seq: int = 0, output: bool = False) -> int:
+        return self._place(C.llama_batch_ext_add_token(self.ptr, seq, token), pos, output)
+
+    def add_token_seqs(self, token: int, pos: int, seqs, output: bool = False) -> int:
+        """One entry that belongs to several sequences (tree verification)."""
+        seqs = list(seqs)
+        idx = C.llama_batch_ext_add_token(self.ptr, seqs[0], token)
+        if idx < 0:
+            raise DecodeError(f"batch is full (code {idx})")
+        for s in seqs[1:]:
+            if not C.llama_batch_ext_add_seq(self.ptr, idx, s):
+                raise DecodeError(f"could not add sequence {s} to a batch entry")
+        return self._place(idx, pos, output)
+
+    def add_embd(self, row: np.ndarray, pos: int, seq: int = 0) -> int:
+        """One token given by an embedding row (float32, C-contiguous)."""
+        e = self._embd
+        e.data = row.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        e.n_rows = 1
+        e.n_embd = row.shape[-1]
+        return self._place(C.llama_batch_ext_add_embd(self.ptr, seq, e), pos, False)
+
+    def free(self) -> None:
+        if getattr(self, "ptr", None):
+            C.llama_batch_ext_free(self.ptr)
+            self.ptr = None
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:
+            pass
+
+
+class Sampler:
+    """The target's sampler: it decides every committed token, in AR and speculative modes alike.
+
+    Greedy decoding does not use it (the loop takes a vectorised argmax over the logits block);
+    temperature sampling runs llama.cpp's chain top-k -> top-p -> temperature -> dist(seed), which
+    draws once per committed token in both modes, so a fixed seed gives the same text.
+    """
+
+    def __init__(self, temperature: float, top_k: int, top_p: float, seed: int):
+        chain = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
+        if top_k > 0:
+            C.llama_sampler_chain_add(chain, C.llama_sampler_init_top_k(top_k))
+        if top_p < 1.0:
+            C.llama_sampler_chain_add(chain, C.llama_sampler_init_top_p(top_p, 1))
+        C.llama_sampler_chain_add(chain, C.llama_sampler_init_temp(temperature))
+        C.llama_sampler_chain_add(chain, C.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+        self.ptr = chain
+
+    def sample(self, ctx: Context, idx: int) -> int:
+        """Samples output row ``idx`` of the last decode and records the token as accepted."""
+        return int(C.llama_sampler_sample(self.ptr, ctx.ptr, idx))
+
+    def free(self) -> None:
+        if getattr(self, "ptr", None):
+            C.llama_sampler_free(self.ptr)
+            self.ptr = None
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:
+            pass
+
+
+class LoraAdapter:
+    def __init__(self, model: Model, path: str | os.PathLike):
+        self.path = Path(path)
+        ptr = C.llama_adapter_lora_init(model.ptr, str(self.path).encode())
+        if not ptr:
+            raise ModelLoadError(f"llama.cpp could not load the LoRA adapter {self.path.name} for {model.path.name}")
+        self.ptr = ptr
+
+    def free(self) -> None:
+        if getattr(self, "ptr", None):
+            C.llama_adapter_lora_free(self.ptr)
+            self.ptr = None
+
+
+def set_adapters(ctx: Context, adapters: list[tuple[LoraAdapter, float]]) -> None:
+    """Replaces the context's whole adapter list (an empty list removes them all)."""
+    n = len(adapters)
+    arr = (C.llama_adapter_lora_p_ctypes * max(n, 1))(*[a.ptr for a, _ in adapters])
+    scales = (ctypes.c_float * max(n, 1))(*[s for _, s in adapters])
+    rc = C.llama_set_adapters_lora(ctx.ptr, arr if n else None, n, scales if n else None)
+    if rc != 0:
+        raise ModelLoadError(f"llama_set_adapters_lora failed with code {rc}")

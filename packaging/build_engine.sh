@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Builds llama-cpp-python (pinned) from source and installs it into the given Python.
+#
+# Backend: CUDA when nvcc is on PATH *and* a GPU answers (nvidia-smi -L), CPU otherwise.
+# A machine with the toolkit but no GPU (CI) gets the CPU build: a CUDA build there takes hours on
+# two cores and could not run a single test. DFLASH_BACKEND=cpu|cuda overrides the detection.
+#
+# The built wheel is kept in our own cache, keyed by version + backend + CMake flags, so a second
+# run with the same inputs installs it in seconds. (pip's own wheel cache is keyed by the sdist
+# only and ignores CMAKE_ARGS, so it could hand a CPU wheel to a CUDA request.)
+#
+# Offline (GPU machine, air-gapped users): --source DIR|SDIST builds from a local llama-cpp-python
+# tree or sdist, --wheels DIR resolves build dependencies from a local wheel folder, no index.
+#
+# Usage: packaging/build_engine.sh [--python PY] [--source S] [--wheels W] [--arch 90;89]
+#                                  [--target DIR] [--jobs N]
+set -euo pipefail
+
+VER=0.3.36
+PY=${PYTHON:-python3}
+SRC=""; WHEELS=""; ARCH=${CUDA_ARCHITECTURES:-}; TARGET=""; JOBS=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --python) PY=$2; shift;;
+    --source) SRC=$2; shift;;
+    --wheels) WHEELS=$2; shift;;
+    --arch) ARCH=$2; shift;;
+    --target) TARGET=$2; shift;;
+    --jobs) JOBS=$2; shift;;
+    -h|--help) sed -n 2,16p "$0"; exit 0;;
+    *) echo "build_engine: unknown argument $1" >&2; exit 2;;
+  esac
+  shift
+done
+
+backend=${DFLASH_BACKEND:-auto}
+if [ "$backend" = auto ]; then
+  if command -v nvcc >/dev/null 2>&1 && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    backend=cuda
+  else
+    backend=cpu
+  fi
+fi
+
+flags="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
+if [ "$backend" = cuda ]; then
+  if [ -z "$ARCH" ]; then
+    # Detected from the GPUs present: compute capability 9.0 -> 90.
+    ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d . | sort -u | paste -sd';' -)
+  fi
+  [ -n "$ARCH" ] || { echo "build_engine: CUDA requested but no architecture detected; pass --arch" >&2; exit 2; }
+  flags="$flags -DGGML_CUDA=on -DGGML_CUDA_FA_ALL_QUANTS=ON -DCMAKE_CUDA_ARCHITECTURES=$ARCH"
+fi
+
+pytag=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+key=$(printf '%s|%s|%s|%s' "$VER" "$backend" "$flags" "$pytag" | sha256sum | cut -c1-16)
+CACHE=${DFLASH_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dflash-studio/wheels}/$key
+mkdir -p "$CACHE"
+
+pipi=("$PY" -m pip install --no-deps --force-reinstall)
+[ -n "$TARGET" ] && pipi+=(--target "$TARGET")
+idx=()
+[ -n "$WHEELS" ] && idx=(--no-index --find-links "$WHEELS")
+
+whl=$(ls "$CACHE"/llama_cpp_python-"$VER"-*.whl 2>/dev/null | head -n1 || true)
+if [ -n "$whl" ]; then
+  echo "build_engine: reusing cached wheel ($backend) $whl"
+else
+  echo "build_engine: building llama-cpp-python $VER ($backend) with: $flags"
+  start=$SECONDS
+  src=${SRC:-"llama-cpp-python==$VER"}
+  build_iso=()
+  if [ -n "$WHEELS" ]; then
+    # Offline: the build backend comes from the local wheel folder, installed beside us.
+    "$PY" -m pip install -q "${idx[@]}" scikit-build-core pathspec packaging
+    build_iso=(--no-build-isolation)
+  fi
+  CMAKE_ARGS="$flags" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS FORCE_CMAKE=1 \
+    "$PY" -m pip wheel --no-deps --no-cache-dir --no-binary llama-cpp-python "${build_iso[@]}" "${idx[@]}" \
+      -w "$CACHE" "$src"
+  whl=$(ls "$CACHE"/llama_cpp_python-"$VER"-*.whl | head -n1)
+  printf '{"version": "%s", "backend": "%s", "cmake_args": "%s", "cuda_architectures": "%s", "seconds": %d}\n' \
+    "$VER" "$backend" "$flags" "$ARCH" $((SECONDS - start)) > "$CACHE/build-info.json"
+fi
+"${pipi[@]}" "$whl"
+# The runtime dependencies of llama-cpp-python itself (numpy, jinja2, diskcache, typing-extensions)
+"$PY" -m pip install -q "${idx[@]}" numpy jinja2 diskcache typing-extensions
+# What doctor reports: the flags this engine was built with.
+"$PY" - "$CACHE/build-info.json" <<'PYEOF'
+import json, sys, pathlib, importlib.util
+spec = importlib.util.find_spec("llama_cpp")
+dest = pathlib.Path(spec.submodule_search_locations[0]) / "dflash_build_info.json"
+dest.write_text(pathlib.Path(sys.argv[1]).read_text())
+print("build_engine: recorded", dest)
+PYEOF
