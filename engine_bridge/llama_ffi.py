@@ -120,3 +120,60 @@ __all__ = [
     "llama_model_target_layer_ids", "llama_model_target_layer_ids_n", "llama_model_dflash_selector_top_k",
     "llama_get_embeddings_nextn", "llama_set_embeddings_nextn",
 ]
+
+
+# -- ggml devices (for `doctor` and the status bar): C functions of libggml-base -------------------
+def _ggml_lib(stem: str):
+    libdir = Path(C.__file__).parent / "lib"
+    for name in (f"lib{stem}.so", f"lib{stem}.dylib", f"{stem}.dll"):
+        if (libdir / name).exists():
+            return ctypes.CDLL(str(libdir / name))
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _ggml_devices_api():
+    """The device registry lives in libggml, the device methods in libggml-base."""
+    reg, base = _ggml_lib("ggml"), _ggml_lib("ggml-base")
+    if reg is None or base is None:
+        return None
+    reg.ggml_backend_dev_count.restype = ctypes.c_size_t
+    reg.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
+    reg.ggml_backend_dev_get.restype = ctypes.c_void_p
+    for fn in ("ggml_backend_dev_name", "ggml_backend_dev_description"):
+        getattr(base, fn).argtypes = [ctypes.c_void_p]
+        getattr(base, fn).restype = ctypes.c_char_p
+    base.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
+    base.ggml_backend_dev_type.restype = ctypes.c_int
+    base.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
+                                             ctypes.POINTER(ctypes.c_size_t)]
+    base.ggml_backend_dev_memory.restype = None
+    return reg, base
+
+
+_DEV_TYPES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel"}
+
+
+def devices() -> list[dict]:
+    """Every ggml backend device: name, description, type, free and total memory in bytes."""
+    C.llama_backend_init()   # loads the backends (idempotent)
+    api = _ggml_devices_api()
+    if api is None:
+        return []
+    reg, lib = api
+    out = []
+    for i in range(reg.ggml_backend_dev_count()):
+        dev = reg.ggml_backend_dev_get(i)
+        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
+        out.append({
+            "name": (lib.ggml_backend_dev_name(dev) or b"").decode(),
+            "description": (lib.ggml_backend_dev_description(dev) or b"").decode(),
+            "type": _DEV_TYPES.get(lib.ggml_backend_dev_type(dev), "unknown"),
+            "memory_free": int(free.value), "memory_total": int(total.value),
+        })
+    return out
+
+
+def gpus() -> list[dict]:
+    return [d for d in devices() if d["type"] in ("gpu", "igpu")]

@@ -25,6 +25,7 @@ Tensors are written in the ggml layout with numpy shapes (rows = output features
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,6 +91,7 @@ class DrafterSpec:
     extra_kv: dict = field(default_factory=dict)
 
 
+@functools.lru_cache(maxsize=4)
 def _load_vocab(vocab: str | Path) -> dict:
     """Reads every ``tokenizer.*`` key of a vocab GGUF as (value, gguf value type)."""
     from gguf import GGUFReader, GGUFValueType
@@ -369,3 +371,39 @@ def _finish(writer) -> None:
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+
+
+def write_lora(path: str | Path, target: TargetSpec | None = None, drafter: DrafterSpec | None = None, *,
+               rank: int = 4, scale: float = 1.0, seed: int = 7, arch: str = "dflash",
+               modules: tuple[str, ...] = ("attn_q", "attn_k", "attn_v", "attn_output"),
+               n_embd: int | None = None) -> Path:
+    """Writes a LoRA adapter GGUF for a drafter made from (target, drafter) specs.
+
+    ``scale`` sizes the update (B @ A) relative to the base weights; ``arch`` and ``n_embd`` can be
+    set to something else to build an adapter for another model.
+    """
+    from gguf import GGUFWriter
+
+    tspec, dspec = target or TargetSpec(), drafter or DrafterSpec()
+    rng = np.random.default_rng(seed)
+    d = n_embd or dspec.n_embd or tspec.n_embd
+    nh = dspec.n_head or tspec.n_head
+    nkv = dspec.n_head_kv or tspec.n_head_kv
+    hd = dspec.head_dim or tspec.head_dim
+    out_dims = {"attn_q": nh * hd, "attn_k": nkv * hd, "attn_v": nkv * hd, "attn_output": d}
+    in_dims = {"attn_q": d, "attn_k": d, "attn_v": d, "attn_output": nh * hd}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = GGUFWriter(str(path), arch)
+    writer.add_string("general.type", "adapter")
+    writer.add_string("adapter.type", "lora")
+    writer.add_float32("adapter.lora.alpha", float(rank))
+    writer.add_string("general.name", f"dflash-studio tiny LoRA r{rank}")
+    for i in range(dspec.n_layer):
+        for m in modules:
+            a = rng.standard_normal((rank, in_dims[m])) / np.sqrt(in_dims[m])
+            b = scale * rng.standard_normal((out_dims[m], rank)) / np.sqrt(rank)
+            writer.add_tensor(f"blk.{i}.{m}.weight.lora_a", a.astype(np.float32))
+            writer.add_tensor(f"blk.{i}.{m}.weight.lora_b", b.astype(np.float32))
+    _finish(writer)
+    return path
