@@ -38,7 +38,7 @@ def tiny_engine(tiny_pair):
     from engine_bridge.engine import Engine
 
     target, draft = tiny_pair
-    eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=2048, n_batch=512, n_ubatch=64), check=False)
+    eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=2048, n_batch=512, n_ubatch=64))
     yield eng
     eng.close()
 # --- end engine fixtures ---
