@@ -27,6 +27,7 @@ from .config import EngineConfig, GenerationSettings
 from .drafter import Drafter
 from .errors import ContextOverflowError, IncompatiblePairError
 from .generation import Generation
+from .llama_ffi import C
 from .native import Batch, Context, Model
 from .records import GenerationResult
 
@@ -54,6 +55,10 @@ class Engine:
         self.kv: list[int] = []
         self.dft_valid = 0
         self._extracting = False
+        ok, reason = _tree_support(target)
+        self.tree_max_nodes = int(C.llama_n_seq_max(target_ctx.ptr)) if ok else 0
+        self.tree_capable = ok and self.tree_max_nodes > 1
+        self.tree_reason = reason if not ok else ("" if self.tree_capable else "the context has one sequence")
 
     # -- loading ----------------------------------------------------------------------------------
     @classmethod
@@ -67,8 +72,13 @@ class Engine:
         say(f"loading target {config.target.name}")
         target = Model(config.target, config.n_gpu_layers)
         try:
+            tree_ok, _ = _tree_support(target)
+            # Tree verification gives each leaf a sequence id in one unified KV cache; a plain chain
+            # needs one sequence. llama.cpp allows at most 256 sequences.
+            n_seq = min(config.max_tree_nodes, 256, config.n_batch - 1) if (tree_ok and config.draft) else 1
             ctx = Context(target, n_ctx=config.n_ctx, n_batch=config.n_batch, n_ubatch=config.n_ubatch,
-                          kv=config.target_kv, flash_attn=config.flash_attn, n_threads=config.n_threads)
+                          kv=config.target_kv, flash_attn=config.flash_attn, n_threads=config.n_threads,
+                          n_seq_max=max(1, n_seq), kv_unified=True)
         except Exception:
             target.free()
             raise
@@ -138,8 +148,6 @@ class Engine:
             lines = [f"{m['role']}: {m['content']}" for m in messages]
             return "\n".join(lines) + ("\nassistant:" if add_generation_prompt else "")
         v = self.target.vocab
-        from .llama_ffi import C
-
         bos = self.target.token_text(C.llama_vocab_bos(v)) if C.llama_vocab_bos(v) >= 0 else ""
         eos = self.target.token_text(C.llama_vocab_eos(v)) if C.llama_vocab_eos(v) >= 0 else ""
         fmt = Jinja2ChatFormatter(tmpl, eos_token=eos, bos_token=bos, add_generation_prompt=add_generation_prompt)
@@ -247,6 +255,15 @@ class Engine:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _tree_support(model: Model) -> tuple[bool, str]:
+    """Recurrent and hybrid targets keep one state per sequence, so branches cannot share a prefix."""
+    if C.llama_model_is_recurrent(model.ptr):
+        return False, "the target is recurrent: one state per sequence"
+    if C.llama_model_is_hybrid(model.ptr):
+        return False, "the target is hybrid (recurrent layers): one state per sequence"
+    return True, ""
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

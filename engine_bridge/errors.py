@@ -37,3 +37,11 @@ class DecodeError(EngineError):
 
 class GenerationCancelled(EngineError):
     """Raised only by callers that prefer an exception; the engine itself returns finish_reason."""
+
+
+class UnreadableModelError(EngineError):
+    """A model file or folder cannot be read at all (missing, not GGUF/safetensors, header cut short)."""
+
+    def __init__(self, message: str, path=None):
+        super().__init__(message)
+        self.path = path

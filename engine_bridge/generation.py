@@ -31,6 +31,7 @@ from .config import GenerationSettings
 from .detok import StreamingDetokenizer
 from .errors import ContextOverflowError, UnsupportedSettingError
 from .native import Batch, Context, Sampler
+from .tree import build_tree, top_candidates
 from .records import FROM_DRAFT, FROM_TARGET, GenerationResult, RunSummary, StepRecord, TokenEvent
 
 now = time.perf_counter
@@ -56,6 +57,7 @@ class Generation:
         self.finish = "max_tokens"
         self.t_first = 0.0
         self.n_drafted = self.n_accepted = 0
+        self.mode = settings.mode           # what actually runs (tree may fall back to chain)
         self.budget, self.budget_note = self._effective_budget()
 
     def _effective_budget(self) -> tuple[int, str]:
@@ -67,6 +69,15 @@ class Generation:
         if s.mode == "chain" and s.budget > d.max_draft:
             return d.max_draft, (f"budget {s.budget} clamped to {d.max_draft}: the drafter's block size is "
                                  f"{d.block_size}, so one step drafts at most {d.max_draft} tokens")
+        if s.mode == "tree":
+            if not self.e.tree_capable:
+                self.mode = "chain"
+                budget = min(s.budget, d.max_draft)
+                return budget, f"tree verification unavailable ({self.e.tree_reason}); verified as a chain"
+            cap = self.e.tree_max_nodes
+            if s.budget > cap:
+                return cap, (f"node budget {s.budget} clamped to {cap}: the target context was created for "
+                             f"{cap} tree nodes (llama.cpp allows at most 256 sequences)")
         return s.budget, ""
 
     # -- the run ------------------------------------------------------------------------------------
@@ -84,7 +95,7 @@ class Generation:
         t_prefill = now() - t0
         last = prompt[-1]
         t_gen0 = now()
-        step_fn = self._ar_step if s.mode == "ar" else (self._tree_step if s.mode == "tree" else self._chain_step)
+        step_fn = {"ar": self._ar_step, "chain": self._chain_step, "tree": self._tree_step}[self.mode]
         try:
             while True:
                 if self.cancel is not None and self.cancel.is_set():
@@ -108,7 +119,7 @@ class Generation:
             n_steps=len(self.steps), n_drafted=self.n_drafted, n_accepted=self.n_accepted,
             t_prefill=t_prefill, t_first_token=self.t_first, t_generate=t_gen,
             budget_requested=s.budget if s.mode != "ar" else 0, budget_effective=self.budget,
-            budget_note=self.budget_note, finish_reason=self.finish, verify_mode=s.mode)
+            budget_note=self.budget_note, finish_reason=self.finish, verify_mode=self.mode)
         return GenerationResult(text="".join(self.text_parts), tokens=self.tokens, sources=self.sources,
                                 steps=self.steps, summary=summary)
 
@@ -254,5 +265,93 @@ class Generation:
             t_native=native, wall=wall))
         return (chosen[n_commit - 1] if n_commit else last), done
 
-    def _tree_step(self, last: int, t0: float) -> tuple[int, bool]:  # replaced by tree.py
-        raise UnsupportedSettingError("tree verification is not available in this build of the engine")
+    # -- tree speculative (DDTree) -------------------------------------------------------------------
+    def _tree_step(self, last: int, t0: float) -> tuple[int, bool]:
+        e, s, d = self.e, self.s, self.e.drafter
+        tctx = e.target_ctx
+        ts = now()
+        pos = len(e.kv)
+        remaining = s.max_tokens - len(self.tokens)
+        budget = max(0, min(self.budget, tctx.n_ctx - pos - 2))
+        depth = min(d.max_draft, budget, remaining - 1)
+        if depth <= 0:
+            return self._chain_step(last, t0)
+        d.t_native = 0.0
+
+        # 1. draft once, read the top-K per position, build the tree
+        td = now()
+        _, logits = d.draft(last, pos, depth)
+        cand, logp = top_candidates(logits, s.tree_top_k)
+        # The greedy chain is seeded to half the budget (the tree always holds what a chain of that
+        # depth verifies); the other half goes best-first on cumulative log-probability.
+        tr = build_tree(cand, logp, budget, chain_len=(budget + 1) // 2)
+        t_draft = now() - td
+        native = d.t_native
+
+        # 2. verify every node in one decode (ancestor-only attention through sequence ids)
+        tv = now()
+        sets, root_seqs = tr.leaf_sets()
+        for seq in root_seqs[1:]:
+            tctx.seq_cp(0, seq, -1, -1)   # the committed prefix is visible to every branch
+        b = e.target_batch
+        b.clear()
+        b.add_token_seqs(last, pos, root_seqs, True)
+        for i, tok in enumerate(tr.tokens):
+            b.add_token_seqs(tok, pos + 1 + tr.depth[i], sets[i], True)
+        tctx.process(b)
+        tctx.synchronize()                  # sync point: end of verify
+        t_verify = now() - tv
+
+        # 3. accept: follow the target's choices down the tree
+        ta = now()
+        greedy = None
+        if self.sampler is None:
+            greedy = tctx.logits(len(tr) + 1).argmax(axis=1)
+        chosen, path = [], []
+        node, row = -1, 0
+        while True:
+            tok = int(greedy[row]) if greedy is not None else self.sampler.sample(tctx, row)
+            chosen.append(tok)
+            child = tr.children.get(node, {}).get(tok)
+            if child is None:
+                break
+            path.append(child)
+            node, row = child, child + 1
+        t_accept = now() - ta
+        native += t_verify + t_accept
+
+        n_commit, done = self._commit(chosen, len(path), len(self.steps), t0)
+        keep = n_commit                     # rows kept: the root and the first keep-1 path nodes
+
+        # 4. keep the winning branch only, as sequence 0
+        tt = now()
+        kept_nodes = path[: max(0, keep - 1)]
+        win = sets[kept_nodes[-1]][0] if kept_nodes else 0
+        tctx.seq_keep(win)
+        tctx.seq_rm(win, pos + keep, -1)
+        if win != 0:
+            tctx.seq_cp(win, 0, -1, -1)
+            tctx.seq_keep(0)
+        t_trim = now() - tt
+
+        # 5. inject only the accepted path's features
+        d.t_native = 0.0
+        ti = now()
+        d.inject(tctx, 0, keep, pos, rows=[0] + [n + 1 for n in kept_nodes])
+        t_inject = now() - ti
+        native += d.t_native + t_trim
+        if keep:
+            e.kv.append(last)
+            e.kv.extend(int(x) for x in chosen[: keep - 1])
+        e.dft_valid = len(e.kv)
+        wall = now() - ts
+        n_draft = len(tr)
+        accepted = min(len(path), n_commit)
+        self.n_drafted += n_draft
+        self.n_accepted += accepted
+        self._record(StepRecord(
+            step=len(self.steps), pos=pos, drafted=n_draft, accepted=accepted, committed=n_commit,
+            t_draft=t_draft, t_inject=t_inject, t_verify=t_verify, t_accept=t_accept,
+            t_other=max(0.0, wall - t_draft - t_inject - t_verify - t_accept), t_native=native, wall=wall,
+            tree_nodes=n_draft, tree_depth=tr.max_depth, path_len=accepted))
+        return (chosen[n_commit - 1] if n_commit else last), done

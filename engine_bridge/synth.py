@@ -61,7 +61,8 @@ class TargetSpec:
     structured: bool = True
     n_classes: int = 8
     layer_scale: float = 0.6            # size of the layers' residual contribution
-    hub_bonus: float = 2.0              # how strongly each class prefers its hub token
+    hub_bonus: float = 2.0              # how strongly each class prefers its hub tokens
+    n_hubs: int = 2                     # 1 or 2 preferred tokens per class
     mask_token_id: int | None = None    # the token the drafter uses as mask (default: last id - 1)
     name: str = "dflash-studio tiny target"
     extra_kv: dict = field(default_factory=dict)
@@ -182,6 +183,13 @@ def target_weights(spec: TargetSpec, n_vocab: int) -> dict[str, np.ndarray]:
         out = 4.0 * pre[cls] + 0.35 * rng.standard_normal((n_vocab, d))
         hubs = np.array([int(rng.integers(n_vocab // k_cls)) * k_cls + k for k in range(k_cls)])
         out[hubs] += spec.hub_bonus * pre[np.arange(k_cls)]
+        if spec.n_hubs > 1:
+            # A twin per hub: the same row plus a random direction, so which of the two wins depends
+            # on the context (the sign of that direction against the hidden state). The drafter
+            # ranks them first and second after the mask token; the target prefers either, so a
+            # tree verifier that keeps the drafter's runner-up gets tokens accepted a chain misses.
+            twins = (hubs + k_cls) % (n_vocab - n_vocab % k_cls)
+            out[twins] = out[hubs] + 0.5 * rng.standard_normal((k_cls, d))
         layer_out_scale = spec.layer_scale
     else:
         emb = rng.standard_normal((n_vocab, d))

@@ -1,0 +1,75 @@
+"""What this llama.cpp build accepts, read from its source (llama-cpp-python 0.3.36, vendored
+llama.cpp 0c1e57098). Each table names the file it comes from so it can be re-checked on upgrade.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: src/llama-arch.cpp, LLM_ARCH_NAMES: every architecture this llama.cpp can load.
+KNOWN_ARCHS = frozenset("""
+clip llama llama4 deci falcon grok gpt2 gptj gptneox mpt baichuan starcoder refact bert modern-bert
+nomic-bert nomic-bert-moe neo-bert jina-bert-v2 jina-bert-v3 eurobert bloom stablelm qwen qwen2
+qwen2moe qwen2vl qwen3 qwen3moe qwen3next qwen3vl qwen3vlmoe qwen35 qwen35moe qwen4exp phi2 phi3
+phimoe plamo plamo2 plamo3 codeshell orion internlm2 minicpm minicpm3 gemma gemma2 gemma3 gemma3n
+gemma4 gemma4-assistant gemma-embedding starcoder2 mamba mamba2 maple jamba falcon-h1 xverse
+command-r cohere2 cohere2moe dbrx olmo olmo2 olmoe muse-glimmer openelm arctic deepseek deepseek2
+deepseek2-ocr deepseek32 deepseek4 chatglm glm4 glm4moe glm-dsa bitnet t5 t5encoder jais jais2
+nemotron nemotron_h nemotron_h_moe exaone exaone4 exaone-moe rwkv6 rwkv6qwen2 rwkv7 arwkv7 granite
+granitemoe granitehybrid graniteswitch granite_swa chameleon wavtokenizer-dec plm bailingmoe
+bailingmoe2 bailingmoe3 dots1 dots3note arcee afmoe laguna ernie4_5 ernie4_5-moe hunyuan-moe
+hunyuan-dense hunyuan_vl hy_v3 hy_v4 smollm3 gpt-oss lfm2 lfm2moe dream smallthinker llada
+llada-moe seed_oss grovemoe apertus minimax-01 hrm_text minimax-m2 minimax-m3 cogvlm rnd1
+pangu-embedded mistral3 eagle3 dflash mistral4 paddleocr mimo2 step35 spark2_5 llama-embed
+maincoder kimi-linear kimi-k3 glm5-next talkie mellum nanbeige qwen3tts pockettts
+""".split())
+
+#: Architectures whose graph records layer inputs (``res->t_layer_inp[il] = ...`` in
+#: src/models/*.cpp, mapped to names through src/llama-model.cpp and src/models/models.h).
+#: Any other target makes llama.cpp abort in src/llama-graph.cpp with "layer input tensor is null".
+FEEDS_DRAFTER = frozenset({
+    "llama", "llama-embed", "nanbeige", "qwen3", "qwen3moe", "qwen3next", "qwen35", "qwen35moe",
+    "qwen4exp", "gemma4", "muse-glimmer", "deepseek4", "nemotron_h", "nemotron_h_moe",
+    "bailingmoe3", "hunyuan_vl", "hunyuan-dense", "gpt-oss", "lfm2", "lfm2moe", "minimax-01",
+    "minimax-m2", "mimo2",
+})
+
+#: Architectures that also export the input of a virtual layer n_layer (the final hidden state):
+#: nemotron-h.cpp, mimo2.cpp, deepseek4.cpp set ``t_layer_inp[n_layer]``. For every other one a
+#: target layer id equal to n_layer passes llama_set_embeddings_layer_inp's assert and then aborts.
+FINAL_LAYER_INPUT = frozenset({"nemotron_h", "nemotron_h_moe", "mimo2", "deepseek4"})
+
+#: ggml/CMakeLists.txt GGML_CUDA_FA_QUANTS default: the K-V pairs with compiled CUDA
+#: flash-attention vector kernels; others are converted to f16 every step (ggml-cuda/fattn.cu).
+CUDA_FA_DEFAULT_PAIRS = frozenset({("q4_0", "q4_0"), ("q8_0", "q8_0"), ("f16", "f16"), ("bf16", "bf16")})
+#: ggml-cuda/fattn.cu ggml_cuda_fattn_kv_type_supported: K/V types the CUDA kernels handle at all.
+CUDA_FA_TYPES = frozenset({"f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0"})
+
+
+def cuda_fast_fa_pairs(cmake_args: str) -> frozenset | None:
+    """The compiled CUDA FA K-V pairs for a build's CMake flags; None means all of them."""
+    args = cmake_args or ""
+    if re.search(r"-DGGML_CUDA_FA_ALL_QUANTS=(ON|1|TRUE|YES)\b", args, re.I):
+        return None
+    m = re.search(r"-DGGML_CUDA_FA_QUANTS=\"?([^\s\"]+)", args)
+    if m:
+        value = m.group(1).strip().lower()
+        if value == "all":
+            return None
+        pairs = set()
+        for combo in re.split(r"[;,]", value):
+            if "-" in combo:
+                k, v = combo.split("-", 1)
+                pairs.add((k, v))
+        return frozenset(pairs)
+    return CUDA_FA_DEFAULT_PAIRS
+
+
+def kv_block_size(kv_type: str) -> int:
+    """ggml block size of a KV cache type (1 for float types)."""
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    try:
+        return GGML_QUANT_SIZES[GGMLQuantizationType[kv_type.upper()]][0]
+    except KeyError:
+        return 1

@@ -1,0 +1,115 @@
+"""Tree verification (DDTree): verify a tree of likely continuations in one target decode.
+
+Construction (one drafter pass): the drafter's top-K tokens and log-probabilities at each block
+position. The greedy chain goes in first (so the tree always contains what chain mode would
+verify); then nodes are popped best-first from a max-heap on cumulative log-probability — a popped
+node pushes its next sibling and its first child — until ``budget`` nodes.
+
+Verification: each node is one batch entry at position ``pos + 1 + depth``, belonging to the
+sequence of every leaf below it; the root (``last``) belongs to all. In a unified KV cache the
+attention mask then lets a node see exactly its ancestors (and the shared prompt, copied to every
+sequence first). The target's choice is followed down the tree; the longest agreeing path plus the
+target's next token are committed. Afterwards only the winning branch's cells stay (``seq_keep``
+on one of its leaves, trim below the path, rename to sequence 0) and only the accepted path's
+features are injected into the drafter.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class DraftTree:
+    tokens: list[int] = field(default_factory=list)    # node i's token
+    parent: list[int] = field(default_factory=list)    # node i's parent (-1: the root, i.e. `last`)
+    depth: list[int] = field(default_factory=list)     # 0 for the root's children
+    children: dict[int, dict[int, int]] = field(default_factory=dict)  # node (-1 root) -> token -> child
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def add(self, token: int, parent: int) -> int:
+        i = len(self.tokens)
+        self.tokens.append(int(token))
+        self.parent.append(parent)
+        self.depth.append(0 if parent < 0 else self.depth[parent] + 1)
+        self.children.setdefault(parent, {})[int(token)] = i
+        return i
+
+    @property
+    def max_depth(self) -> int:
+        return max(self.depth) + 1 if self.tokens else 0
+
+    def leaves(self) -> list[int]:
+        return [i for i in range(len(self.tokens)) if i not in self.children]
+
+    def leaf_sets(self) -> tuple[list[list[int]], list[int]]:
+        """Sequence ids per node (the ids of the leaves below it) and the root's (all of them)."""
+        leaves = self.leaves()
+        seq_of_leaf = {leaf: s for s, leaf in enumerate(leaves)}
+        sets: list[list[int]] = [[] for _ in self.tokens]
+        for leaf, s in seq_of_leaf.items():
+            node = leaf
+            while node >= 0:
+                sets[node].append(s)
+                node = self.parent[node]
+        return sets, list(range(len(leaves)))
+
+
+def top_candidates(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: the k best tokens (best first) and their log-probabilities."""
+    k = min(k, logits.shape[1])
+    part = np.argpartition(-logits, k - 1, axis=1)[:, :k]
+    vals = np.take_along_axis(logits, part, axis=1)
+    order = np.argsort(-vals, axis=1)
+    tokens = np.take_along_axis(part, order, axis=1)
+    vals = np.take_along_axis(vals, order, axis=1)
+    m = logits.max(axis=1, keepdims=True)
+    lse = m + np.log(np.exp(logits - m).sum(axis=1, keepdims=True))
+    return tokens, vals - lse
+
+
+def build_tree(tokens: np.ndarray, logp: np.ndarray, budget: int, chain_len: int | None = None) -> DraftTree:
+    """DDTree best-first construction from per-position candidates (rows = block positions).
+
+    ``chain_len`` seeds the greedy chain to that depth (default: as deep as rows and budget allow).
+    """
+    n_pos, k = tokens.shape
+    tree = DraftTree()
+    if n_pos == 0 or budget <= 0:
+        return tree
+    heap: list[tuple] = []   # (-score, tiebreak, depth, rank, parent, score): a max-heap via negation
+    counter = 0
+
+    def push(score: float, depth: int, rank: int, parent: int) -> None:
+        nonlocal counter
+        if depth < n_pos and rank < k:
+            heapq.heappush(heap, (-score, counter, depth, rank, parent, score))
+            counter += 1
+
+    chain = min(n_pos, budget) if chain_len is None else min(chain_len, n_pos, budget)
+    parent, score = -1, 0.0
+    for d in range(chain):
+        push(score + float(logp[d, 1]) if k > 1 else -np.inf, d, 1, parent)   # the chain node's next sibling
+        score += float(logp[d, 0])
+        parent = tree.add(int(tokens[d, 0]), parent)
+    push(score + float(logp[chain, 0]) if chain < n_pos else -np.inf, chain, 0, parent)
+
+    while heap and len(tree) < budget:
+        _, _, d, r, par, sc = heapq.heappop(heap)
+        if not np.isfinite(sc):
+            continue
+        tok = int(tokens[d, r])
+        if tok in tree.children.get(par, {}):
+            continue
+        node = tree.add(tok, par)
+        if r + 1 < k:
+            base = sc - float(logp[d, r])
+            push(base + float(logp[d, r + 1]), d, r + 1, par)
+        if d + 1 < n_pos:
+            push(sc + float(logp[d + 1, 0]), d + 1, 0, node)
+    return tree

@@ -1,0 +1,142 @@
+"""Tree verification (DDTree): construction, ancestor masks, losslessness, and its statistics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine_bridge.config import EngineConfig, GenerationSettings
+from engine_bridge.engine import Engine
+from engine_bridge.tree import build_tree, top_candidates
+
+from engine_corpus import LONG_PROMPT, PROMPTS
+
+
+def _candidates(n_pos=6, k=3, seed=0):
+    rng = np.random.default_rng(seed)
+    logits = rng.standard_normal((n_pos, 50)).astype(np.float32) * 3
+    return logits, *top_candidates(logits, k)
+
+
+def test_top_candidates_are_sorted_log_probs():
+    logits, tok, lp = _candidates()
+    assert (tok[:, 0] == logits.argmax(axis=1)).all()
+    assert (np.diff(lp, axis=1) <= 0).all()
+    full = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    assert np.allclose(np.take_along_axis(full, tok, axis=1), lp, atol=1e-5)
+
+
+@pytest.mark.parametrize("budget", [1, 3, 6, 10, 18])
+def test_tree_shape(budget):
+    logits, tok, lp = _candidates()
+    tree = build_tree(tok, lp, budget, chain_len=(budget + 1) // 2)
+    assert len(tree) == budget
+    # the greedy chain is inside the tree to the seeded depth
+    node = -1
+    for d in range(min((budget + 1) // 2, 6)):
+        node = tree.children[node][int(tok[d, 0])]
+        assert tree.depth[node] == d
+    # every node's token is one of its position's candidates; children are distinct tokens
+    for i, t in enumerate(tree.tokens):
+        assert t in tok[tree.depth[i]]
+    sets, root = tree.leaf_sets()
+    leaves = tree.leaves()
+    assert root == list(range(len(leaves)))
+    for i in range(len(tree)):
+        below = {s for s, leaf in enumerate(leaves) if _is_ancestor(tree, i, leaf)}
+        assert set(sets[i]) == below
+
+
+def _is_ancestor(tree, a, b):
+    while b >= 0:
+        if b == a:
+            return True
+        b = tree.parent[b]
+    return False
+
+
+def test_best_first_prefers_likely_branches():
+    # position 0 has two near-equal candidates, later positions are confident
+    logp = np.log(np.array([[0.5, 0.49, 0.01], [0.98, 0.01, 0.01], [0.98, 0.01, 0.01]]))
+    tok = np.array([[1, 2, 3], [4, 5, 6], [7, 8, 9]])
+    tree = build_tree(tok, logp, 6, chain_len=1)
+    # the runner-up at position 0 and its confident continuation beat the unlikely siblings
+    assert 2 in tree.children[-1]
+    second = tree.children[-1][2]
+    assert 4 in tree.children[second]
+    assert 3 not in tree.children[-1]
+
+
+@pytest.mark.parametrize("budget", [4, 8, 16, 32, 64])
+def test_tree_is_lossless(tiny_engine, budget):
+    eng = tiny_engine
+    for p in PROMPTS + [LONG_PROMPT]:
+        eng.reset()
+        ar = eng.generate(p, GenerationSettings(mode="ar", max_tokens=24))
+        eng.reset()
+        tr = eng.generate(p, GenerationSettings(mode="tree", budget=budget, max_tokens=24))
+        assert tr.tokens == ar.tokens, f"budget {budget}: {p!r}"
+        assert tr.summary.verify_mode == "tree"
+        for st in tr.steps[:-1]:
+            assert 0 < st.tree_nodes <= budget
+            assert st.tree_depth <= min(budget, eng.drafter.max_draft)
+            assert st.path_len == st.accepted <= st.tree_depth
+            assert st.committed == st.accepted + 1
+
+
+def test_tree_accepts_more_than_chain_and_grows_with_budget(tiny_engine):
+    eng = tiny_engine
+
+    def commit_len(mode, budget):
+        gen = tot = 0
+        for p in PROMPTS[:10]:
+            eng.reset()
+            r = eng.generate(p, GenerationSettings(mode=mode, budget=budget, max_tokens=32))
+            gen += r.summary.n_generated
+            tot += r.summary.n_steps
+        return gen / tot
+
+    chain = commit_len("chain", 15)
+    tree = [commit_len("tree", b) for b in (2, 8, 32)]
+    assert tree[-1] > chain, f"tree {tree} vs chain {chain}"
+    assert tree[0] <= tree[1] + 1e-9 <= tree[2] + 2e-9
+
+
+def test_tree_with_sampling_top_k_one_is_exact(tiny_engine):
+    for p in PROMPTS[:4]:
+        tiny_engine.reset()
+        ar = tiny_engine.generate(p, GenerationSettings(mode="ar", temperature=0.8, top_k=1, max_tokens=20))
+        tiny_engine.reset()
+        tr = tiny_engine.generate(p, GenerationSettings(mode="tree", budget=16, temperature=0.8, top_k=1, max_tokens=20))
+        assert tr.tokens == ar.tokens
+
+
+def test_multi_turn_after_tree_steps(tiny_engine):
+    eng = tiny_engine
+    eng.reset()
+    first = eng.generate("Hello world", GenerationSettings(mode="tree", budget=16, max_tokens=16))
+    conv = eng.tokenize("Hello world") + first.tokens + eng.tokenize(" next", add_special=False)
+    cont = eng.generate(conv, GenerationSettings(mode="tree", budget=16, max_tokens=16))
+    assert cont.summary.n_prompt_reused > 0
+    eng.reset()
+    ref = eng.generate(conv, GenerationSettings(mode="ar", max_tokens=16))
+    assert cont.tokens == ref.tokens
+
+
+def test_node_budget_clamped_to_context_capacity(tiny_pair):
+    target, draft = tiny_pair
+    with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=512, max_tree_nodes=8)) as eng:
+        assert eng.tree_max_nodes == 8
+        r = eng.generate("Hello", GenerationSettings(mode="tree", budget=40, max_tokens=12))
+        assert r.summary.budget_effective == 8 and "clamped" in r.summary.budget_note
+        assert max(s.tree_nodes for s in r.steps) <= 8
+
+
+def test_without_sequences_tree_falls_back_to_chain(tiny_pair):
+    target, draft = tiny_pair
+    with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=512, max_tree_nodes=1)) as eng:
+        assert not eng.tree_capable
+        r = eng.generate("Hello", GenerationSettings(mode="tree", budget=8, max_tokens=12))
+        assert r.summary.verify_mode == "chain" and "verified as a chain" in r.summary.budget_note
+        eng.reset()
+        assert r.tokens == eng.generate("Hello", GenerationSettings(mode="ar", max_tokens=12)).tokens
