@@ -47,6 +47,7 @@ class EngineConfig:
     draft_kv: KVTypes = field(default_factory=KVTypes)
     adapters: tuple[tuple[Path, float], ...] = ()   # LoRA adapters on the drafter, with scales
     max_tree_nodes: int = 64              # sequences / batch room reserved for tree verification
+    backend_sampling: bool = True         # greedy argmax inside the graph (no logits copy to host)
 
     def __post_init__(self):
         object.__setattr__(self, "target", Path(self.target))

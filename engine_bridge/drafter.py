@@ -104,7 +104,8 @@ class Drafter:
         """Drafts up to ``n`` tokens after ``last`` (which sits at ``pos``).
 
         Returns (tokens, logits_view) where logits_view holds the n rows the draft was read from
-        (for tree construction); tokens stops early below ``p_min``.
+        (for tree construction; None when the argmax ran on the backend); tokens stops early
+        below ``p_min``.
         """
         anchor_first = self.is_dspark and self.sample_from_anchor
         b = self.batch
@@ -115,6 +116,12 @@ class Drafter:
             b.add_token(last if i == 0 else self.mask_token, pos + i, 0, i >= first_out)
         t0 = time.perf_counter()
         self.ctx.process(b)
+        if self.ctx.backend_greedy:
+            # argmax ran on the device; reading a token synchronises: the end of the draft decode
+            tokens = np.fromiter((self.ctx.sampled_token(i) for i in range(first_out, n_block)), np.int64, n)
+            self.ctx.seq_rm(0, pos, -1)
+            self.t_native += time.perf_counter() - t0
+            return tokens, None
         logits = self.ctx.logits(n)   # synchronises: the end of the draft decode
         tokens = logits.argmax(axis=1)
         if p_min > 0.0:

@@ -91,6 +91,7 @@ class Generation:
             raise ContextOverflowError(
                 f"the prompt has {len(prompt)} tokens but the context holds {n_ctx}; "
                 "raise the context size or shorten the conversation")
+        self._choose_samplers()
         reused = e._prefill(prompt[:-1], need_features=s.mode != "ar")
         t_prefill = now() - t0
         last = prompt[-1]
@@ -123,14 +124,30 @@ class Generation:
         return GenerationResult(text="".join(self.text_parts), tokens=self.tokens, sources=self.sources,
                                 steps=self.steps, summary=summary)
 
+    def _choose_samplers(self) -> None:
+        """Greedy runs take the argmax on the backend where the mode allows it.
+
+        The target needs raw logits for temperature sampling and for tree verification (an entry
+        there belongs to many sequences); the drafter needs them for p_min and for the tree's top-K.
+        """
+        e, s = self.e, self.s
+        use = e.config.backend_sampling and s.greedy
+        e.target_ctx.set_backend_greedy(use and self.mode in ("ar", "chain"))
+        if e.drafter is not None:
+            e.drafter.ctx.set_backend_greedy(e.config.backend_sampling and self.mode == "chain" and s.p_min <= 0)
+
     # -- picking the target's token ----------------------------------------------------------------
     def _target_choices(self, ctx: Context, n_rows: int, draft: np.ndarray) -> list[int]:
         """The target's committed tokens for a verified block: accepted drafts + its own next one."""
         if self.sampler is None:
-            picks = ctx.logits(n_rows).argmax(axis=1)   # one vectorised pass, no per-row copies
+            if ctx.backend_greedy:   # argmax already taken on the device: read rows as needed
+                pick = ctx.sampled_token
+            else:                    # one vectorised pass over the logits block, no per-row copies
+                picks = ctx.logits(n_rows).argmax(axis=1)
+                pick = picks.__getitem__
             out = []
             for i in range(n_rows):
-                tok = int(picks[i])
+                tok = int(pick(i))
                 out.append(tok)
                 if i >= len(draft) or tok != draft[i]:
                     break

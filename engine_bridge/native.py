@@ -104,12 +104,15 @@ class Context:
 
     def __init__(self, model: Model, *, n_ctx: int, n_batch: int, n_ubatch: int, kv: KVTypes,
                  flash_attn: str = "auto", n_threads: int | None = None, n_seq_max: int = 1,
-                 kv_unified: bool = False, other: "Context | None" = None):
+                 kv_unified: bool = False, other: "Context | None" = None, outputs_per_seq: int = 64):
         params = C.llama_context_default_params()
         params.n_ctx = n_ctx
         params.n_batch = n_batch
         params.n_ubatch = min(n_ubatch, n_batch)
         params.n_seq_max = n_seq_max
+        # Backend samplers handle at most this many outputs of one sequence per decode: enough for
+        # a verified draft block (llama.cpp's default is 1, i.e. one token at a time).
+        params.n_outputs_max_per_seq = min(outputs_per_seq, n_batch)
         threads = n_threads or os.cpu_count() or 1
         params.n_threads = threads
         params.n_threads_batch = threads
@@ -132,7 +135,39 @@ class Context:
         self.n_batch = int(C.llama_n_batch(ptr))
         self.n_ubatch = int(C.llama_n_ubatch(ptr))
         self.n_vocab = model.n_vocab
-        self._logits_base = None
+        self._backend_chain = None      # greedy sampler chain attached to sequence 0, if any
+
+    # -- backend sampling ---------------------------------------------------------------------------
+    @property
+    def backend_greedy(self) -> bool:
+        return self._backend_chain is not None
+
+    def set_backend_greedy(self, on: bool) -> bool:
+        """Attaches (or removes) a greedy sampler that runs inside the graph for sequence 0.
+
+        With it, llama.cpp computes the argmax on the device and does not copy the raw logits of
+        that sequence's outputs to the host (on a GPU: n_outputs x n_vocab floats per decode).
+        Returns whether it is attached. A chain can be initialised for the backend only once, so
+        each attach builds a new one.
+        """
+        if on == self.backend_greedy:
+            return on
+        if not on:
+            C.llama_set_sampler(self.ptr, 0, None)
+            C.llama_sampler_free(self._backend_chain)
+            self._backend_chain = None
+            return False
+        chain = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
+        C.llama_sampler_chain_add(chain, C.llama_sampler_init_greedy())
+        if C.llama_set_sampler(self.ptr, 0, chain):
+            self._backend_chain = chain
+            return True
+        C.llama_sampler_free(chain)
+        return False
+
+    def sampled_token(self, i: int) -> int:
+        """The backend sampler's token for batch entry ``i`` of the last decode (synchronises)."""
+        return int(C.llama_get_sampled_token_ith(self.ptr, i))
 
     # -- decoding ---------------------------------------------------------------------------
     def process(self, batch: "Batch") -> None:
@@ -181,6 +216,7 @@ class Context:
 
     def free(self) -> None:
         if getattr(self, "ptr", None):
+            self.set_backend_greedy(False)
             C.llama_free(self.ptr)
             self.ptr = None
 

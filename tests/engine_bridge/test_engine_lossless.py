@@ -126,3 +126,22 @@ def test_sampling_distribution_is_the_targets(tiny_engine):
     tv = 0.5 * sum(abs(dist["ar"][k] - dist["chain"][k]) for k in keys) / n
     assert len(dist["ar"]) > 3, "sampling produced no variety: the test would prove nothing"
     assert tv < 0.2, f"token distributions differ (total variation {tv:.2f})"
+
+
+def test_host_and_backend_argmax_agree(tiny_pair):
+    """Greedy picks come from the device (backend sampler) or from the host logits: same text."""
+    target, draft = tiny_pair
+    results = {}
+    for backend in (True, False):
+        with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, backend_sampling=backend)) as eng:
+            out = []
+            for p in PROMPTS[:6]:
+                eng.reset()
+                r = eng.generate(p, GenerationSettings(mode="chain", budget=6, max_tokens=24))
+                out.append((r.tokens, [(s.drafted, s.accepted) for s in r.steps]))
+                if backend:
+                    assert eng.target_ctx.backend_greedy and eng.drafter.ctx.backend_greedy
+                else:
+                    assert not eng.target_ctx.backend_greedy and not eng.drafter.ctx.backend_greedy
+            results[backend] = out
+    assert results[True] == results[False]
