@@ -35,7 +35,7 @@ def cpu_model() -> str:
 
 
 def measure(eng: Engine, settings: GenerationSettings, prompts, reps: int) -> dict:
-    tps, commits, acc, host = [], [], [], []
+    tps, commits, acc, host, ntok = [], [], [], [], []
     phases = {p: [] for p in ("draft", "inject", "verify", "accept", "other")}
     walls = []
     eng.reset()
@@ -46,6 +46,7 @@ def measure(eng: Engine, settings: GenerationSettings, prompts, reps: int) -> di
             r = eng.generate(p, settings.replace(seed=rep))
             s = r.summary
             tps.append(s.tok_per_s)
+            ntok.append(s.n_generated)
             commits.append(s.mean_commit_len)
             acc.append(s.acceptance_rate)
             host.append(r.host_overhead())
@@ -56,6 +57,7 @@ def measure(eng: Engine, settings: GenerationSettings, prompts, reps: int) -> di
         "tok_per_s": statistics.fmean(tps), "tok_per_s_sd": statistics.stdev(tps) if len(tps) > 1 else 0.0,
         "mean_commit_len": statistics.fmean(commits), "acceptance_rate": statistics.fmean(acc),
         "host_overhead": statistics.fmean(host), "step_ms": 1e3 * statistics.fmean(walls),
+        "tokens_per_run": statistics.fmean(ntok),
         "phase_ms": {k: 1e3 * statistics.fmean(v) for k, v in phases.items()},
     }
 
@@ -64,7 +66,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target")
     ap.add_argument("--draft")
-    ap.add_argument("--budgets", default="4,15")
+    ap.add_argument("--budgets", default="4,15", help="chain budgets")
+    ap.add_argument("--tree", default="", help="tree node budgets, e.g. 8,16,32")
+    ap.add_argument("--prompts", type=int, default=len(PROMPTS), help="how many of the built-in prompts")
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--n-ctx", type=int, default=4096)
@@ -86,12 +90,18 @@ def main(argv=None) -> int:
     out["build"] = {k: v for k, v in doctor_report().items() if k != "system_info"}
     with Engine.load(cfg) as eng:
         out["pair"] = eng.describe()
+        out["memory"] = eng.memory()
+        out["devices"] = out["build"].pop("devices", [])
+        prompts = PROMPTS[: args.prompts]
         base = GenerationSettings(max_tokens=args.max_tokens)
-        ar = measure(eng, base.replace(mode="ar"), PROMPTS, args.reps)
+        ar = measure(eng, base.replace(mode="ar"), prompts, args.reps)
         out["rows"].append({"mode": "ar", "budget": 0, **ar, "speedup": 1.0})
         for b in [int(x) for x in args.budgets.split(",") if x]:
-            row = measure(eng, base.replace(mode="chain", budget=b), PROMPTS, args.reps)
+            row = measure(eng, base.replace(mode="chain", budget=b), prompts, args.reps)
             out["rows"].append({"mode": "chain", "budget": b, **row, "speedup": row["tok_per_s"] / ar["tok_per_s"]})
+        for b in [int(x) for x in args.tree.split(",") if x]:
+            row = measure(eng, base.replace(mode="tree", budget=b), prompts, args.reps)
+            out["rows"].append({"mode": "tree", "budget": b, **row, "speedup": row["tok_per_s"] / ar["tok_per_s"]})
     print(f"{'mode':6} {'budget':>6} {'tok/s':>9} {'ratio':>6} {'commit':>6} {'accept':>7} {'step ms':>8} "
           f"{'draft':>6} {'inject':>6} {'verify':>6} {'accept':>6} {'other':>6} {'host':>6}")
     for r in out["rows"]:

@@ -14,7 +14,6 @@ import sys
 
 #: llama.cpp commits vendored by llama-cpp-python releases, for builds whose build info file does
 #: not record one (the stock wheel). Reports need the commit: speed changes between commits.
-VENDORED_LLAMA_CPP = {"0.3.36": "0c1e57098"}
 
 
 def cpu_model() -> str:
@@ -89,7 +88,5 @@ def build_info() -> dict:
     from .llama_ffi import build_info as ffi_build_info
 
     info = dict(ffi_build_info())
-    commit = (info.get("build_commit") or info.get("llama_cpp_commit") or info.get("commit")
-              or VENDORED_LLAMA_CPP.get(info.get("llama_cpp_python", ""), "unknown"))
-    info["build_commit"] = commit
+    info["build_commit"] = info["llama_cpp_commit"]   # llama-bench's name for it
     return info

@@ -8,9 +8,6 @@ import threading
 
 from .config import MODES, EngineConfig, GenerationSettings, KVTypes
 
-#: The llama.cpp commit vendored in each pinned llama-cpp-python release (from its sdist).
-LLAMA_CPP_COMMITS = {"0.3.36": "0c1e57098"}
-
 EXIT_OK, EXIT_FAIL, EXIT_UNREADABLE = 0, 1, 2
 
 
@@ -130,7 +127,7 @@ def doctor_report() -> dict:
     cmake = info.get("cmake_args", "")
     return {
         "llama_cpp_python": version,
-        "llama_cpp_commit": LLAMA_CPP_COMMITS.get(version, "unknown"),
+        "llama_cpp_commit": info.get("llama_cpp_commit", "unknown"),
         "backend": info.get("backend", "unknown"),
         "cuda_architectures": info.get("cuda_architectures", ""),
         "fa_all_quants": "GGML_CUDA_FA_ALL_QUANTS=ON" in cmake,

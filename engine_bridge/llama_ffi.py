@@ -102,6 +102,10 @@ def llama_model_dflash_selector_top_k(model, /) -> int:
 from llama_cpp.llama_cpp_ext import llama_get_embeddings_nextn, llama_set_embeddings_nextn  # noqa: E402
 
 
+#: The llama.cpp commit vendored in each pinned llama-cpp-python release (read from its sdist).
+LLAMA_CPP_COMMITS = {"0.3.36": "0c1e57098"}
+
+
 def build_info() -> dict:
     """What packaging/build_engine.sh recorded next to the installed llama_cpp package."""
     import llama_cpp
@@ -109,6 +113,7 @@ def build_info() -> dict:
     info_file = Path(llama_cpp.__file__).with_name("dflash_build_info.json")
     info = json.loads(info_file.read_text()) if info_file.exists() else {}
     info["llama_cpp_python"] = getattr(llama_cpp, "__version__", "unknown")
+    info["llama_cpp_commit"] = LLAMA_CPP_COMMITS.get(info["llama_cpp_python"], "unknown")
     sys_info = C.llama_print_system_info()
     info["system_info"] = sys_info.decode() if isinstance(sys_info, bytes) else str(sys_info)
     return info

@@ -11,6 +11,10 @@
 #
 # Offline (GPU machine, air-gapped users): --source DIR|SDIST builds from a local llama-cpp-python
 # tree or sdist, --wheels DIR resolves build dependencies from a local wheel folder, no index.
+# --target DIR installs there (pip --target) instead of into the Python's site-packages.
+#
+# DFLASH_FA_ALL_QUANTS=0 leaves out -DGGML_CUDA_FA_ALL_QUANTS=ON (a much shorter CUDA build; only
+# q4_0/q4_0, q8_0/q8_0, f16/f16 and bf16/bf16 KV pairs then get fast flash-attention kernels).
 #
 # Usage: packaging/build_engine.sh [--python PY] [--source S] [--wheels W] [--arch 90;89]
 #                                  [--target DIR] [--jobs N]
@@ -49,7 +53,8 @@ if [ "$backend" = cuda ]; then
     ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d . | sort -u | paste -sd';' -)
   fi
   [ -n "$ARCH" ] || { echo "build_engine: CUDA requested but no architecture detected; pass --arch" >&2; exit 2; }
-  flags="$flags -DGGML_CUDA=on -DGGML_CUDA_FA_ALL_QUANTS=ON -DCMAKE_CUDA_ARCHITECTURES=$ARCH"
+  flags="$flags -DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=$ARCH"
+  [ "${DFLASH_FA_ALL_QUANTS:-1}" = 1 ] && flags="$flags -DGGML_CUDA_FA_ALL_QUANTS=ON"
 fi
 
 pytag=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
@@ -71,8 +76,8 @@ else
   src=${SRC:-"llama-cpp-python==$VER"}
   build_iso=()
   if [ -n "$WHEELS" ]; then
-    # Offline: the build backend comes from the local wheel folder, installed beside us.
-    "$PY" -m pip install -q "${idx[@]}" scikit-build-core pathspec packaging
+    # Offline: the build backend comes from the local wheel folder (unless already importable).
+    "$PY" -c "import scikit_build_core" 2>/dev/null || "$PY" -m pip install -q "${idx[@]}" scikit-build-core pathspec packaging
     build_iso=(--no-build-isolation)
   fi
   CMAKE_ARGS="$flags" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS FORCE_CMAKE=1 \
@@ -83,13 +88,14 @@ else
     "$VER" "$backend" "$flags" "$ARCH" $((SECONDS - start)) > "$CACHE/build-info.json"
 fi
 "${pipi[@]}" "$whl"
-# The runtime dependencies of llama-cpp-python itself (numpy, jinja2, diskcache, typing-extensions)
-"$PY" -m pip install -q "${idx[@]}" numpy jinja2 diskcache typing-extensions
+if [ -z "$TARGET" ]; then
+  # The runtime dependencies of llama-cpp-python itself (numpy, jinja2, diskcache, typing-extensions);
+  # with --target the caller provides them (the offline bundle does).
+  "$PY" -m pip install -q "${idx[@]}" numpy jinja2 diskcache typing-extensions
+  dest=$("$PY" -c 'import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec("llama_cpp").submodule_search_locations[0]))')
+else
+  dest=$TARGET/llama_cpp
+fi
 # What doctor reports: the flags this engine was built with.
-"$PY" - "$CACHE/build-info.json" <<'PYEOF'
-import json, sys, pathlib, importlib.util
-spec = importlib.util.find_spec("llama_cpp")
-dest = pathlib.Path(spec.submodule_search_locations[0]) / "dflash_build_info.json"
-dest.write_text(pathlib.Path(sys.argv[1]).read_text())
-print("build_engine: recorded", dest)
-PYEOF
+cp "$CACHE/build-info.json" "$dest/dflash_build_info.json"
+echo "build_engine: installed $(basename "$whl") ($backend); build info in $dest/dflash_build_info.json"
