@@ -167,6 +167,20 @@ class Engine:
         tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
         return Generation(self, settings, on_token, on_step, cancel).run(tokens)
 
+    def next_token_logits(self, tokens: list[int]):
+        """The target's logits for the token after ``tokens`` (a copy), decoded one token at a time
+        after the prefix -- the autoregressive reference for diagnostics and losslessness checks."""
+        if not tokens:
+            raise ValueError("empty prompt")
+        self.target_ctx.set_backend_greedy(False)   # raw logits are needed on the host
+        self._prefill(tokens[:-1], need_features=False)
+        b = self.target_batch
+        b.clear()
+        b.add_token(tokens[-1], len(self.kv), 0, True)
+        self.target_ctx.process(b)
+        self.kv.append(tokens[-1])
+        return self.target_ctx.logits(1)[0].copy()
+
     def _set_extraction(self, on: bool) -> None:
         if self.drafter is not None and on != self._extracting:
             self.drafter.enable_extraction(self.target_ctx, on)

@@ -31,7 +31,28 @@ def ensure_backend() -> None:
         _backend_ready = True
 
 
-class Model:
+class _Handle:
+    """Owns one llama.cpp object: ``free()`` releases it exactly once (``__del__`` is a safety net;
+    owners call ``free()`` explicitly, in dependency order)."""
+
+    ptr = None
+
+    def _release(self, ptr) -> None:
+        raise NotImplementedError
+
+    def free(self) -> None:
+        if self.ptr:
+            ptr, self.ptr = self.ptr, None
+            self._release(ptr)
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:
+            pass
+
+
+class Model(_Handle):
     """A loaded GGUF model (weights only; no KV)."""
 
     def __init__(self, path: str | os.PathLike, n_gpu_layers: int = -1):
@@ -87,20 +108,14 @@ class Model:
             n = C.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
         return buf.raw[:n]
 
-    def free(self) -> None:
-        if getattr(self, "ptr", None):
-            C.llama_model_free(self.ptr)
-            self.ptr = None
-
-    def __del__(self):  # a safety net; owners call free() explicitly
-        try:
-            self.free()
-        except Exception:
-            pass
+    def _release(self, ptr) -> None:
+        C.llama_model_free(ptr)
 
 
-class Context:
+class Context(_Handle):
     """A llama.cpp context: KV cache, compute buffers, outputs."""
+
+    _backend_chain = None   # greedy sampler chain attached to sequence 0, if any
 
     def __init__(self, model: Model, *, n_ctx: int, n_batch: int, n_ubatch: int, kv: KVTypes,
                  flash_attn: str = "auto", n_threads: int | None = None, n_seq_max: int = 1,
@@ -135,7 +150,6 @@ class Context:
         self.n_batch = int(C.llama_n_batch(ptr))
         self.n_ubatch = int(C.llama_n_ubatch(ptr))
         self.n_vocab = model.n_vocab
-        self._backend_chain = None      # greedy sampler chain attached to sequence 0, if any
 
     # -- backend sampling ---------------------------------------------------------------------------
     @property
@@ -215,19 +229,15 @@ class Context:
         return int(C.llama_state_get_size(self.ptr))
 
     def free(self) -> None:
-        if getattr(self, "ptr", None):
-            self.set_backend_greedy(False)
-            C.llama_free(self.ptr)
-            self.ptr = None
+        if self.ptr:
+            self.set_backend_greedy(False)   # the sampler must outlive its use by the context
+        super().free()
 
-    def __del__(self):
-        try:
-            self.free()
-        except Exception:
-            pass
+    def _release(self, ptr) -> None:
+        C.llama_free(ptr)
 
 
-class Batch:
+class Batch(_Handle):
     """An extended batch (``llama_batch_ext``): tokens or embedding rows, positions, outputs.
 
     Embedding rows are copied by llama.cpp when added, so callers may reuse their buffers.
@@ -279,19 +289,11 @@ class Batch:
         e.n_embd = row.shape[-1]
         return self._place(C.llama_batch_ext_add_embd(self.ptr, seq, e), pos, False)
 
-    def free(self) -> None:
-        if getattr(self, "ptr", None):
-            C.llama_batch_ext_free(self.ptr)
-            self.ptr = None
-
-    def __del__(self):
-        try:
-            self.free()
-        except Exception:
-            pass
+    def _release(self, ptr) -> None:
+        C.llama_batch_ext_free(ptr)
 
 
-class Sampler:
+class Sampler(_Handle):
     """The target's sampler: it decides every committed token, in AR and speculative modes alike.
 
     Greedy decoding does not use it (the loop takes a vectorised argmax over the logits block);
@@ -313,19 +315,11 @@ class Sampler:
         """Samples output row ``idx`` of the last decode and records the token as accepted."""
         return int(C.llama_sampler_sample(self.ptr, ctx.ptr, idx))
 
-    def free(self) -> None:
-        if getattr(self, "ptr", None):
-            C.llama_sampler_free(self.ptr)
-            self.ptr = None
-
-    def __del__(self):
-        try:
-            self.free()
-        except Exception:
-            pass
+    def _release(self, ptr) -> None:
+        C.llama_sampler_free(ptr)
 
 
-class LoraAdapter:
+class LoraAdapter(_Handle):
     def __init__(self, model: Model, path: str | os.PathLike):
         self.path = Path(path)
         ptr = C.llama_adapter_lora_init(model.ptr, str(self.path).encode())
@@ -333,10 +327,8 @@ class LoraAdapter:
             raise ModelLoadError(f"llama.cpp could not load the LoRA adapter {self.path.name} for {model.path.name}")
         self.ptr = ptr
 
-    def free(self) -> None:
-        if getattr(self, "ptr", None):
-            C.llama_adapter_lora_free(self.ptr)
-            self.ptr = None
+    def _release(self, ptr) -> None:
+        C.llama_adapter_lora_free(ptr)
 
 
 def set_adapters(ctx: Context, adapters: list[tuple[LoraAdapter, float]]) -> None:

@@ -131,6 +131,10 @@ def _write_tokenizer(writer, tok: dict, *, mask_token_id: int | None, chat_templ
         writer.add_string("tokenizer.chat_template", chat_template)
 
 
+def _randn(rng: np.random.Generator, shape) -> np.ndarray:
+    return rng.standard_normal(shape, dtype=np.float32)
+
+
 def _mat(a: np.ndarray, dtype: str) -> np.ndarray:
     return a.astype(np.float16 if dtype == "f16" else np.float32)
 
@@ -171,16 +175,16 @@ def target_weights(spec: TargetSpec, n_vocab: int) -> dict[str, np.ndarray]:
 
     if spec.structured:
         k_cls = spec.n_classes
-        basis, _ = np.linalg.qr(rng.standard_normal((d, k_cls)))
+        basis, _ = np.linalg.qr(_randn(rng, (d, k_cls)))
         U = basis.T  # (classes, d), orthonormal rows
         cls = np.arange(n_vocab) % k_cls
-        emb = U[cls] * np.sqrt(d) + 0.5 * rng.standard_normal((n_vocab, d))
+        emb = U[cls] * np.sqrt(d) + 0.5 * _randn(rng, (n_vocab, d))
         cmap = _class_map(k_cls, int(mask_id % k_cls), rng)
         # Row j points at every class k with cmap[k] == c(j): inputs of class k score class c(j).
         pre = np.zeros((k_cls, d))
         for k in range(k_cls):
             pre[cmap[k]] += U[k]
-        out = 4.0 * pre[cls] + 0.35 * rng.standard_normal((n_vocab, d))
+        out = 4.0 * pre[cls] + 0.35 * _randn(rng, (n_vocab, d))
         hubs = np.array([int(rng.integers(n_vocab // k_cls)) * k_cls + k for k in range(k_cls)])
         out[hubs] += spec.hub_bonus * pre[np.arange(k_cls)]
         if spec.n_hubs > 1:
@@ -189,30 +193,39 @@ def target_weights(spec: TargetSpec, n_vocab: int) -> dict[str, np.ndarray]:
             # ranks them first and second after the mask token; the target prefers either, so a
             # tree verifier that keeps the drafter's runner-up gets tokens accepted a chain misses.
             twins = (hubs + k_cls) % (n_vocab - n_vocab % k_cls)
-            out[twins] = out[hubs] + 0.5 * rng.standard_normal((k_cls, d))
+            out[twins] = out[hubs] + 0.5 * _randn(rng, (k_cls, d))
         layer_out_scale = spec.layer_scale
     else:
-        emb = rng.standard_normal((n_vocab, d))
-        out = rng.standard_normal((n_vocab, d)) / np.sqrt(d)
+        emb = _randn(rng, (n_vocab, d))
+        out = _randn(rng, (n_vocab, d)) / np.sqrt(d)
         layer_out_scale = 1.0
 
     w["token_embd.weight"] = emb
     w["output.weight"] = out
     w["output_norm.weight"] = np.ones(d)
     for i in range(spec.n_layer):
-        p = f"blk.{i}."
-        w[p + "attn_norm.weight"] = np.ones(d)
-        w[p + "attn_q.weight"] = rng.standard_normal((nh * hd, d)) / np.sqrt(d)
-        w[p + "attn_k.weight"] = rng.standard_normal((nkv * hd, d)) / np.sqrt(d)
-        w[p + "attn_v.weight"] = rng.standard_normal((nkv * hd, d)) / np.sqrt(d)
-        w[p + "attn_output.weight"] = layer_out_scale * rng.standard_normal((d, nh * hd)) / np.sqrt(nh * hd)
-        if spec.arch == "qwen3":
-            w[p + "attn_q_norm.weight"] = np.ones(hd)
-            w[p + "attn_k_norm.weight"] = np.ones(hd)
-        w[p + "ffn_norm.weight"] = np.ones(d)
-        w[p + "ffn_gate.weight"] = rng.standard_normal((ff, d)) / np.sqrt(d)
-        w[p + "ffn_up.weight"] = rng.standard_normal((ff, d)) / np.sqrt(d)
-        w[p + "ffn_down.weight"] = layer_out_scale * rng.standard_normal((d, ff)) / np.sqrt(ff)
+        w.update(_block(rng, i, d, nh, nkv, hd, ff, layer_out_scale, qk_norm=spec.arch == "qwen3"))
+    return w
+
+
+def _block(rng, i: int, d: int, nh: int, nkv: int, hd: int, ff: int, out_scale: float,
+           qk_norm: bool) -> dict[str, np.ndarray]:
+    """One transformer block (attention + SwiGLU FFN); ``out_scale`` sizes its residual writes."""
+    p = f"blk.{i}."
+    w = {
+        p + "attn_norm.weight": np.ones(d),
+        p + "attn_q.weight": _randn(rng, (nh * hd, d)) / np.sqrt(d),
+        p + "attn_k.weight": _randn(rng, (nkv * hd, d)) / np.sqrt(d),
+        p + "attn_v.weight": _randn(rng, (nkv * hd, d)) / np.sqrt(d),
+        p + "attn_output.weight": out_scale * _randn(rng, (d, nh * hd)) / np.sqrt(nh * hd),
+    }
+    if qk_norm:
+        w[p + "attn_q_norm.weight"] = np.ones(hd)
+        w[p + "attn_k_norm.weight"] = np.ones(hd)
+    w[p + "ffn_norm.weight"] = np.ones(d)
+    w[p + "ffn_gate.weight"] = _randn(rng, (ff, d)) / np.sqrt(d)
+    w[p + "ffn_up.weight"] = _randn(rng, (ff, d)) / np.sqrt(d)
+    w[p + "ffn_down.weight"] = out_scale * _randn(rng, (d, ff)) / np.sqrt(ff)
     return w
 
 
@@ -270,30 +283,18 @@ def drafter_weights(spec: DrafterSpec, tspec: TargetSpec, n_vocab: int) -> dict[
     hd = spec.head_dim or tspec.head_dim
     ff = spec.n_ff or tspec.n_ff
     layers = spec.target_layers or default_target_layers(tspec.n_layer)
-    s = spec.draft_scale
     w: dict[str, np.ndarray] = {
-        "fc.weight": rng.standard_normal((d, len(layers) * tspec.n_embd)) / np.sqrt(len(layers) * tspec.n_embd),
+        "fc.weight": _randn(rng, (d, len(layers) * tspec.n_embd)) / np.sqrt(len(layers) * tspec.n_embd),
         "enc.output_norm.weight": np.ones(d),
         "output_norm.weight": np.ones(d),
     }
     for i in range(spec.n_layer):
-        p = f"blk.{i}."
-        w[p + "attn_norm.weight"] = np.ones(d)
-        w[p + "attn_q.weight"] = rng.standard_normal((nh * hd, d)) / np.sqrt(d)
-        w[p + "attn_k.weight"] = rng.standard_normal((nkv * hd, d)) / np.sqrt(d)
-        w[p + "attn_v.weight"] = rng.standard_normal((nkv * hd, d)) / np.sqrt(d)
-        w[p + "attn_output.weight"] = s * rng.standard_normal((d, nh * hd)) / np.sqrt(nh * hd)
-        w[p + "attn_q_norm.weight"] = np.ones(hd)
-        w[p + "attn_k_norm.weight"] = np.ones(hd)
-        w[p + "ffn_norm.weight"] = np.ones(d)
-        w[p + "ffn_gate.weight"] = rng.standard_normal((ff, d)) / np.sqrt(d)
-        w[p + "ffn_up.weight"] = rng.standard_normal((ff, d)) / np.sqrt(d)
-        w[p + "ffn_down.weight"] = s * rng.standard_normal((d, ff)) / np.sqrt(ff)
+        w.update(_block(rng, i, d, nh, nkv, hd, ff, spec.draft_scale, qk_norm=True))
     if spec.dspark:
         rank = 16
-        w["markov_w1.weight"] = 0.01 * rng.standard_normal((n_vocab, rank))
-        w["markov_w2.weight"] = 0.01 * rng.standard_normal((n_vocab, rank))
-        w["conf_proj.weight"] = rng.standard_normal((1, d + rank)) / np.sqrt(d + rank)
+        w["markov_w1.weight"] = 0.01 * _randn(rng, (n_vocab, rank))
+        w["markov_w2.weight"] = 0.01 * _randn(rng, (n_vocab, rank))
+        w["conf_proj.weight"] = _randn(rng, (1, d + rank)) / np.sqrt(d + rank)
         w["conf_proj.bias"] = np.array([2.0])
     return w
 
@@ -409,8 +410,8 @@ def write_lora(path: str | Path, target: TargetSpec | None = None, drafter: Draf
     writer.add_string("general.name", f"dflash-studio tiny LoRA r{rank}")
     for i in range(dspec.n_layer):
         for m in modules:
-            a = rng.standard_normal((rank, in_dims[m])) / np.sqrt(in_dims[m])
-            b = scale * rng.standard_normal((out_dims[m], rank)) / np.sqrt(rank)
+            a = _randn(rng, (rank, in_dims[m])) / np.sqrt(in_dims[m])
+            b = scale * _randn(rng, (out_dims[m], rank)) / np.sqrt(rank)
             writer.add_tensor(f"blk.{i}.{m}.weight.lora_a", a.astype(np.float32))
             writer.add_tensor(f"blk.{i}.{m}.weight.lora_b", b.astype(np.float32))
     _finish(writer)

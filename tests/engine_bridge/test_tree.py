@@ -9,7 +9,7 @@ from engine_bridge.config import EngineConfig, GenerationSettings
 from engine_bridge.engine import Engine
 from engine_bridge.tree import build_tree, top_candidates
 
-from engine_corpus import LONG_PROMPT, PROMPTS
+from engine_corpus import LONG_PROMPT, PROMPTS, assert_lossless
 
 
 def _candidates(n_pos=6, k=3, seed=0):
@@ -75,7 +75,7 @@ def test_tree_is_lossless(tiny_engine, budget):
         ar = eng.generate(p, GenerationSettings(mode="ar", max_tokens=24))
         eng.reset()
         tr = eng.generate(p, GenerationSettings(mode="tree", budget=budget, max_tokens=24))
-        assert tr.tokens == ar.tokens, f"budget {budget}: {p!r}"
+        assert_lossless(eng, p, ar.tokens, tr.tokens, f"tree budget {budget}, prompt {p[:30]!r}")
         assert tr.summary.verify_mode == "tree"
         for st in tr.steps[:-1]:
             assert 0 < st.tree_nodes <= budget
@@ -108,7 +108,7 @@ def test_tree_with_sampling_top_k_one_is_exact(tiny_engine):
         ar = tiny_engine.generate(p, GenerationSettings(mode="ar", temperature=0.8, top_k=1, max_tokens=20))
         tiny_engine.reset()
         tr = tiny_engine.generate(p, GenerationSettings(mode="tree", budget=16, temperature=0.8, top_k=1, max_tokens=20))
-        assert tr.tokens == ar.tokens
+        assert_lossless(tiny_engine, p, ar.tokens, tr.tokens, "tree, top-k 1 sampling")
 
 
 def test_multi_turn_after_tree_steps(tiny_engine):
@@ -120,7 +120,7 @@ def test_multi_turn_after_tree_steps(tiny_engine):
     assert cont.summary.n_prompt_reused > 0
     eng.reset()
     ref = eng.generate(conv, GenerationSettings(mode="ar", max_tokens=16))
-    assert cont.tokens == ref.tokens
+    assert_lossless(eng, conv, ref.tokens, cont.tokens, "tree follow-up turn")
 
 
 def test_node_budget_clamped_to_context_capacity(tiny_pair):
