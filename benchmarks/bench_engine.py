@@ -75,6 +75,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ngl", type=int, default=-1)
     ap.add_argument("--flash-attn", default="auto")
     ap.add_argument("--kv", default="f16/f16")
+    ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     if not args.target:
@@ -82,7 +83,8 @@ def main(argv=None) -> int:
         args.target, args.draft = map(str, synth.write_pair(tmp))
     k, v = args.kv.split("/")
     cfg = EngineConfig(target=args.target, draft=args.draft, n_ctx=args.n_ctx, n_gpu_layers=args.ngl,
-                       flash_attn=args.flash_attn, target_kv=KVTypes(k, v), draft_kv=KVTypes(k, v))
+                       flash_attn=args.flash_attn, target_kv=KVTypes(k, v), draft_kv=KVTypes(k, v),
+                       n_threads=args.threads)
     out = {"command": " ".join(["python", "benchmarks/bench_engine.py"] + list(argv or sys.argv[1:])),
            "machine": {"cpu": cpu_model(), "python": platform.python_version()}, "rows": []}
     from engine_bridge.cli_engine import doctor_report
