@@ -1,14 +1,25 @@
 """GUI overhead: tok/s of the desktop app against the headless CLI on the same pair and prompt.
 
-Headless: ``dflash-studio generate --chat --json`` (a fresh process per repetition, as a user runs
-it). GUI: the real main window (offscreen, shown, streaming into the transcript, live plots,
-profiler and status bar) in a child process that loads the pair once and answers the same prompt
-in a new chat per repetition. Both report ``RunSummary.tok_per_s`` (generated tokens over the
-time from the end of prefill to the last commit), greedy, same budget and context. Blocks of
-CLI and GUI repetitions alternate, so drift in machine load hits both sides alike; the ratio is
-median(GUI) / median(CLI).
+Headless: ``dflash-studio generate --chat --json``, a fresh process per run, as a user runs it;
+and, as a control for first-run effects in a fresh process, a warm headless process that drives
+the engine API the same way (``format_chat`` then ``generate``, KV reset before each run).
+GUI: the real main window (offscreen but shown and painted: streaming into the transcript, live
+plots, profiler and status bar) in one child process that loads the pair once and answers the
+same prompt in a new chat whenever the parent says so. Each round runs one of each, in a random
+order (seeded), so all three see the same machine load and none always goes first; GUI runs are
+paired with the other runs of their round.
 
-    .venv/bin/python benchmarks/bench_gui_overhead.py --blocks 3 --reps 3 --max-tokens 256
+Both sides report ``RunSummary.tok_per_s``: generated tokens over the time from the end of prefill
+to the last commit, greedy, same budget and context size, llama.cpp's default thread count.
+
+Two figures come out:
+* ratio = median(GUI tok/s) / median(CLI tok/s), and the median of the paired ratios (also
+  against the warm headless process);
+* UI CPU share = CPU time of the GUI's UI thread during generation / CPU time of the whole GUI
+  process in that time. It does not depend on other load on the machine, and it bounds what the
+  GUI can take from generation when the engine keeps every core busy.
+
+    .venv/bin/python benchmarks/bench_gui_overhead.py --runs 10 --max-tokens 256
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -30,29 +42,68 @@ sys.path.insert(0, str(ROOT))
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 
 
-def cli_run(target: str, draft: str, prompt: str, max_tokens: int, n_ctx: int, budget: int) -> float:
+def cli_run(args) -> dict:
     exe = Path(sys.executable).parent / "dflash-studio"
-    cmd = [str(exe), "generate", "--target", target, "--draft", draft, "--prompt", prompt, "--chat",
-           "--max-tokens", str(max_tokens), "--n-ctx", str(n_ctx), "--budget", str(budget), "--json"]
+    cmd = [str(exe), "generate", "--target", args.target, "--draft", args.draft, "--prompt", args.prompt, "--chat",
+           "--max-tokens", str(args.max_tokens), "--n-ctx", str(args.n_ctx), "--budget", str(args.budget), "--json"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    summary = json.loads(out.stdout)["summary"]
-    assert summary["n_generated"] > 0, summary
-    return summary["tok_per_s"], summary["n_generated"]
+    return json.loads(out.stdout)["summary"]
 
 
-def gui_runs(target: str, draft: str, prompt: str, max_tokens: int, n_ctx: int, budget: int,
-             reps: int) -> list[tuple[float, int]]:
-    cmd = [sys.executable, __file__, "--gui-child", "--target", target, "--draft", draft, "--prompt", prompt,
-           "--max-tokens", str(max_tokens), "--n-ctx", str(n_ctx), "--budget", str(budget), "--reps", str(reps)]
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
-    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    return [(r["tok_per_s"], r["n_generated"]) for r in rows]
+class Child:
+    """A warm child process; one line on its stdin = one more answer, one JSON line back."""
+
+    def __init__(self, args, role: str):
+        cmd = [sys.executable, __file__, f"--{role}-child", "--target", args.target, "--draft", args.draft,
+               "--prompt", args.prompt, "--max-tokens", str(args.max_tokens), "--n-ctx", str(args.n_ctx),
+               "--budget", str(args.budget)]
+        env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        ready = self._line()
+        if ready.get("ready") is not True:
+            raise RuntimeError(f"the {role} child did not load the pair: {ready}")
+
+    def _line(self) -> dict:
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("the GUI child exited")
+            if line.startswith("{"):
+                return json.loads(line)
+
+    def run(self) -> dict:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        return self._line()
+
+    def close(self) -> None:
+        self.proc.stdin.write("quit\n")
+        self.proc.stdin.flush()
+        self.proc.wait(timeout=60)
+
+
+def headless_child(args) -> int:
+    """A warm headless process: the engine API exactly as the CLI's ``generate --chat`` drives it."""
+    from engine_bridge.config import EngineConfig, GenerationSettings
+    from engine_bridge.engine import Engine
+
+    eng = Engine.load(EngineConfig(target=args.target, draft=args.draft, n_ctx=args.n_ctx))
+    settings = GenerationSettings(mode="chain", budget=args.budget, max_tokens=args.max_tokens)
+    prompt = eng.format_chat([{"role": "user", "content": args.prompt}])
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        if line.strip() != "go":
+            break
+        eng.reset()          # like a fresh CLI process: no KV reuse between runs
+        s = eng.generate(prompt, settings).summary
+        print(json.dumps({"tok_per_s": s.tok_per_s, "n_generated": s.n_generated}), flush=True)
+    eng.close()
+    return 0
 
 
 def gui_child(args) -> int:
-    """Runs inside the GUI process: the real app, offscreen, one prompt per repetition."""
-    from PySide6.QtCore import QTimer
+    """Inside the GUI process: the real app, offscreen; answers on request from stdin."""
+    from PySide6.QtCore import QSocketNotifier
 
     from app.app_settings import StudioSettings, open_settings
     from app.conversations import ConversationStore
@@ -67,37 +118,43 @@ def gui_child(args) -> int:
     w = MainWindow(qsettings=qs, store=ConversationStore(Path(tmp.name) / "chat.sqlite3"))
     w.resize(1480, 900)
     w.show()
-    done = {"n": 0, "code": 0}
+    clock = {}
 
-    def ask():
-        w.new_chat()
-        w.chat.input.setPlainText(args.prompt)
-        w.chat.send_button.click()
-
-    def answered(res):
-        s = res.summary
-        print(json.dumps({"tok_per_s": s.tok_per_s, "n_generated": s.n_generated,
-                          "plots": w.plots.step_count(), "rows": w.profiler.row_count()}), flush=True)
-        done["n"] += 1
-        if done["n"] >= args.reps:
+    def command() -> None:
+        line = sys.stdin.readline().strip()
+        if line == "go":
+            w.new_chat()
+            clock.update(ui=time.thread_time(), proc=time.process_time())
+            w.chat.input.setPlainText(args.prompt)
+            w.chat.send_button.click()
+        else:
             w.close()
             app.quit()
-        else:
-            QTimer.singleShot(200, ask)
 
-    def failed(exc):
-        print(f"failed: {exc}", file=sys.stderr)
-        done["code"] = 1
+    notifier = QSocketNotifier(sys.stdin.fileno(), QSocketNotifier.Type.Read)
+    notifier.activated.connect(command)
+
+    def answered(res) -> None:
+        s = res.summary
+        ui, proc = time.thread_time() - clock["ui"], time.process_time() - clock["proc"]
+        print(json.dumps({"tok_per_s": s.tok_per_s, "n_generated": s.n_generated, "ui_cpu_s": ui, "proc_cpu_s": proc,
+                          "plots": w.plots.step_count(), "rows": w.profiler.row_count(),
+                          "chat_interval_ms": w.session._stream.interval_ms,
+                          "plot_interval_ms": w.plots.redraws.interval_ms,
+                          "chat_redraws": w.session._stream.calls}), flush=True)
+
+    def failed(exc) -> None:
+        print(json.dumps({"error": str(exc)}), flush=True)
         w.close()
         app.quit()
 
-    w.pairLoaded.connect(lambda info: QTimer.singleShot(200, ask))
+    w.pairLoaded.connect(lambda info: print(json.dumps({"ready": True}), flush=True))
     w.pairLoadFailed.connect(failed)
     w.answerFinished.connect(answered)
     w.answerFailed.connect(failed)
     app.exec()
     tmp.cleanup()
-    return done["code"]
+    return 0
 
 
 def main() -> int:
@@ -108,37 +165,69 @@ def main() -> int:
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--n-ctx", type=int, default=4096)
     p.add_argument("--budget", type=int, default=15)
-    p.add_argument("--blocks", type=int, default=3, help="alternating CLI / GUI blocks")
-    p.add_argument("--reps", type=int, default=3, help="repetitions per block")
+    p.add_argument("--runs", type=int, default=10, help="rounds of one CLI, one warm headless and one GUI run")
+    p.add_argument("--seed", type=int, default=0, help="seed of the per-round random order")
     p.add_argument("--gui-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--headless-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.gui_child:
         return gui_child(args)
+    if args.headless_child:
+        return headless_child(args)
     if not args.target:
         from engine_bridge.demo import demo_pair
 
         t, d = demo_pair()
         args.target, args.draft = str(t), str(d)
-    cli, gui = [], []
-    for b in range(args.blocks):
-        for _ in range(args.reps):
-            cli.append(cli_run(args.target, args.draft, args.prompt, args.max_tokens, args.n_ctx, args.budget))
-        gui += gui_runs(args.target, args.draft, args.prompt, args.max_tokens, args.n_ctx, args.budget, args.reps)
-        print(f"block {b + 1}: cli {[round(x[0], 1) for x in cli[-args.reps:]]} "
-              f"gui {[round(x[0], 1) for x in gui[-args.reps:]]}", file=sys.stderr)
-    cli_tps = [x[0] for x in cli]
-    gui_tps = [x[0] for x in gui]
-    ratio = statistics.median(gui_tps) / statistics.median(cli_tps)
+    gui, warm = Child(args, "gui"), Child(args, "headless")
+    cli_runs, warm_runs, gui_runs = [], [], []
+    try:
+        gui.run()                               # warm-up (first-run allocations, caches)
+        warm.run()
+        order = random.Random(args.seed)
+        for i in range(args.runs):
+            # a fresh random order each round, so no side always runs first (or right after another)
+            round_ = [("cli", lambda: cli_runs.append(cli_run(args))),
+                      ("warm", lambda: warm_runs.append(warm.run())),
+                      ("gui", lambda: gui_runs.append(gui.run()))]
+            order.shuffle(round_)
+            for _, run in round_:
+                run()
+            if "error" in gui_runs[-1]:
+                raise RuntimeError(gui_runs[-1]["error"])
+            print(f"run {i + 1}: cli {cli_runs[-1]['tok_per_s']:.1f} tok/s, warm headless "
+                  f"{warm_runs[-1]['tok_per_s']:.1f}, gui {gui_runs[-1]['tok_per_s']:.1f} tok/s, "
+                  f"UI thread {100 * gui_runs[-1]['ui_cpu_s'] / gui_runs[-1]['proc_cpu_s']:.1f}% of the GUI's CPU",
+                  file=sys.stderr)
+    finally:
+        gui.close()
+        warm.close()
+    cli_tps = [r["tok_per_s"] for r in cli_runs]
+    warm_tps = [r["tok_per_s"] for r in warm_runs]
+    gui_tps = [r["tok_per_s"] for r in gui_runs]
+    paired = [g / c for g, c in zip(gui_tps, cli_tps)]
+    paired_warm = [g / c for g, c in zip(gui_tps, warm_tps)]
+    ui_share = sum(r["ui_cpu_s"] for r in gui_runs) / sum(r["proc_cpu_s"] for r in gui_runs)
     result = {
         "pair": [args.target, args.draft], "prompt": args.prompt, "max_tokens": args.max_tokens,
-        "budget": args.budget, "n_ctx": args.n_ctx, "tokens_generated": sorted({x[1] for x in cli + gui}),
-        "cli_tok_per_s": cli_tps, "gui_tok_per_s": gui_tps,
-        "cli_median": statistics.median(cli_tps), "gui_median": statistics.median(gui_tps),
-        "cli_mean_sd": [statistics.fmean(cli_tps), statistics.stdev(cli_tps) if len(cli_tps) > 1 else 0.0],
-        "gui_mean_sd": [statistics.fmean(gui_tps), statistics.stdev(gui_tps) if len(gui_tps) > 1 else 0.0],
-        "ratio_gui_over_cli": ratio, "overhead_pct": 100 * (1 - ratio),
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-                   f"Python {platform.python_version()}", "when": time.strftime("%Y-%m-%d %H:%M"),
+        "budget": args.budget, "n_ctx": args.n_ctx,
+        "tokens_generated": sorted({r["n_generated"] for r in cli_runs + gui_runs}),
+        "cli_tok_per_s": cli_tps, "warm_headless_tok_per_s": warm_tps, "gui_tok_per_s": gui_tps,
+        "cli_median": statistics.median(cli_tps), "warm_headless_median": statistics.median(warm_tps),
+        "gui_median": statistics.median(gui_tps),
+        "ratio_of_medians": statistics.median(gui_tps) / statistics.median(cli_tps),
+        "median_paired_ratio": statistics.median(paired),
+        "paired_ratio_quartiles": statistics.quantiles(paired, n=4) if len(paired) >= 2 else paired,
+        "ratio_to_warm_headless": statistics.median(gui_tps) / statistics.median(warm_tps),
+        "median_paired_ratio_to_warm": statistics.median(paired_warm),
+        "paired_ratio_to_warm_quartiles": statistics.quantiles(paired_warm, n=4) if len(paired_warm) >= 2
+        else paired_warm,
+        "ui_thread_cpu_share": ui_share,
+        "gui_checks": {"plots_steps": gui_runs[-1]["plots"], "profiler_rows": gui_runs[-1]["rows"]},
+        "ui_intervals_ms_at_end": sorted({(r["chat_interval_ms"], r["plot_interval_ms"]) for r in gui_runs}),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+                   f"load average {os.getloadavg()[0]:.1f}",
+        "when": time.strftime("%Y-%m-%d %H:%M"),
     }
     print(json.dumps(result, indent=1))
     return 0

@@ -1,0 +1,47 @@
+"""Fixtures for the desktop app: a main window on private settings, store and data folder.
+
+Nothing here touches the user's own settings or data: QSettings goes to an ini file under
+tmp_path, conversations to a SQLite file there, and DFLASH_DATA_DIR / XDG_* point at tmp_path.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from app.app_settings import StudioSettings, open_settings
+from app.conversations import ConversationStore
+
+
+@pytest.fixture(autouse=True)
+def private_dirs(tmp_path, monkeypatch):
+    monkeypatch.setenv("DFLASH_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    return tmp_path
+
+
+@pytest.fixture
+def settings_file(tmp_path):
+    return tmp_path / "settings.ini"
+
+
+@pytest.fixture
+def store_file(tmp_path):
+    return tmp_path / "conversations.sqlite3"
+
+
+@pytest.fixture
+def make_window(qtbot, settings_file, store_file):
+    """Builds a MainWindow on the test's settings and store; pytest-qt closes it at teardown."""
+    from app.main_window import MainWindow
+
+    def make(**settings):
+        qs = open_settings(settings_file)
+        if settings:
+            StudioSettings.load(qs).replace(**settings).save(qs)
+        w = MainWindow(qsettings=qs, store=ConversationStore(store_file))
+        qtbot.addWidget(w)
+        w.show()
+        return w
+
+    return make
