@@ -18,6 +18,11 @@ from .config import EngineConfig
 from .errors import ModelLoadError
 from .native import Batch, Context, LoraAdapter, Model, set_adapters
 
+#: The decoding loop ends each step's inject phase at a synchronisation point. On a GPU
+#: llama_process returns before the device is done; without this sync the inject's device time
+#: would be charged to the next draft phase. (packaging/gpu_diag.py measures what it costs.)
+SYNC_INJECT = True
+
 
 class Drafter:
     def __init__(self, path: Path, config: EngineConfig, target_ctx: Context):
@@ -68,11 +73,12 @@ class Drafter:
             ffi.llama_set_embeddings_layer_inp(target_ctx.ptr, lid, on)
 
     def inject(self, target_ctx: Context, first_row: int, n_rows: int, pos0: int, seq: int = 0,
-               rows: list[int] | None = None) -> None:
+               rows: list[int] | None = None, sync: bool = False) -> None:
         """Decodes the features of target batch rows into the drafter's KV at pos0, pos0+1, ...
 
         ``rows`` picks arbitrary batch rows (tree verification: the accepted path); otherwise
-        ``first_row .. first_row + n_rows - 1``.
+        ``first_row .. first_row + n_rows - 1``. ``sync`` waits for the device before returning
+        (the decoding loop's steps pass SYNC_INJECT; the prefill leaves it asynchronous).
         """
         if n_rows <= 0:
             return
@@ -98,14 +104,19 @@ class Drafter:
             t0 = time.perf_counter()
             self.ctx.process(b)
             self.t_native += time.perf_counter() - t0
+        if sync:
+            t0 = time.perf_counter()
+            self.ctx.synchronize()
+            self.t_native += time.perf_counter() - t0
 
     # -- drafting ---------------------------------------------------------------------------------
-    def draft(self, last: int, pos: int, n: int, p_min: float = 0.0, top_k: int = 0):
+    def draft(self, last: int, pos: int, n: int, p_min: float = 0.0, top_k: int = 0, want_tokens: bool = True):
         """Drafts up to ``n`` tokens after ``last`` (which sits at ``pos``).
 
         Returns (tokens, logits_view) where logits_view holds the n rows the draft was read from
         (for tree construction; None when the argmax ran on the backend); tokens stops early
-        below ``p_min``.
+        below ``p_min``. ``want_tokens=False`` (trees, which read the logits only) skips the
+        host argmax and returns None for the tokens.
         """
         anchor_first = self.is_dspark and self.sample_from_anchor
         b = self.batch
@@ -123,6 +134,10 @@ class Drafter:
             self.t_native += time.perf_counter() - t0
             return tokens, None
         logits = self.ctx.logits(n)   # synchronises: the end of the draft decode
+        if not want_tokens:
+            self.ctx.seq_rm(0, pos, -1)
+            self.t_native += time.perf_counter() - t0
+            return None, logits
         tokens = logits.argmax(axis=1)
         if p_min > 0.0:
             # probability of the greedy token: 1 / sum(exp(l - l_max)), row by row

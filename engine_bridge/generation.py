@@ -300,7 +300,7 @@ class Generation:
 
         # 1. draft once, read the top-K per position, build the tree
         td = now()
-        _, logits = d.draft(last, pos, depth)
+        _, logits = d.draft(last, pos, depth, want_tokens=False)
         cand, logp = top_candidates(logits, s.tree_top_k)
         # The greedy chain is seeded to half the budget (the tree always holds what a chain of that
         # depth verifies); the other half goes best-first on cumulative log-probability.

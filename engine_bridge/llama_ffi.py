@@ -19,6 +19,28 @@ class EngineUnavailableError(ImportError):
     """llama-cpp-python is missing or was built without the symbols DFlash needs."""
 
 
+def _preload_libstdcxx() -> None:
+    """Makes the system libstdc++ the first provider of C++ runtime symbols (Linux).
+
+    Some toolchains (seen: the GPU machines' /opt/gcc 13.3) link libstdc++ statically into every
+    llama.cpp library, each exporting its own partial copy. An executable unifies them, but
+    Python loads libllama with RTLD_LOCAL, so a call can land in one copy and its data in
+    another: llama_model_load_from_file crashed in std::ostream there. With the shared
+    libstdc++ loaded globally first, every library binds to that one copy. Harmless where the
+    libraries link libstdc++ dynamically (the usual case): it is the same library.
+    """
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL("libstdc++.so.6", mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        pass
+
+
+_preload_libstdcxx()
+
 try:
     from llama_cpp import llama_cpp as C  # noqa: N812  (the C API, by convention upper-case)
 except Exception as exc:  # pragma: no cover - depends on the machine

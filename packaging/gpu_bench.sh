@@ -6,15 +6,19 @@
 # prompts, run the engine tests and the CLI on CUDA, and the diagnostics -- in one sitting.
 #
 # Usage, from the project root on the GPU machine (no package registry needed):
-#   bash packaging/gpu_bench.sh all        # everything, in the foreground (~25 min on an H100/H200)
+#   bash packaging/gpu_bench.sh all        # everything, in the foreground (~17 min on an H200:
+#                                          #   10 min building, 6-7 min measuring)
 #   bash packaging/gpu_bench.sh start      # the same in the background (its own process session)
 #   bash packaging/gpu_bench.sh follow 560 # prints progress for up to N s, then packs $OUT
 #   bash packaging/gpu_bench.sh build | wait [N] | measure | status | pack   # the parts
+#   bash packaging/gpu_bench.sh pack-keep  # the `keep` step's parts (engine + upstream tools) -> $OUT
+#   BUNDLE=D bash packaging/gpu_bench.sh restore DIR   # a later sitting on the same machine image:
+#       DIR holds those parts, D the wheels and ggml-vocab-qwen2.gguf; then `start` skips the builds
 # Results: $WORK/results (default /tmp/w/results), packed into $OUT/results.tgz + $OUT/summary.txt.
 # Environment: ARCH (default 90), DFLASH_FA_ALL_QUANTS (default 1; 0 builds ~2x faster, with fast
 #   CUDA flash-attention kernels for q4_0/q4_0, q8_0/q8_0, f16/f16, bf16/bf16 KV only),
-#   MAX_TOKENS (256), REPS (2), PROMPTS (3), PAIRS ("q15 tiny"), STEPS (all measure steps),
-#   LCP_JOBS (14), PEER_JOBS (8).
+#   MAX_TOKENS (256), REPS (2), PROMPTS (3), STEPS (the measure steps, in order; done ones are skipped),
+#   LCP_JOBS (14), PEER_JOBS (8), DIAG_ONLY (gpu_diag experiments, default all).
 set -u
 B=${BUNDLE:-.gpu-bundle}; W=${WORK:-/tmp/w}; M=$W/models; OUT=${OUT:-/tmp/out}; R=$W/results
 ARCH=${ARCH:-90}
@@ -23,7 +27,7 @@ export PYTHONPATH=/tmp/lcp_site:/tmp/site:$here PYTHONUNBUFFERED=1
 export DFLASH_FA_ALL_QUANTS=${DFLASH_FA_ALL_QUANTS:-1}
 BIN=$W/llama.cpp/build/bin
 N=${MAX_TOKENS:-256}; REPS=${REPS:-2}; NP=${PROMPTS:-3}
-STEPS=${STEPS:-"env ours_q15 upstream_q15 tests ours_tiny upstream_tiny cli diag_q15"}
+STEPS=${STEPS:-"env ours_q15 upstream_q15 tests ours_tiny upstream_tiny cli diag_q15 keep"}
 
 say() { mkdir -p "$W"; echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$W/progress.log"; }
 
@@ -31,8 +35,8 @@ build() {
   mkdir -p "$W" "$M"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$B"/whl/*.whl \
     || { say "wheel install failed"; return 1; }
-  [ -d $W/lcp ] || tar xzf "$B"/lcp-*.tgz -C $W
-  [ -d $W/llama.cpp ] || tar xzf "$B"/peer-llama.cpp.tgz -C $W
+  grep -q "^done rc=0" $W/lcp_build.log 2>/dev/null || [ -d $W/lcp ] || tar xzf "$B"/lcp-*.tgz -C $W
+  grep -q "^done rc=0" $W/peer_build.log 2>/dev/null || [ -d $W/llama.cpp ] || tar xzf "$B"/peer-llama.cpp.tgz -C $W
   say "build: FA_ALL_QUANTS=$DFLASH_FA_ALL_QUANTS arch=$ARCH; ours, upstream and the model pairs in parallel"
   # ours: the same script users run, offline, into /tmp/lcp_site
   if ! grep -q "^done rc=0" $W/lcp_build.log 2>/dev/null; then
@@ -102,7 +106,12 @@ step_env() {
     nproc; free -g; echo "FA_ALL_QUANTS=$DFLASH_FA_ALL_QUANTS ARCH=$ARCH N=$N REPS=$REPS PROMPTS=$NP"
     cat /tmp/lcp_site/llama_cpp/dflash_build_info.json 2>/dev/null; echo
     grep -E "CMAKE_CUDA_ARCHITECTURES|GGML_CUDA_FA|CMAKE_BUILD_TYPE" $W/llama.cpp/build/CMakeCache.txt 2>/dev/null
-    ls -la $BIN/ /tmp/lcp_site/llama_cpp/lib/ 2>/dev/null; } > "$R/env.txt" 2>&1
+    ls -la $BIN/ /tmp/lcp_site/llama_cpp/lib/ 2>/dev/null
+    echo "toolchain:"; command -v gcc g++; g++ --version | head -n1; g++ -print-file-name=libstdc++.so
+    g++ -print-file-name=libstdc++.a; g++ -dumpspecs 2>/dev/null | grep -n -i "static" | head -n 5
+    env | grep -i -E "^(LDFLAGS|CFLAGS|CXXFLAGS|CC|CXX|CUDAHOSTCXX|CMAKE_[A-Z_]*)=" || true
+    for f in /tmp/lcp_site/llama_cpp/lib/libllama.so $BIN/llama-completion; do echo "$f: $(readelf -d $f 2>/dev/null | grep NEEDED | sed 's/.*\[//; s/\]//' | tr '\n' ' ')"; done
+    echo "project files (md5):"; md5sum engine_bridge/*.py packaging/* benchmarks/*.py; } > "$R/env.txt" 2>&1
   python3 -m engine_bridge.cli doctor --json > "$R/doctor.json" 2> "$R/doctor.err"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$R/gpu.txt"
   head -c 600 "$R/doctor.json"; echo
@@ -145,17 +154,29 @@ step_cli() {   # dflash-studio generate / bench, on CUDA
     DFLASH_LLAMA_LOG=1 timeout 120 python3 -m engine_bridge.cli generate --target "$T" --draft "$D" --flash-attn on \
         --mode chain --budget 7 --max-tokens 64 --prompt "The history of the" --json > "$R/cli_generate_q15.json" 2> "$R/cli_generate_q15.log"
     echo "rc=$?"
-    grep -E "buffer size|KV self|CUDA0|memory breakdown|graph" "$R/cli_generate_q15.log" | head -40
+    grep -E "buffer size|llama_kv_cache: |memory breakdown|n_ctx_seq|flash_attn|graph nodes|graph splits" \
+        "$R/cli_generate_q15.log" | grep -v llama_graph_n_input | head -40
     echo "$ dflash-studio bench (tiny pair, code suite, budgets 4,8,15)"
-    timeout 200 python3 -m engine_bridge.cli bench --target "$t" --draft "$d" --flash-attn on --suite code --limit 3 \
+    timeout 240 python3 -m engine_bridge.cli bench --target "$t" --draft "$d" --flash-attn on --suite code --limit 3 \
         --reps 2 --max-tokens 64 --sweep budget=4,8,15 --out "$R/cli_bench_tiny.json" --md "$R/cli_bench_tiny.md"
     echo "rc=$?"; } > "$R/cli.txt" 2>&1
   tail -n 25 "$R/cli.txt"
 }
 
+# keep: the built engine and upstream's tools, packed in parts of 15 MiB, so that a later sitting on
+# the same kind of machine can measure again without a rebuild (copied to $OUT by `pack-keep`)
+step_keep() {
+  rm -rf $W/keep; mkdir -p $W/keep
+  (cd /tmp/lcp_site && tar cf - --exclude='*.so' --exclude='*.so.0' llama_cpp llama_cpp_python-*.dist-info) \
+    | xz -T0 -6 | split -b 15M -d - $W/keep/lcp.tar.xz.
+  (cd $BIN && tar cf - llama-speculative-simple llama-bench llama-completion libllama-common.so* lib*-impl.so) \
+    | xz -T0 -6 > $W/keep/peer-tools.tar.xz
+  ls -la $W/keep
+}
+
 step_diag() {   # $1: pair
   timeout 480 python3 packaging/gpu_diag.py --target $M/$1-target.gguf --draft $M/$1-dflash.gguf --n "$N" \
-      --prompts "$NP" --json "$R/diag_$1.json" > "$R/diag_$1.txt" 2>&1
+      --prompts "$NP" --json "$R/diag_$1.json" ${DIAG_ONLY:+--only $DIAG_ONLY} > "$R/diag_$1.txt" 2>&1
   local rc=$?; cat "$R/diag_$1.txt" | cut -c1-220 | tail -n 45; return $rc
 }
 
@@ -173,6 +194,7 @@ measure() {
       tests) step_tests ;;
       cli) step_cli ;;
       diag_*) step_diag ${s#diag_} ;;
+      keep) step_keep ;;
       *) echo "unknown step $s" ;;
     esac > "$R/step_$s.out" 2>&1
     rc=$?
@@ -185,6 +207,8 @@ measure() {
 pack() {
   mkdir -p "$OUT" "$R"
   cp $W/*.log "$R/" 2>/dev/null
+  python3 packaging/gpu_report.py "$R" > "$R/report.md" 2> "$R/report.err"
+  cp "$R/report.md" "$OUT/report.md" 2>/dev/null
   tar czf "$OUT/results.tgz" -C $W results 2>/dev/null
   { cat "$R/gpu.txt" 2>/dev/null; for f in "$R"/ours_*.txt "$R"/upstream_*.txt; do [ -f "$f" ] && { echo "== $(basename $f)"; tail -n 12 "$f"; }; done
     cat "$R/gpumem.txt" 2>/dev/null; grep -E "passed|failed" "$R/cuda_tests.log" 2>/dev/null | tail -n 3
@@ -224,8 +248,23 @@ case ${1:-} in
   status) status ;;
   measure) measure; pack ;;
   pack) pack ;;
+  pack-keep) mkdir -p "$OUT"; cp $W/keep/* "$OUT/" && ls -la "$OUT" ;;
+  restore)   # a later sitting: the kept engine and tools instead of a rebuild (same machine kind)
+    K=${2:-keep}; mkdir -p /tmp/lcp_site $BIN
+    cat $K/lcp.tar.xz.* | xz -d | tar xf - -C /tmp/lcp_site
+    for f in /tmp/lcp_site/llama_cpp/lib/*.so.0.*; do b=${f%.so.0.*}; cp -f "$f" "$b.so.0"; ln -sf "$(basename $b).so.0" "$b.so"; done
+    xz -d < $K/peer-tools.tar.xz | tar xf - -C $BIN
+    for f in /tmp/lcp_site/llama_cpp/lib/*.so*; do [ -e "$BIN/$(basename $f)" ] || ln -s "$f" $BIN/; done
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$B"/whl/*.whl
+    for f in lcp_build peer_build; do echo "done rc=0 secs=0 (restored)" > $W/$f.log; done
+    ls -la /tmp/lcp_site/llama_cpp/lib $BIN ;;
   all) all; pack ;;
-  start) mkdir -p $W; rm -f $W/all.done; setsid bash "$0" all > $W/all.log 2>&1 < /dev/null & sleep 3; echo "started the whole run; log $W/all.log" ;;
+  start)   # runs from a snapshot of the project: the working tree may be re-synced while it runs
+    mkdir -p $W/src; rm -f $W/all.done
+    cp -a engine_bridge benchmarks packaging tests resources pyproject.toml $W/src/
+    ln -sfn "$here/$B" $W/src/.gpu-bundle
+    (cd $W/src && BUNDLE=.gpu-bundle setsid bash packaging/gpu_bench.sh all > $W/all.log 2>&1 < /dev/null &)
+    sleep 3; echo "started the whole run from $W/src; log $W/all.log" ;;
   follow) follow "${2:-560}" ;;
   *) sed -n 2,19p "$0"; exit 2 ;;
 esac

@@ -10,6 +10,8 @@
 * ``kv``: tok/s for KV cache pairs with flash attention on, including pairs this build has no
   fast CUDA kernel for, and what the pairing check said about each.
 * ``memory``: weights, context state, and the GPU memory this process holds (nvidia-smi).
+* ``profile``: cProfile of one chain run, top functions by own time.
+* ``nseq``: AR and chain with the target context made for 64 sequences (tree-capable) and for 1.
 
 Usage: python packaging/gpu_diag.py --target T --draft D [--n 256] [--prompts 3] [--json out.json]
        [--only sampling,calls,...]
@@ -224,8 +226,46 @@ def exp_memory(a, prompts) -> dict:
     return out
 
 
+def exp_nseq(a, prompts) -> dict:
+    """The target context's sequence slots: 64 (tree-capable, the default) vs 1 (chain only)."""
+    out = {}
+    base = GenerationSettings(max_tokens=a.n)
+    for label, nodes in (("n_seq_64", 64), ("n_seq_1", 1), ("n_seq_64b", 64), ("n_seq_1b", 1)):
+        with load(a, max_tree_nodes=nodes) as eng:
+            out[label] = {"ar": run_mode(eng, base.replace(mode="ar"), prompts),
+                          "chain7": run_mode(eng, base.replace(mode="chain", budget=7), prompts),
+                          "gpu_mem_mib": gpu_mem_mib()}
+        r = out[label]
+        print(f"nseq      {label:9} AR {r['ar']['tok_per_s']:8.1f} tok/s ({r['ar']['step_ms']:.3f} ms)  chain7 "
+              f"{r['chain7']['tok_per_s']:8.1f} tok/s ({r['chain7']['step_ms']:.3f} ms)  GPU {r['gpu_mem_mib']} MiB",
+              flush=True)
+    return out
+
+
+def exp_profile(a, prompts) -> dict:
+    """cProfile of one chain-7 run: where the Python time goes (the profiler inflates small calls)."""
+    import cProfile
+    import io
+    import pstats
+
+    base = GenerationSettings(max_tokens=a.n, mode="chain", budget=7)
+    with load(a) as eng:
+        eng.generate(prompts[0], base.replace(max_tokens=16))
+        eng.reset()
+        pr = cProfile.Profile()
+        pr.enable()
+        r = eng.generate(prompts[0], base)
+        pr.disable()
+    buf = io.StringIO()
+    pstats.Stats(pr, stream=buf).sort_stats("tottime").print_stats(22)
+    text = buf.getvalue()
+    print(f"profile   chain7 {len(r.steps)} steps; top functions by own time:", flush=True)
+    print("\n".join(line[:160] for line in text.splitlines()[:40] if line.strip()), flush=True)
+    return {"steps": len(r.steps), "stats": text}
+
+
 EXPERIMENTS = {"sampling": exp_sampling, "inject_sync": exp_inject_sync, "calls": exp_calls, "kv": exp_kv,
-               "memory": exp_memory}
+               "memory": exp_memory, "profile": exp_profile, "nseq": exp_nseq}
 
 
 def main(argv=None) -> int:

@@ -32,7 +32,7 @@ _LOGS: dict[str, str] = {}     # first raw output of each configuration, for --l
 
 
 def run(cmd: list[str], key: str, timeout: int = 300) -> str:
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout)
     out = p.stdout + p.stderr
     _LOGS.setdefault(key, "$ " + " ".join(cmd) + "\n" + out)
     if p.returncode != 0:
@@ -98,9 +98,10 @@ def bench(bin_dir: Path, target: str) -> dict:
             "gpu_info": rows[0].get("gpu_info"), "backends": rows[0].get("backends")}
 
 
-def series(bin_dir, a, prompts, extra=()) -> dict:
-    res: dict = {}
-    comp = [completion(bin_dir, a.target, p, a.n, extra) for _ in range(a.reps) for p in prompts]
+def series(bin_dir, a, prompts, extra=(), reps: int | None = None) -> dict:
+    reps = a.reps if reps is None else reps
+    res: dict = {"reps": reps}
+    comp = [completion(bin_dir, a.target, p, a.n, extra) for _ in range(reps) for p in prompts]
     res["completion"] = comp
     res["completion_tok_per_s"] = statistics.fmean(r["tok_per_s"] for r in comp)
     res["completion_ms_per_token"] = statistics.fmean(r["ms_per_token"] for r in comp)
@@ -109,7 +110,7 @@ def series(bin_dir, a, prompts, extra=()) -> dict:
           f"({res['completion_ms_per_token']:.3f} ms/token)", flush=True)
     res["speculative"] = {}
     for n_max in [int(x) for x in a.n_max.split(",")]:
-        runs = [speculative(bin_dir, a.target, a.draft, p, a.n, n_max, extra) for _ in range(a.reps) for p in prompts]
+        runs = [speculative(bin_dir, a.target, a.draft, p, a.n, n_max, extra) for _ in range(reps) for p in prompts]
         tps = statistics.fmean(r["tok_per_s"] for r in runs)
         drafted = sum(r["n_drafted"] or 0 for r in runs)
         acc = sum(r["n_accepted"] or 0 for r in runs)
@@ -163,7 +164,7 @@ def main(argv=None) -> int:
                 print(f"llama-bench failed: {str(exc)[:300]}", flush=True)
         if a.backend_sampling:
             try:
-                res["backend_sampling"] = series(bin_dir, a, prompts, ("-bs",))
+                res["backend_sampling"] = series(bin_dir, a, prompts, ("-bs",), reps=1)
             except Exception as exc:
                 res["backend_sampling_error"] = str(exc)[-3000:]
                 print(f"upstream -bs failed: {str(exc)[-600:]}", flush=True)
