@@ -12,7 +12,7 @@ import pytest
 from app_helpers import LOAD_TIMEOUT_MS, load_pair
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine_bridge"))
-from hubserver import FakeHub  # noqa: E402  (the Hub test server the hub client's tests use)
+from hubserver import start_isolated  # noqa: E402  (the Hub test server the hub client's tests use)
 
 from engine_bridge.resources import vocab_path  # noqa: E402
 
@@ -21,14 +21,7 @@ REPO = "Qwen/Qwen3-8B-GGUF"
 
 @pytest.fixture
 def fake_hub(monkeypatch, tmp_path):
-    import huggingface_hub.constants as hc
-
-    server = FakeHub().start()
-    monkeypatch.setenv("HF_ENDPOINT", server.url)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(hc, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
-    monkeypatch.setattr(hc, "HF_STORED_TOKENS_PATH", str(tmp_path / "no-tokens"))
+    server = start_isolated(monkeypatch, tmp_path)
     server.add(REPO, "Qwen3-8B-Q4_K_M.gguf", vocab_path("phi3").read_bytes())
     server.add(REPO, "big-Q8_0.gguf", bytes(range(256)) * 16000)           # 4 MB
     server.add(REPO, "README.md", b"# readme\n", lfs=False)

@@ -211,3 +211,17 @@ class FakeHub:
                 return
             if path in self.slow:
                 time.sleep(0.002)
+
+
+def start_isolated(monkeypatch, tmp_path) -> FakeHub:
+    """Starts a FakeHub and points huggingface_hub at it, with no token from the machine running
+    the tests (environment or stored login). The caller stops it."""
+    import huggingface_hub.constants as hc
+
+    server = FakeHub().start()
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(hc, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    monkeypatch.setattr(hc, "HF_STORED_TOKENS_PATH", str(tmp_path / "no-tokens"))
+    return server

@@ -9,22 +9,14 @@ import pytest
 
 from engine_bridge import hub
 from engine_bridge.resources import vocab_path
-from hubserver import FakeHub
+from hubserver import start_isolated
 
 TOKEN = "hf_test_token_never_written_1234"
 
 
 @pytest.fixture
 def fake(monkeypatch, tmp_path):
-    import huggingface_hub.constants as hc
-
-    server = FakeHub().start()
-    monkeypatch.setenv("HF_ENDPOINT", server.url)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    # No stored login from the machine running the tests.
-    monkeypatch.setattr(hc, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
-    monkeypatch.setattr(hc, "HF_STORED_TOKENS_PATH", str(tmp_path / "no-tokens"))
+    server = start_isolated(monkeypatch, tmp_path)
     gguf = vocab_path("phi3").read_bytes()
     server.add("z-lab/Qwen3-8B-DFlash-b16", "config.json", b'{"architectures": ["DFlashDraftModel"]}', lfs=False)
     server.add("z-lab/Qwen3-8B-DFlash-b16", "model.safetensors", b"\x08" + b"\x00" * 7 + b"{}      ")
