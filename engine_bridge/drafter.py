@@ -123,8 +123,11 @@ class Drafter:
         b.clear()
         n_block = n if anchor_first else n + 1
         first_out = 0 if anchor_first else 1
+        # dflash.cpp selects no output rows: its logits hold every block row in order, so every
+        # entry is marked as an output (as upstream does) and the draft is read from first_out on.
+        # Marking only the mask slots would make row k hold slot k, not slot k + 1.
         for i in range(n_block):
-            b.add_token(last if i == 0 else self.mask_token, pos + i, 0, i >= first_out)
+            b.add_token(last if i == 0 else self.mask_token, pos + i, 0, True)
         t0 = time.perf_counter()
         self.ctx.process(b)
         if self.ctx.backend_greedy:
@@ -133,7 +136,7 @@ class Drafter:
             self.ctx.seq_rm(0, pos, -1)
             self.t_native += time.perf_counter() - t0
             return tokens, None
-        logits = self.ctx.logits(n)   # synchronises: the end of the draft decode
+        logits = self.ctx.logits(n_block)[first_out:]   # synchronises: the end of the draft decode
         if not want_tokens:
             self.ctx.seq_rm(0, pos, -1)
             self.t_native += time.perf_counter() - t0

@@ -31,7 +31,7 @@ from . import drafter as drafter_mod
 from .config import GenerationSettings
 from .detok import StreamingDetokenizer
 from .errors import ContextOverflowError, UnsupportedSettingError
-from .native import Batch, Context, Sampler
+from .native import Context, Sampler
 from .tree import build_tree, top_candidates
 from .records import FROM_DRAFT, FROM_TARGET, GenerationResult, RunSummary, StepRecord, TokenEvent
 

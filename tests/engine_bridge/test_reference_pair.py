@@ -15,14 +15,24 @@ from engine_bridge import demo
 from engine_bridge.config import EngineConfig, GenerationSettings
 from engine_bridge.resources import resource
 
-PAIR = demo.shipped_pair()
-pytestmark = pytest.mark.skipif(PAIR is None, reason="no reference pair in resources/models/")
+import engine_corpus
 
-#: Measured (card.md): pooled mean commit length at budget 7 on the held-out prompts is well above
-#: this on CPU; the floor leaves room for numerical differences between builds, not for a bug that
-#: shifts or scrambles the drafts (that gives about 1.0 to 1.2).
+PAIR = demo.shipped_pair()
+
+#: Measured on CPU for exactly this test (6 held-out prompts x 64 tokens, pooled): 2.37 at budget 7,
+#: 2.40 at 15 (card.md has the 15-prompt figures). The floor leaves room for numerical differences
+#: between builds, not for a bug that shifts the drafts by one block slot (that measured 1.28).
 MIN_MEAN_COMMIT_B7 = 1.5
 N_PROMPTS, MAX_TOKENS = 6, 64
+#: The pair is q8_0: llama.cpp's batched (verify) and single-token (AR) q8_0 matmuls differ by up to
+#: ~0.5 % of a logit, so greedy runs may part where the target's top two logits are this close.
+#: Measured with this pair: tree runs parted from AR 9 times in 30, at margins 0.0001-0.061; the
+#: f32 export of the same weights parts never. engine_corpus.NEAR_TIE (0.02) is for f32/f16 fixtures.
+NEAR_TIE_Q8 = 0.1
+
+
+def assert_lossless(engine, prompt: str, reference: list[int], produced: list[int], what: str) -> None:
+    engine_corpus.assert_lossless(engine, prompt, reference, produced, what, tol=NEAR_TIE_Q8)
 
 
 def heldout_prompts(n: int | None = None) -> list[str]:
@@ -35,6 +45,7 @@ def heldout_prompts(n: int | None = None) -> list[str]:
 def engine():
     from engine_bridge.engine import Engine
 
+    assert PAIR is not None, "the reference pair must ship in resources/models/ (target.gguf, drafter.gguf)"
     target, draft = PAIR
     eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=1))
     yield eng
@@ -57,6 +68,7 @@ def test_the_shipped_pair_is_the_default():
 def test_sizes_card_and_metadata():
     from engine_bridge.modelinfo import inspect_model
 
+    assert PAIR is not None, "the reference pair must ship in resources/models/ (target.gguf, drafter.gguf)"
     target, draft = PAIR
     assert target.stat().st_size + draft.stat().st_size <= 40 * 1024 * 1024
     card = resource("models", "card.md").read_text()
@@ -87,7 +99,7 @@ def test_chain_is_lossless_and_accepts(engine, ar_runs, budget):
     for p, ref in zip(heldout_prompts(N_PROMPTS), ar_runs):
         engine.reset()
         r = engine.generate(p, GenerationSettings(mode="chain", budget=budget, max_tokens=MAX_TOKENS))
-        assert list(r.tokens) == list(ref.tokens), p
+        assert_lossless(engine, p, list(ref.tokens), list(r.tokens), f"chain budget {budget}")
         committed += r.summary.n_generated
         steps += r.summary.n_steps
     mean_commit = committed / steps
@@ -97,10 +109,11 @@ def test_chain_is_lossless_and_accepts(engine, ar_runs, budget):
 def test_tree_is_lossless(engine, ar_runs):
     if not engine.tree_capable:
         pytest.skip(engine.tree_reason)
-    for p, ref in list(zip(heldout_prompts(N_PROMPTS), ar_runs))[:2]:
-        engine.reset()
-        r = engine.generate(p, GenerationSettings(mode="tree", budget=16, max_tokens=MAX_TOKENS))
-        assert list(r.tokens) == list(ref.tokens)
+    for p, ref in zip(heldout_prompts(N_PROMPTS), ar_runs):
+        for budget in (8, 16):
+            engine.reset()
+            r = engine.generate(p, GenerationSettings(mode="tree", budget=budget, max_tokens=MAX_TOKENS))
+            assert_lossless(engine, p, list(ref.tokens), list(r.tokens), f"tree budget {budget}")
 
 
 def test_bench_on_the_reference_pair():
@@ -108,6 +121,7 @@ def test_bench_on_the_reference_pair():
     from engine_bridge.bench_report import build_report
     from engine_bridge.bench_suites import load_suite
 
+    assert PAIR is not None, "the reference pair must ship in resources/models/ (target.gguf, drafter.gguf)"
     target, draft = PAIR
     spec = BenchSpec(engine=EngineConfig(target=target, draft=draft, n_ctx=1024, n_batch=512, n_ubatch=512,
                                          n_threads=1),

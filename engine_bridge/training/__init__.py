@@ -1,0 +1,17 @@
+"""Training a small llama-family target and a DFlash drafter for it (the shipped reference pair).
+
+Optional: needs the ``train`` extra (PyTorch, safetensors) and, for the tokenizer, ``tokenizers``.
+Importing this package needs neither; the modules that use torch import it themselves.
+
+Pipeline (README.md in this folder has the commands):
+
+1. ``data``: collect permissively licensed Python source from installed packages, split it by file
+   into train / held-out, train a byte-level BPE tokenizer and tokenize the corpus.
+2. ``train_target``: train a qwen3-architecture target whose math matches llama.cpp's qwen3 graph.
+3. ``train_drafter``: generate the target's greedy continuations and train a DFlash drafter on them
+   (target features of chosen layers -> fc -> norm -> K/V of every draft layer; non-causal block
+   [anchor, mask, ...]; random anchors; loss weighted toward early block positions; the target's
+   embeddings and lm_head frozen and shared).
+4. ``export``: target -> GGUF (qwen3), drafter -> Hugging Face DFlash folder -> GGUF through
+   ``engine_bridge.convert.convert_hf_drafter``.
+"""
