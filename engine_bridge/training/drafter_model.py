@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .target_model import MLP, RMSNorm, apply_rope, rope_cache
+from .target_model import MLP, Attention, RMSNorm, apply_rope, rope_cache
 
 
 @dataclass
@@ -45,16 +45,10 @@ class DrafterConfig:
         return asdict(self)
 
 
-class DraftAttention(nn.Module):
-    def __init__(self, c: DrafterConfig):
-        super().__init__()
-        self.c = c
-        self.q_proj = nn.Linear(c.n_embd, c.n_head * c.head_dim, bias=False)
-        self.k_proj = nn.Linear(c.n_embd, c.n_head_kv * c.head_dim, bias=False)
-        self.v_proj = nn.Linear(c.n_embd, c.n_head_kv * c.head_dim, bias=False)
-        self.o_proj = nn.Linear(c.n_head * c.head_dim, c.n_embd, bias=False)
-        self.q_norm = RMSNorm(c.head_dim, c.rms_eps)
-        self.k_norm = RMSNorm(c.head_dim, c.rms_eps)
+class DraftAttention(Attention):
+    """The target's attention layout (q/k/v/o projections, per-head q/k norms), used two ways:
+    K/V from the fused target features (``context_kv``) and non-causal attention over them plus
+    the noise block (``forward``)."""
 
     def context_kv(self, g, cos, sin):
         B, L, _ = g.shape
