@@ -24,6 +24,14 @@ from engine_bridge.engine import Engine
 PROMPTS = ["Hello world", "def fibonacci(n):", "The history of the", "1, 2, 3, 4,", "Dear team,"]
 
 
+def load_prompts(path: str | None, n: int) -> list[str]:
+    """The first ``n`` prompts of a JSONL file ({"prompt": ...} per line), or of PROMPTS."""
+    if not path:
+        return PROMPTS[:n]
+    lines = [json.loads(x) for x in open(path) if x.strip()]
+    return [x["prompt"] for x in lines][:n]
+
+
 def cpu_model() -> str:
     try:
         for line in open("/proc/cpuinfo"):
@@ -68,7 +76,8 @@ def main(argv=None) -> int:
     ap.add_argument("--draft")
     ap.add_argument("--budgets", default="4,15", help="chain budgets")
     ap.add_argument("--tree", default="", help="tree node budgets, e.g. 8,16,32")
-    ap.add_argument("--prompts", type=int, default=len(PROMPTS), help="how many of the built-in prompts")
+    ap.add_argument("--prompts", type=int, default=len(PROMPTS), help="how many prompts")
+    ap.add_argument("--prompt-file", help="JSONL prompts ({\"prompt\": ...}); default: the built-in ones")
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--n-ctx", type=int, default=4096)
@@ -94,7 +103,7 @@ def main(argv=None) -> int:
         out["pair"] = eng.describe()
         out["memory"] = eng.memory()
         out["devices"] = out["build"].pop("devices", [])
-        prompts = PROMPTS[: args.prompts]
+        prompts = load_prompts(args.prompt_file, args.prompts)
         base = GenerationSettings(max_tokens=args.max_tokens)
         ar = measure(eng, base.replace(mode="ar"), prompts, args.reps)
         out["rows"].append({"mode": "ar", "budget": 0, **ar, "speedup": 1.0})

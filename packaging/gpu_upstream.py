@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.bench_engine import PROMPTS  # noqa: E402
+from benchmarks.bench_engine import load_prompts  # noqa: E402
 
 COMMON = ["-ngl", "99", "-fa", "on", "-c", "4096", "--temp", "0", "--seed", "0"]
 _LOGS: dict[str, str] = {}     # first raw output of each configuration, for --log-dir
@@ -140,6 +140,7 @@ def main(argv=None) -> int:
     ap.add_argument("--draft", required=True)
     ap.add_argument("--n", type=int, default=256)
     ap.add_argument("--prompts", type=int, default=3)
+    ap.add_argument("--prompt-file", help="JSONL prompts, as benchmarks/bench_engine.py takes them")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--n-max", default="7,15")
     ap.add_argument("--json")
@@ -148,7 +149,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-bench", action="store_true")
     a = ap.parse_args(argv)
     bin_dir = Path(a.bin)
-    prompts = PROMPTS[: a.prompts]
+    prompts = load_prompts(a.prompt_file, a.prompts)
     res: dict = {"target": a.target, "draft": a.draft, "n": a.n, "prompts": prompts, "reps": a.reps,
                  "common_args": COMMON}
     try:
