@@ -21,16 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..dflash_names import LAYER_NAMES
 from . import data as tdata
 
-HF_TO_GGUF_LAYER = {
-    "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
-    "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
-    "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
-    "self_attn.k_norm.weight": "attn_k_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
-    "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
-    "mlp.down_proj.weight": "ffn_down.weight",
-}
+# The layer tensor names are a qwen3 target's and a DFlash drafter's alike: one table serves both.
+HF_TO_GGUF_LAYER = LAYER_NAMES
 
 
 #: A code-completion model has no roles: a conversation is its messages' text run together, so the

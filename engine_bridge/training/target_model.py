@@ -197,17 +197,7 @@ class TargetLM(nn.Module):
 
     def gguf_tensors(self) -> dict:
         """ggml name -> float32 numpy array (rows = output features), no output.weight (tied)."""
+        from .export import target_tensors
+
         sd = {k: v.detach().float().cpu().numpy() for k, v in self.state_dict().items()}
-        out = {"token_embd.weight": sd["embed_tokens.weight"], "output_norm.weight": sd["norm.weight"]}
-        names = {
-            "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
-            "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
-            "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
-            "self_attn.k_norm.weight": "attn_k_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
-            "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
-            "mlp.down_proj.weight": "ffn_down.weight",
-        }
-        for i in range(self.c.n_layer):
-            for hf, gg in names.items():
-                out[f"blk.{i}.{gg}"] = sd[f"layers.{i}.{hf}"]
-        return out
+        return target_tensors(sd, self.c.n_layer)
