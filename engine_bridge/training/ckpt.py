@@ -8,7 +8,6 @@ from pathlib import Path
 
 def save_sharded(state: dict, folder: str | Path, prefix: str, *, max_bytes: int = 15_000_000,
                  dtype=None, config: dict | None = None) -> list[Path]:
-    import torch
     from safetensors.torch import save_file
 
     folder = Path(folder)

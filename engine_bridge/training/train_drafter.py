@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from pathlib import Path
 

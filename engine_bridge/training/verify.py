@@ -134,7 +134,7 @@ def measure(target_gguf, drafter_gguf, prompts: list[str], budgets=(7, 15), max_
             eng.reset()
             ar.append(list(eng.generate(p, GenerationSettings(mode="ar", max_tokens=max_tokens)).tokens))
         for b in budgets:
-            commits, acc, lossless, drafted, accepted, steps = [], [], 0, 0, 0, 0
+            commits, lossless, drafted, accepted, steps = [], 0, 0, 0, 0
             for p, ref in zip(prompts, ar):
                 eng.reset()
                 r = eng.generate(p, GenerationSettings(mode="chain", budget=b, max_tokens=max_tokens))
