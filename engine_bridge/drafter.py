@@ -110,7 +110,7 @@ class Drafter:
             self.t_native += time.perf_counter() - t0
 
     # -- drafting ---------------------------------------------------------------------------------
-    def draft(self, last: int, pos: int, n: int, p_min: float = 0.0, top_k: int = 0, want_tokens: bool = True):
+    def draft(self, last: int, pos: int, n: int, p_min: float = 0.0, want_tokens: bool = True):
         """Drafts up to ``n`` tokens after ``last`` (which sits at ``pos``).
 
         Returns (tokens, logits_view) where logits_view holds the n rows the draft was read from

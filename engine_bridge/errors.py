@@ -35,10 +35,6 @@ class DecodeError(EngineError):
     """llama_process returned an error code."""
 
 
-class GenerationCancelled(EngineError):
-    """Raised only by callers that prefer an exception; the engine itself returns finish_reason."""
-
-
 class UnreadableModelError(EngineError):
     """A model file or folder cannot be read at all (missing, not GGUF/safetensors, header cut short)."""
 

@@ -202,10 +202,6 @@ class Context(_Handle):
         ptr = C.llama_get_logits(self.ptr)
         return np.ctypeslib.as_array(ptr, shape=(n_rows, self.n_vocab))
 
-    def logits_row(self, i: int) -> np.ndarray:
-        ptr = C.llama_get_logits_ith(self.ptr, i)
-        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
-
     def set_causal(self, causal: bool) -> None:
         C.llama_set_causal_attn(self.ptr, causal)
 
@@ -218,9 +214,6 @@ class Context(_Handle):
 
     def seq_keep(self, seq: int) -> None:
         C.llama_memory_seq_keep(self.mem, seq)
-
-    def pos_max(self, seq: int = 0) -> int:
-        return int(C.llama_memory_seq_pos_max(self.mem, seq))
 
     def clear(self) -> None:
         C.llama_memory_clear(self.mem, True)

@@ -14,7 +14,6 @@ PHASES = ("draft", "inject", "verify", "accept", "other")
 #: Provenance of a committed token.
 FROM_DRAFT = "draft"      # a drafted token the target accepted
 FROM_TARGET = "target"    # the target's own token (bonus / correction / autoregressive)
-FROM_PROMPT_CACHE = "cache"
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,10 +60,7 @@ class DraftAttention(Attention):
     def forward(self, x, cos, sin, kc, vc, mask):
         B, T, _ = x.shape
         c = self.c
-        q = self.q_norm(self.q_proj(x).view(B, T, c.n_head, c.head_dim)).transpose(1, 2)
-        k = self.k_norm(self.k_proj(x).view(B, T, c.n_head_kv, c.head_dim)).transpose(1, 2)
-        v = self.v_proj(x).view(B, T, c.n_head_kv, c.head_dim).transpose(1, 2)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k, v = self.qkv(x, cos, sin)
         k = torch.cat([kc, k], dim=2)
         v = torch.cat([vc, v], dim=2)
         r = c.n_head // c.n_head_kv
