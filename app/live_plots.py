@@ -1,15 +1,17 @@
 """Live per-step diagnostics drawn with pyqtgraph.
 
-Five plots: tok/s per step with a moving average, the acceptance rate per step, commit length per
-step, a histogram of commit lengths, and each step's time split into its phases (draft, inject,
-verify, accept, other), stacked.
+Six plots: tok/s per step with a moving average, the acceptance rate per step, commit length per
+step, a histogram of commit lengths, each step's time split into its phases (draft, inject,
+verify, accept, other), stacked, and the draft's shape per step: nodes verified, depth and the
+accepted path length (a tree step's ``tree_nodes``, ``tree_depth`` and ``path_len``; a chain step
+is a tree of one branch, so its nodes and depth are ``drafted`` and its path is ``accepted``).
 
 Step records go into fixed-capacity ring buffers as they arrive; a throttle redraws at most 5
 times a second (under the issue's ceiling of 20; the chat keeps 20; less often when the UI's CPU
 budget says so, see ``ui_budget``), only when new records came in and only while the plots are
 visible, so an idle or hidden panel costs no CPU (no timer runs).
 
-Painting is kept cheap because it competes with generation for the CPU: all five plots live in
+Painting is kept cheap because it competes with generation for the CPU: all six plots live in
 one graphics view (one paint per update, not one per plot), and the axes change range only in
 1-2-5 steps (``nice_ceiling``), so pyqtgraph's cached axis pictures are reused on most updates
 instead of being laid out and drawn again (auto-ranging redid that on every update).
@@ -33,10 +35,11 @@ SMOOTH_WINDOW = 16       # steps in the moving average
 REDRAW_MS = 200
 PHASE_COLOURS = {"draft": "#4a7fd4", "inject": "#9b59b6", "verify": "#e0902a",
                  "accept": "#2ca02c", "other": "#999999"}
+SHAPE_COLOURS = {"nodes": "#4a7fd4", "depth": "#e0902a", "path": "#2ca02c"}
 
 # columns of the ring buffer
-X, TOKS, ACCEPT, COMMIT, DRAFTED, ACCEPTED, WALL = range(7)
-PHASE0 = 7
+X, TOKS, ACCEPT, COMMIT, DRAFTED, ACCEPTED, WALL, NODES, DEPTH, PATH = range(10)
+PHASE0 = 10
 WIDTH = PHASE0 + len(PHASES)
 
 
@@ -108,6 +111,7 @@ class LivePlots(QWidget):
         self.hist_bars = pg.BarGraphItem(x=[], height=[], width=0.8, brush="#e0902a")
         self.hist_plot.addItem(self.hist_bars)
         self.hist_plot.getAxis("bottom").setTickSpacing(1, 1)     # commit lengths are whole tokens
+        # the two bottom rows span both columns, so their legends fit on one line
         self.phase_plot = _plot(self.canvas, 2, 0, "Step time by phase (stacked)", "ms", colspan=2)
         self.phase_plot.addLegend(offset=(5, 5), labelTextSize="8pt", colCount=len(PHASES),
                                   brush=pg.mkBrush(255, 255, 255, 210), pen=pg.mkPen("#cccccc"))
@@ -117,6 +121,14 @@ class LivePlots(QWidget):
             colour = PHASE_COLOURS[p]
             self.phase_curves[p] = self.phase_plot.plot([], [], pen=pg.mkPen(colour), fillLevel=0,
                                                         brush=pg.mkBrush(colour), name=p)
+        # a chain step is one branch: nodes == depth == drafted, so those two lines coincide
+        self.shape_plot = _plot(self.canvas, 3, 0, "Draft shape", "tokens", colspan=2)
+        self.shape_plot.addLegend(offset=(5, 5), labelTextSize="8pt", colCount=3,
+                                  brush=pg.mkBrush(255, 255, 255, 210), pen=pg.mkPen("#cccccc"))
+        # three thin lines: nodes the target verified, the draft's depth, the accepted path
+        self.shape_curves = {
+            key: self.shape_plot.plot([], [], pen=pg.mkPen(SHAPE_COLOURS[key], width=1), name=name)
+            for key, name in (("nodes", "nodes"), ("depth", "depth"), ("path", "accepted path"))}
         self.summary = QLabel("no steps yet", self, objectName="plotSummary")
         # a fixed one-line label: a summary that changed width or height would re-layout the plots
         self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
@@ -145,6 +157,11 @@ class LivePlots(QWidget):
             rows[i, DRAFTED] = r.drafted
             rows[i, ACCEPTED] = r.accepted
             rows[i, WALL] = r.wall
+            # a tree step reports its shape; a chain (or AR) step is one branch of ``drafted`` tokens
+            tree = r.tree_nodes > 0
+            rows[i, NODES] = r.tree_nodes if tree else r.drafted
+            rows[i, DEPTH] = r.tree_depth if tree else r.drafted
+            rows[i, PATH] = r.path_len if tree else r.accepted
             for j, p in enumerate(PHASES):
                 rows[i, PHASE0 + j] = getattr(r, f"t_{p}") * 1000.0
         self.buffer.extend(rows)
@@ -193,6 +210,7 @@ class LivePlots(QWidget):
         self._set_range(self.commit_plot, xr, (0.0, top(v[:, COMMIT])))
         self._set_range(self.hist_plot, (-0.5, max(len(counts), 2) - 0.5), (0.0, top(counts.astype(float))))
         self._set_range(self.phase_plot, xr, (0.0, top(stack[:, -1]) if len(stack) else 1.0))
+        self._set_range(self.shape_plot, xr, (0.0, top(v[:, NODES:PATH + 1].max(axis=1))))
 
     def redraw(self) -> None:
         v = self.buffer.values()
@@ -213,6 +231,8 @@ class LivePlots(QWidget):
         stack = np.cumsum(v[:, PHASE0:PHASE0 + len(PHASES)], axis=1)
         for j, p in enumerate(PHASES):
             self.phase_curves[p].setData(x, stack[:, j])
+        for key, col in (("nodes", NODES), ("depth", DEPTH), ("path", PATH)):
+            self.shape_curves[key].setData(x, v[:, col])
         self._set_ranges(v, counts, stack)
         if len(v):
             drafted, accepted = v[:, DRAFTED].sum(), v[:, ACCEPTED].sum()

@@ -32,6 +32,7 @@ COLUMNS = [
     ("tok/s", "tok_per_s", lambda run, r: r.tok_per_s),
     ("tree nodes", "tree_nodes", lambda run, r: r.tree_nodes),     # 0 outside tree verification
     ("tree depth", "tree_depth", lambda run, r: r.tree_depth),
+    ("path len", "path_len", lambda run, r: r.path_len),           # tree mode: accepted path length
 ]
 KEYS = [c[1] for c in COLUMNS]
 SORT_ROLE = Qt.ItemDataRole.UserRole

@@ -6,6 +6,7 @@ import csv
 import json
 
 import numpy as np
+from PySide6.QtCore import Qt
 
 from app.live_plots import LivePlots, trailing_mean
 from app.profiler_view import KEYS, ProfilerView, parse_conditions
@@ -97,3 +98,54 @@ def test_axis_limits_move_in_1_2_5_steps():
     assert [nice_ceiling(v) for v in (0.3, 1, 1.1, 2, 3, 7, 12, 99, 101, 480)] == \
         [0.5, 1, 2, 2, 5, 10, 20, 100, 200, 500]
     assert nice_ceiling(float("nan")) == 1.0 and nice_ceiling(0) == 1.0
+
+
+def _shape_steps():
+    """A tree step, a chain step, a tree step that accepted nothing, and an autoregressive step."""
+    common = dict(t_draft=0.002, t_verify=0.004, wall=0.007)
+    return [StepRecord(step=0, pos=10, drafted=7, accepted=3, committed=4, tree_nodes=12, tree_depth=5,
+                       path_len=3, **common),
+            StepRecord(step=1, pos=14, drafted=9, accepted=2, committed=3, **common),
+            StepRecord(step=2, pos=17, drafted=6, accepted=0, committed=1, tree_nodes=8, tree_depth=4,
+                       path_len=0, **common),
+            StepRecord(step=3, pos=18, drafted=0, accepted=0, committed=1, **common)]
+
+
+def test_live_plots_draw_the_draft_shape_of_tree_and_chain_steps(qtbot):
+    plots = LivePlots(capacity=64)
+    qtbot.addWidget(plots)
+    plots.show()
+    plots.add_steps(_shape_steps())
+    qtbot.waitUntil(lambda: plots.redraws.calls >= 1, timeout=1000)
+    want = {"nodes": [12, 9, 8, 0],      # tree: tree_nodes; chain: drafted
+            "depth": [5, 9, 4, 0],       # tree: tree_depth; chain: drafted (a chain is one branch)
+            "path": [3, 2, 0, 0]}        # tree: path_len; chain: accepted
+    for key, ys in want.items():
+        x, y = plots.shape_curves[key].getData()
+        assert list(x) == [0, 1, 2, 3], key
+        assert list(y) == ys, key
+    assert [c.name() for c in plots.shape_curves.values()] == ["nodes", "depth", "accepted path"]
+    # the y axis reaches the largest value in a 1-2-5 step, the x axis the steps shown
+    (x0, x1), (y0, y1) = plots.shape_plot.viewRange()
+    assert (y0, y1) == (0.0, 20.0) and x0 == 0.0 and x1 >= 3
+    # a row of its own under the phase plot, both spanning the two columns (room for their legends)
+    layout = plots.canvas.ci.layout
+    assert [layout.itemAt(r, 0) for r in (2, 3)] == [plots.phase_plot, plots.shape_plot]
+    assert [layout.itemAt(r, 1) for r in (2, 3)] == [plots.phase_plot, plots.shape_plot]
+    plots.clear()
+    assert all(c.getData()[1] is None or len(c.getData()[1]) == 0 for c in plots.shape_curves.values())
+
+
+def test_profiler_shows_the_tree_shape_columns(qtbot):
+    view = ProfilerView()
+    qtbot.addWidget(view)
+    steps = _shape_steps()
+    view.add_steps(1, steps)
+    headers = [view.model.headerData(c, Qt.Orientation.Horizontal) for c in range(view.model.columnCount())]
+    assert {"tree nodes", "tree depth", "path len"} <= set(headers)
+    for key in ("tree_nodes", "tree_depth", "path_len"):
+        assert [view.model.value(r, KEYS.index(key)) for r in range(len(steps))] == [getattr(s, key) for s in steps]
+    view.filter_edit.setText("path_len>=1, tree_nodes>0")     # tree steps that accepted something
+    assert view.proxy.numeric and view.row_count() == 1
+    view.filter_edit.setText("path len = 0 and tree depth > 0")
+    assert view.row_count() == 1 and view.proxy.visible_rows()[0][1].step == 2
