@@ -17,6 +17,7 @@ import statistics
 import sys
 import tempfile
 
+from engine_bridge import drafter as drafter_mod
 from engine_bridge import synth
 from engine_bridge.config import EngineConfig, GenerationSettings, KVTypes
 from engine_bridge.engine import Engine
@@ -85,6 +86,9 @@ def main(argv=None) -> int:
     ap.add_argument("--flash-attn", default="auto")
     ap.add_argument("--kv", default="f16/f16")
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
+    ap.add_argument("--tree-scoring", default="backend",
+                    help="where tree steps take the drafter's top-K: backend (a top-k sampler in the "
+                         "graph), host (full logits), or both, comma-separated")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     if not args.target:
@@ -99,6 +103,7 @@ def main(argv=None) -> int:
     from engine_bridge.cli_engine import doctor_report
 
     out["build"] = {k: v for k, v in doctor_report().items() if k != "system_info"}
+    kb = drafter_mod.BACKEND_TOP_K
     with Engine.load(cfg) as eng:
         out["pair"] = eng.describe()
         out["memory"] = eng.memory()
@@ -110,9 +115,14 @@ def main(argv=None) -> int:
         for b in [int(x) for x in args.budgets.split(",") if x]:
             row = measure(eng, base.replace(mode="chain", budget=b), prompts, args.reps)
             out["rows"].append({"mode": "chain", "budget": b, **row, "speedup": row["tok_per_s"] / ar["tok_per_s"]})
-        for b in [int(x) for x in args.tree.split(",") if x]:
-            row = measure(eng, base.replace(mode="tree", budget=b), prompts, args.reps)
-            out["rows"].append({"mode": "tree", "budget": b, **row, "speedup": row["tok_per_s"] / ar["tok_per_s"]})
+        for scoring in args.tree_scoring.split(","):
+            drafter_mod.BACKEND_TOP_K = kb if scoring == "backend" else 0
+            mode = "tree" if scoring == "backend" else f"tree-{scoring[0]}"
+            for b in [int(x) for x in args.tree.split(",") if x]:
+                row = measure(eng, base.replace(mode="tree", budget=b), prompts, args.reps)
+                out["rows"].append({"mode": mode, "budget": b, "tree_scoring": scoring, **row,
+                                    "speedup": row["tok_per_s"] / ar["tok_per_s"]})
+        drafter_mod.BACKEND_TOP_K = kb
     print(f"{'mode':6} {'budget':>6} {'tok/s':>9} {'ratio':>6} {'commit':>6} {'accept':>7} {'step ms':>8} "
           f"{'draft':>6} {'inject':>6} {'verify':>6} {'accept':>6} {'other':>6} {'host':>6}")
     for r in out["rows"]:

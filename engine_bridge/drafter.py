@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from . import llama_ffi as ffi
+from . import tree as tree_mod
 from .config import EngineConfig
 from .errors import ModelLoadError
 from .native import Batch, Context, LoraAdapter, Model, set_adapters
@@ -22,6 +23,12 @@ from .native import Batch, Context, LoraAdapter, Model, set_adapters
 #: llama_process returns before the device is done; without this sync the inject's device time
 #: would be charged to the next draft phase. (packaging/gpu_diag.py measures what it costs.)
 SYNC_INJECT = True
+
+#: Candidates per block row that a tree step's backend top-k sampler returns. Tree scores are
+#: log-probabilities normalised over these instead of the whole vocabulary: on the reference pair
+#: (15 held-out prompts, budget 7) 32 keeps the mean commit length within 1 % of exact scoring,
+#: while 4 or 8 lose 6 %. On a 152k vocabulary this replaces a 14 ms host pass with ~1.7 ms.
+BACKEND_TOP_K = 32
 
 
 class Drafter:
@@ -110,14 +117,8 @@ class Drafter:
             self.t_native += time.perf_counter() - t0
 
     # -- drafting ---------------------------------------------------------------------------------
-    def draft(self, last: int, pos: int, n: int, p_min: float = 0.0, want_tokens: bool = True):
-        """Drafts up to ``n`` tokens after ``last`` (which sits at ``pos``).
-
-        Returns (tokens, logits_view) where logits_view holds the n rows the draft was read from
-        (for tree construction; None when the argmax ran on the backend); tokens stops early
-        below ``p_min``. ``want_tokens=False`` (trees, which read the logits only) skips the
-        host argmax and returns None for the tokens.
-        """
+    def _decode_block(self, last: int, pos: int, n: int) -> tuple[int, int]:
+        """Queues the non-causal decode of the noise block for ``n`` drafts; returns (rows, first draft row)."""
         anchor_first = self.is_dspark and self.sample_from_anchor
         b = self.batch
         b.clear()
@@ -130,6 +131,17 @@ class Drafter:
             b.add_token(last if i == 0 else self.mask_token, pos + i, 0, True)
         t0 = time.perf_counter()
         self.ctx.process(b)
+        self.t_native += time.perf_counter() - t0
+        return n_block, first_out
+
+    def draft(self, last: int, pos: int, n: int, p_min: float = 0.0):
+        """Drafts up to ``n`` tokens after ``last`` (which sits at ``pos``).
+
+        Returns (tokens, logits_view) where logits_view holds the n rows the draft was read from
+        (None when the argmax ran on the backend); tokens stops early below ``p_min``.
+        """
+        n_block, first_out = self._decode_block(last, pos, n)
+        t0 = time.perf_counter()
         if self.ctx.backend_greedy:
             # argmax ran on the device; reading a token synchronises: the end of the draft decode
             tokens = np.fromiter((self.ctx.sampled_token(i) for i in range(first_out, n_block)), np.int64, n)
@@ -137,10 +149,6 @@ class Drafter:
             self.t_native += time.perf_counter() - t0
             return tokens, None
         logits = self.ctx.logits(n_block)[first_out:]   # synchronises: the end of the draft decode
-        if not want_tokens:
-            self.ctx.seq_rm(0, pos, -1)
-            self.t_native += time.perf_counter() - t0
-            return None, logits
         tokens = logits.argmax(axis=1)
         if p_min > 0.0:
             # probability of the greedy token: 1 / sum(exp(l - l_max)), row by row
@@ -153,6 +161,30 @@ class Drafter:
         self.ctx.seq_rm(0, pos, -1)
         self.t_native += time.perf_counter() - t0
         return tokens, logits
+
+    def draft_candidates(self, last: int, pos: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The drafter's k best tokens (best first) and their log-probabilities at each of ``n``
+        block positions after ``last``: the input of tree construction. Both (n, k).
+
+        With a backend top-k sampler attached (``ctx.set_backend_top_k``) the device returns
+        BACKEND_TOP_K candidates per row and no vocabulary-sized logits; log-probabilities are
+        then normalised over those candidates (the rest of the vocabulary is left out of the sum).
+        Otherwise the host reads the logits and normalises over the whole vocabulary.
+        """
+        n_block, first_out = self._decode_block(last, pos, n)
+        t0 = time.perf_counter()
+        if self.ctx.backend_top_k >= k:
+            ids, lg = self.ctx.sampled_top_k(first_out, n)      # synchronises
+            t1 = time.perf_counter()
+            tokens, logp = tree_mod.rank_candidates(ids, lg, k)
+        else:
+            logits = self.ctx.logits(n_block)[first_out:]      # synchronises
+            t1 = time.perf_counter()
+            tokens, logp = tree_mod.top_candidates(logits, k)
+        t2 = time.perf_counter()
+        self.ctx.seq_rm(0, pos, -1)
+        self.t_native += (t1 - t0) + (time.perf_counter() - t2)   # the ranking is host work
+        return tokens, logp
 
     def free(self) -> None:
         for a, _ in self.adapters:

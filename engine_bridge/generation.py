@@ -32,7 +32,7 @@ from .config import GenerationSettings
 from .detok import StreamingDetokenizer
 from .errors import ContextOverflowError, UnsupportedSettingError
 from .native import Context, Sampler
-from .tree import build_tree, top_candidates
+from . import tree as tree_mod
 from .records import FROM_DRAFT, FROM_TARGET, GenerationResult, RunSummary, StepRecord, TokenEvent
 
 now = time.perf_counter
@@ -60,6 +60,10 @@ class Generation:
         self.n_drafted = self.n_accepted = 0
         self.mode = settings.mode           # what actually runs (tree may fall back to chain)
         self.budget, self.budget_note = self._effective_budget()
+        # tree steps: one KV sequence per leaf, each holding the whole committed prefix (see tree.py)
+        self.tree_seqs = (min(self.e.tree_max_nodes, tree_mod.max_leaves(self.budget, self.e.drafter.max_draft))
+                          if self.mode == "tree" else 1)
+        self.all_seqs = list(range(self.tree_seqs))
 
     def _effective_budget(self) -> tuple[int, str]:
         s, d = self.s, self.e.drafter
@@ -94,6 +98,7 @@ class Generation:
                 "raise the context size or shorten the conversation")
         self._choose_samplers()
         reused = e._prefill(prompt[:-1], need_features=s.mode != "ar")
+        self._tag_prefix(0)
         t_prefill = now() - t0
         last = prompt[-1]
         t_gen0 = now()
@@ -112,6 +117,8 @@ class Generation:
         finally:
             if self.sampler is not None:
                 self.sampler.free()
+            if self.tree_seqs > 1:
+                e.target_ctx.seq_keep(0)    # back to one sequence: what prefill reuse expects
         tail = self.detok.flush()
         if tail:
             self.text_parts.append(tail)
@@ -126,16 +133,21 @@ class Generation:
                                 steps=self.steps, summary=summary)
 
     def _choose_samplers(self) -> None:
-        """Greedy runs take the argmax on the backend where the mode allows it.
+        """Greedy runs take the argmax on the backend; tree steps take the drafter's top-K there.
 
-        The target needs raw logits for temperature sampling and for tree verification (an entry
-        there belongs to many sequences); the drafter needs them for p_min and for the tree's top-K.
+        The target needs raw logits for temperature sampling; the drafter for p_min. Tree
+        verification gives each leaf sequence its own greedy sampler (llama.cpp picks an output's
+        sampler by the entry's first sequence id).
         """
         e, s = self.e, self.s
-        use = e.config.backend_sampling and s.greedy
-        e.target_ctx.set_backend_greedy(use and self.mode in ("ar", "chain"))
+        on = e.config.backend_sampling
+        e.target_ctx.set_backend_greedy(on and s.greedy, n_seqs=self.tree_seqs)
         if e.drafter is not None:
-            e.drafter.ctx.set_backend_greedy(e.config.backend_sampling and self.mode == "chain" and s.p_min <= 0)
+            if self.mode == "tree":
+                kb = drafter_mod.BACKEND_TOP_K     # 0: score on the host over the whole vocabulary
+                e.drafter.ctx.set_backend_top_k(max(kb, s.tree_top_k) if on and kb else 0)
+            else:
+                e.drafter.ctx.set_backend_greedy(on and self.mode == "chain" and s.p_min <= 0)
 
     # -- picking the target's token ----------------------------------------------------------------
     def _target_choices(self, ctx: Context, n_rows: int, draft: np.ndarray) -> list[int]:
@@ -268,6 +280,7 @@ class Generation:
         native += d.t_native
         tt = now()
         tctx.seq_rm(0, pos + keep, -1)
+        self._tag_prefix(pos)               # a tree run's last steps: keep every leaf sequence whole
         if keep:
             e.kv.append(last)
             e.kv.extend(int(x) for x in chosen[: keep - 1])
@@ -286,6 +299,16 @@ class Generation:
         return (chosen[n_commit - 1] if n_commit else last), done
 
     # -- tree speculative (DDTree) -------------------------------------------------------------------
+    def _tag_prefix(self, p0: int) -> None:
+        """Adds every tree sequence to the target's cells from position p0 on (sequence 0 holds them).
+
+        The committed prefix stays in all leaf sequences for the whole run, so a step only fixes the
+        cells it wrote; copying the prefix into each branch every step (and keeping one sequence
+        afterwards) cost time linear in the context length.
+        """
+        for seq in self.all_seqs[1:]:
+            self.e.target_ctx.seq_cp(0, seq, p0, -1)
+
     def _tree_step(self, last: int, t0: float) -> tuple[int, bool]:
         e, s, d = self.e, self.s, self.e.drafter
         tctx = e.target_ctx
@@ -300,22 +323,20 @@ class Generation:
 
         # 1. draft once, read the top-K per position, build the tree
         td = now()
-        _, logits = d.draft(last, pos, depth, want_tokens=False)
-        cand, logp = top_candidates(logits, s.tree_top_k)
+        cand, logp = d.draft_candidates(last, pos, depth, s.tree_top_k)
         # The greedy chain is seeded to half the budget (the tree always holds what a chain of that
         # depth verifies); the other half goes best-first on cumulative log-probability.
-        tr = build_tree(cand, logp, budget, chain_len=(budget + 1) // 2)
+        tr = tree_mod.build_tree(cand, logp, budget, chain_len=tree_mod.seeded_chain_len(budget),
+                                 leaf_cap=self.tree_seqs)
         t_draft = now() - td
         native = d.t_native
 
         # 2. verify every node in one decode (ancestor-only attention through sequence ids)
         tv = now()
-        sets, root_seqs = tr.leaf_sets()
-        for seq in root_seqs[1:]:
-            tctx.seq_cp(0, seq, -1, -1)   # the committed prefix is visible to every branch
+        sets, _ = tr.leaf_sets()
         b = e.target_batch
         b.clear()
-        b.add_token_seqs(last, pos, root_seqs, True)
+        b.add_token_seqs(last, pos, self.all_seqs, True)
         for i, tok in enumerate(tr.tokens):
             b.add_token_seqs(tok, pos + 1 + tr.depth[i], sets[i], True)
         tn = now()
@@ -326,13 +347,16 @@ class Generation:
 
         # 3. accept: follow the target's choices down the tree
         ta = now()
-        greedy = None
-        if self.sampler is None:
-            greedy = tctx.logits(len(tr) + 1).argmax(axis=1)
+        if self.sampler is not None:
+            pick = lambda row: self.sampler.sample(tctx, row)  # noqa: E731 -- in row order, one draw per commit
+        elif tctx.backend_greedy:
+            pick = tctx.sampled_token
+        else:
+            pick = tctx.logits(len(tr) + 1).argmax(axis=1).__getitem__
         chosen, path = [], []
         node, row = -1, 0
         while True:
-            tok = int(greedy[row]) if greedy is not None else self.sampler.sample(tctx, row)
+            tok = int(pick(row))
             chosen.append(tok)
             child = tr.children.get(node, {}).get(tok)
             if child is None:
@@ -345,15 +369,21 @@ class Generation:
         n_commit, done = self._commit(chosen, len(path), len(self.steps), t0)
         keep = n_commit                     # rows kept: the root and the first keep-1 path nodes
 
-        # 4. keep the winning branch only, as sequence 0
+        # 4. keep the winning branch only, in every sequence: drop what lies deeper than the kept
+        # path, then the other branches' cells beside it (they hold no sequence of the winning
+        # leaf), then give the path's cells to every sequence again
         tt = now()
         kept_nodes = path[: max(0, keep - 1)]
-        win = sets[kept_nodes[-1]][0] if kept_nodes else 0
-        tctx.seq_keep(win)
-        tctx.seq_rm(win, pos + keep, -1)
-        if win != 0:
-            tctx.seq_cp(win, 0, -1, -1)
-            tctx.seq_keep(0)
+        tctx.seq_rm(-1, pos + keep, -1)
+        if kept_nodes:
+            win = sets[kept_nodes[-1]][0]
+            p0, p1 = pos + 1, pos + keep
+            for seq in range(tr.n_leaves):
+                if seq != win:
+                    tctx.seq_rm(seq, p0, p1)
+            for seq in self.all_seqs:
+                if seq != win:
+                    tctx.seq_cp(win, seq, p0, p1)
         t_trim = now() - tt
 
         # 5. inject only the accepted path's features

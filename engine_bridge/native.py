@@ -115,7 +115,8 @@ class Model(_Handle):
 class Context(_Handle):
     """A llama.cpp context: KV cache, compute buffers, outputs."""
 
-    _backend_chain = None   # greedy sampler chain attached to sequence 0, if any
+    _backend_spec = None    # (kind, k, n_seqs) of the backend samplers attached, if any
+    _backend_chains: dict = {}
 
     def __init__(self, model: Model, *, n_ctx: int, n_batch: int, n_ubatch: int, kv: KVTypes,
                  flash_attn: str = "auto", n_threads: int | None = None, n_seq_max: int = 1,
@@ -154,34 +155,84 @@ class Context(_Handle):
     # -- backend sampling ---------------------------------------------------------------------------
     @property
     def backend_greedy(self) -> bool:
-        return self._backend_chain is not None
+        return self._backend_spec is not None and self._backend_spec[0] == "greedy"
 
-    def set_backend_greedy(self, on: bool) -> bool:
-        """Attaches (or removes) a greedy sampler that runs inside the graph for sequence 0.
+    @property
+    def backend_top_k(self) -> int:
+        """k of the attached backend top-k samplers (0: none)."""
+        return self._backend_spec[1] if self._backend_spec and self._backend_spec[0] == "top_k" else 0
+
+    def set_backend_greedy(self, on: bool, n_seqs: int = 1) -> bool:
+        """Attaches (or removes) a greedy sampler that runs inside the graph, for sequences 0..n_seqs-1.
 
         With it, llama.cpp computes the argmax on the device and does not copy the raw logits of
-        that sequence's outputs to the host (on a GPU: n_outputs x n_vocab floats per decode).
-        Returns whether it is attached. A chain can be initialised for the backend only once, so
-        each attach builds a new one.
+        those sequences' outputs to the host (on a GPU: n_outputs x n_vocab floats per decode).
+        llama.cpp picks an output's sampler by the entry's first sequence id, so tree verification
+        (entries in many sequences) attaches one per leaf sequence. Returns whether it is attached.
         """
-        if on == self.backend_greedy:
-            return on
-        if not on:
-            C.llama_set_sampler(self.ptr, 0, None)
-            C.llama_sampler_free(self._backend_chain)
-            self._backend_chain = None
+        return self._set_backend(("greedy", 0, n_seqs) if on else None)
+
+    def set_backend_top_k(self, k: int) -> bool:
+        """Attaches (k > 0) or removes a top-k sampler for sequence 0: each output then returns its
+        k best candidates and their raw logits (``sampled_top_k``) and no full-vocabulary row."""
+        return self._set_backend(("top_k", k, 1) if k > 0 else None)
+
+    def _set_backend(self, spec) -> bool:
+        if spec == self._backend_spec:
+            return spec is not None
+        for seq, chain in self._backend_chains.items():
+            C.llama_set_sampler(self.ptr, seq, None)
+            C.llama_sampler_free(chain)
+        self._backend_chains, self._backend_spec = {}, None
+        if spec is None:
             return False
-        chain = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
-        C.llama_sampler_chain_add(chain, C.llama_sampler_init_greedy())
-        if C.llama_set_sampler(self.ptr, 0, chain):
-            self._backend_chain = chain
-            return True
-        C.llama_sampler_free(chain)
-        return False
+        kind, k, n_seqs = spec
+        chains = {}
+        for seq in range(n_seqs):
+            # a chain can be initialised for the backend only once, so each attach builds a new one
+            chain = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
+            C.llama_sampler_chain_add(chain, C.llama_sampler_init_greedy() if kind == "greedy"
+                                      else C.llama_sampler_init_top_k(k))
+            if not C.llama_set_sampler(self.ptr, seq, chain):
+                C.llama_sampler_free(chain)
+                self._backend_chains = chains
+                self._backend_spec = spec
+                self._set_backend(None)      # all or nothing
+                return False
+            chains[seq] = chain
+        self._backend_chains, self._backend_spec = chains, spec
+        return True
 
     def sampled_token(self, i: int) -> int:
         """The backend sampler's token for batch entry ``i`` of the last decode (synchronises)."""
         return int(C.llama_get_sampled_token_ith(self.ptr, i))
+
+    def sampled_top_k(self, first: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Backend top-k results of entries first..first+n-1: (token ids, raw logits), each (n, k),
+        in llama.cpp's order (not sorted). Synchronises.
+
+        llama.cpp keeps each output's candidates in a row of n_vocab slots, rows in output order;
+        the rows are read as one strided view when they are laid out so, else row by row.
+        """
+        k = self.backend_top_k
+        get_ids, get_logits = C.llama_get_sampled_candidates_ith, C.llama_get_sampled_logits_ith
+        ids0, lg0 = get_ids(self.ptr, first), get_logits(self.ptr, first)
+        if not lg0 or int(C.llama_get_sampled_candidates_count_ith(self.ptr, first)) < k:
+            raise DecodeError("the backend top-k sampler returned no candidates")
+        stride = self.n_vocab
+        if n == 1 or (ctypes.addressof(get_ids(self.ptr, first + n - 1).contents)
+                      == ctypes.addressof(ids0.contents) + 4 * stride * (n - 1)
+                      and ctypes.addressof(get_logits(self.ptr, first + n - 1).contents)
+                      == ctypes.addressof(lg0.contents) + 4 * stride * (n - 1)):
+            ids = np.ctypeslib.as_array(ids0, shape=(n, stride))[:, :k]
+            lg = np.ctypeslib.as_array(lg0, shape=(n, stride))[:, :k]
+            return ids, lg
+        ids = np.empty((n, k), np.int32)
+        lg = np.empty((n, k), np.float32)
+        for i in range(n):
+            ids[i] = np.ctypeslib.as_array(get_ids(self.ptr, first + i), shape=(k,))
+            lg[i] = np.ctypeslib.as_array(get_logits(self.ptr, first + i), shape=(k,))
+        return ids, lg
 
     # -- decoding ---------------------------------------------------------------------------
     def process(self, batch: "Batch") -> None:
@@ -223,7 +274,7 @@ class Context(_Handle):
 
     def free(self) -> None:
         if self.ptr:
-            self.set_backend_greedy(False)   # the sampler must outlive its use by the context
+            self._set_backend(None)   # samplers must outlive their use by the context
         super().free()
 
     def _release(self, ptr) -> None:

@@ -7,6 +7,7 @@ import pytest
 
 from engine_bridge.config import EngineConfig, GenerationSettings
 from engine_bridge.engine import Engine
+from engine_bridge import tree as tree_mod
 from engine_bridge.tree import build_tree, top_candidates
 
 from engine_corpus import LONG_PROMPT, PROMPTS, assert_lossless
@@ -140,3 +141,78 @@ def test_without_sequences_tree_falls_back_to_chain(tiny_pair):
         assert r.summary.verify_mode == "chain" and "verified as a chain" in r.summary.budget_note
         eng.reset()
         assert r.tokens == eng.generate("Hello", GenerationSettings(mode="ar", max_tokens=12)).tokens
+
+
+def test_rank_candidates_matches_host_scoring_over_the_same_candidates():
+    rng = np.random.default_rng(3)
+    logits = (rng.standard_normal((5, 300)) * 4).astype(np.float32)
+    # what a backend top-32 sampler returns: the 32 best ids and logits, in no particular order
+    ids = np.argpartition(-logits, 32, axis=1)[:, :32]
+    ids = rng.permuted(ids, axis=1).astype(np.int32)
+    raw = np.take_along_axis(logits, ids, axis=1)
+    tok, lp = tree_mod.rank_candidates(ids, raw, 4)
+    ref_tok, _ = top_candidates(logits.copy(), 4)
+    assert (tok == ref_tok).all()
+    sub = raw - np.log(np.exp(raw.astype(np.float64)).sum(axis=1, keepdims=True))
+    assert np.allclose(lp, np.sort(sub, axis=1)[:, ::-1][:, :4], atol=1e-5)
+    assert (np.diff(lp, axis=1) <= 0).all()
+
+
+@pytest.mark.parametrize("cap", [1, 2, 3])
+def test_leaf_cap_bounds_branches_not_depth(cap):
+    _, tok, lp = _candidates(n_pos=6, k=4, seed=1)
+    tree = build_tree(tok, lp, 12, chain_len=2, leaf_cap=cap)
+    assert tree.n_leaves == len(tree.leaves()) <= cap
+    assert len(tree) == 12 or tree.max_depth == 6     # the budget goes into depth instead
+    free = build_tree(tok, lp, 12, chain_len=2)
+    assert free.n_leaves == len(free.leaves()) > cap
+
+
+def test_max_leaves_holds_for_seeded_trees():
+    for seed in range(5):
+        _, tok, lp = _candidates(n_pos=15, k=4, seed=seed)
+        for budget in (1, 2, 4, 7, 8, 16, 32, 64):
+            tree = build_tree(tok, lp, budget, chain_len=tree_mod.seeded_chain_len(budget))
+            assert tree.n_leaves == len(tree.leaves()) <= tree_mod.max_leaves(budget, 15)
+
+
+def test_backend_top_k_draft_equals_host_scoring(tiny_engine):
+    """The drafter's top-K from the device (a top-k sampler in the graph) and from host logits."""
+    eng = tiny_engine
+    eng.reset()
+    eng.generate("The history of the", GenerationSettings(mode="chain", budget=4, max_tokens=8))
+    d, pos, last = eng.drafter, len(eng.kv), eng.kv[-1]
+    assert d.ctx.set_backend_top_k(0) is False
+    d.ctx.set_backend_greedy(False)
+    host_tok, host_lp = d.draft_candidates(last, pos, 6, 4)      # full logits read on the host
+    assert d.ctx.set_backend_top_k(32) and d.ctx.backend_top_k == 32
+    dev_tok, dev_lp = d.draft_candidates(last, pos, 6, 4)
+    assert not d.ctx.set_backend_top_k(0) and d.ctx.backend_top_k == 0
+    assert (dev_tok == host_tok).all()
+    # normalised over 32 candidates instead of the vocabulary: each row moves up by the log of the
+    # mass outside them (large for this flat synthetic drafter), the same for all its candidates
+    shift = dev_lp - host_lp
+    assert (shift >= -1e-4).all()
+    assert np.allclose(shift, shift[:, :1], atol=1e-4)
+
+
+def test_every_leaf_sequence_holds_the_prefix_during_a_run_and_only_sequence_0_after(tiny_engine):
+    from engine_bridge.llama_ffi import C
+
+    eng = tiny_engine
+    mem = eng.target_ctx.mem
+    seen = []
+
+    def check(step):
+        n = len(eng.kv)
+        seqs = [s for s in range(eng.tree_max_nodes) if C.llama_memory_seq_pos_max(mem, s) >= 0]
+        seen.append(len(seqs))
+        for s in seqs:   # the committed prefix, no branch left over, in every leaf sequence
+            assert C.llama_memory_seq_pos_min(mem, s) == 0
+            assert C.llama_memory_seq_pos_max(mem, s) == n - 1, (step.step, s)
+
+    eng.reset()
+    r = eng.generate(LONG_PROMPT, GenerationSettings(mode="tree", budget=8, max_tokens=40), on_step=check)
+    assert max(seen) == tree_mod.max_leaves(8, eng.drafter.max_draft) and len(r.steps) > 3
+    assert C.llama_memory_seq_pos_max(mem, 0) == len(eng.kv) - 1
+    assert all(C.llama_memory_seq_pos_max(mem, s) < 0 for s in range(1, eng.tree_max_nodes))
