@@ -18,6 +18,7 @@ import sys
 import tempfile
 
 from engine_bridge import drafter as drafter_mod
+from engine_bridge import generation as gen_mod
 from engine_bridge import synth
 from engine_bridge.config import EngineConfig, GenerationSettings, KVTypes
 from engine_bridge.engine import Engine
@@ -71,6 +72,19 @@ def measure(eng: Engine, settings: GenerationSettings, prompts, reps: int) -> di
     }
 
 
+def merge_rounds(rs: list[dict]) -> dict:
+    """Means over rounds (each round's figures are already means over prompts and repetitions)."""
+    out = {}
+    for key, v in rs[0].items():
+        if isinstance(v, dict):
+            out[key] = {k: statistics.fmean(r[key][k] for r in rs) for k in v}
+        elif key == "tok_per_s_sd":
+            out[key] = statistics.stdev(r["tok_per_s"] for r in rs) if len(rs) > 1 else v
+        else:
+            out[key] = statistics.fmean(r[key] for r in rs)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target")
@@ -86,9 +100,10 @@ def main(argv=None) -> int:
     ap.add_argument("--flash-attn", default="auto")
     ap.add_argument("--kv", default="f16/f16")
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
-    ap.add_argument("--tree-scoring", default="backend",
-                    help="where tree steps take the drafter's top-K: backend (a top-k sampler in the "
-                         "graph), host (full logits), or both, comma-separated")
+    ap.add_argument("--tree-variants", default="auto",
+                    help="tree runs per budget, comma-separated: auto (the engine's defaults) or two letters, "
+                         "h(ost)/b(ackend) for where the drafter's top-K and the target's argmax are taken, e.g. hh,bh,hb")
+    ap.add_argument("--rounds", type=int, default=1, help="passes over all configurations, interleaved")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     if not args.target:
@@ -103,26 +118,35 @@ def main(argv=None) -> int:
     from engine_bridge.cli_engine import doctor_report
 
     out["build"] = {k: v for k, v in doctor_report().items() if k != "system_info"}
-    kb = drafter_mod.BACKEND_TOP_K
+    top_k_on, argmax_on = drafter_mod.TREE_TOP_K_ON, gen_mod.TREE_ARGMAX_ON
     with Engine.load(cfg) as eng:
         out["pair"] = eng.describe()
         out["memory"] = eng.memory()
         out["devices"] = out["build"].pop("devices", [])
         prompts = load_prompts(args.prompt_file, args.prompts)
         base = GenerationSettings(max_tokens=args.max_tokens)
-        ar = measure(eng, base.replace(mode="ar"), prompts, args.reps)
-        out["rows"].append({"mode": "ar", "budget": 0, **ar, "speedup": 1.0})
-        for b in [int(x) for x in args.budgets.split(",") if x]:
-            row = measure(eng, base.replace(mode="chain", budget=b), prompts, args.reps)
-            out["rows"].append({"mode": "chain", "budget": b, **row, "speedup": row["tok_per_s"] / ar["tok_per_s"]})
-        for scoring in args.tree_scoring.split(","):
-            drafter_mod.BACKEND_TOP_K = kb if scoring == "backend" else 0
-            mode = "tree" if scoring == "backend" else f"tree-{scoring[0]}"
-            for b in [int(x) for x in args.tree.split(",") if x]:
-                row = measure(eng, base.replace(mode="tree", budget=b), prompts, args.reps)
-                out["rows"].append({"mode": mode, "budget": b, "tree_scoring": scoring, **row,
-                                    "speedup": row["tok_per_s"] / ar["tok_per_s"]})
-        drafter_mod.BACKEND_TOP_K = kb
+        where = {"h": "host", "b": "backend"}
+        configs = [("ar", 0, None)]
+        configs += [("chain", int(x), None) for x in args.budgets.split(",") if x]
+        configs += [("tree" if v == "auto" else f"tree-{v}", int(x), v)
+                    for v in args.tree_variants.split(",") for x in args.tree.split(",") if x]
+        # rounds interleave the configurations, so a drift of the machine (clocks, other load)
+        # spreads over all of them instead of favouring whichever ran first
+        runs: dict = {c: [] for c in configs}
+        for _ in range(args.rounds):
+            for c in configs:
+                name, b, variant = c
+                drafter_mod.TREE_TOP_K_ON = top_k_on if variant in (None, "auto") else where[variant[0]]
+                gen_mod.TREE_ARGMAX_ON = argmax_on if variant in (None, "auto") else where[variant[1]]
+                mode = name.split("-")[0]
+                settings = base.replace(mode=mode, budget=b) if b else base.replace(mode=mode)
+                runs[c].append(measure(eng, settings, prompts, args.reps))
+        drafter_mod.TREE_TOP_K_ON, gen_mod.TREE_ARGMAX_ON = top_k_on, argmax_on
+        ar_tps = statistics.fmean(r["tok_per_s"] for r in runs[configs[0]])
+        for (name, b, variant), rs in runs.items():
+            row = merge_rounds(rs)
+            out["rows"].append({"mode": name, "budget": b, **({"tree_variant": variant} if variant else {}),
+                                **row, "rounds": len(rs), "speedup": row["tok_per_s"] / ar_tps})
     print(f"{'mode':6} {'budget':>6} {'tok/s':>9} {'ratio':>6} {'commit':>6} {'accept':>7} {'step ms':>8} "
           f"{'draft':>6} {'inject':>6} {'verify':>6} {'accept':>6} {'other':>6} {'host':>6}")
     for r in out["rows"]:

@@ -27,8 +27,18 @@ SYNC_INJECT = True
 #: Candidates per block row that a tree step's backend top-k sampler returns. Tree scores are
 #: log-probabilities normalised over these instead of the whole vocabulary: on the reference pair
 #: (15 held-out prompts, budget 7) 32 keeps the mean commit length within 1 % of exact scoring,
-#: while 4 or 8 lose 6 %. On a 152k vocabulary this replaces a 14 ms host pass with ~1.7 ms.
+#: while 4 or 8 lose 6 %.
 BACKEND_TOP_K = 32
+
+#: Where tree steps take the drafter's top-K: "auto", "host" (full logits to the host, exact
+#: normalisation) or "backend" (a top-k sampler in the graph). llama.cpp runs the sampler once per
+#: block row; on an H200 that cost ~60 us a row on the reference pair's 8k vocabulary (draft phase
+#: 0.48 -> 0.85 ms), more than the host's pass; on a 152k vocabulary the host's pass takes 14 ms
+#: against ~1.7 ms. Normalising over BACKEND_TOP_K candidates also flatters deep nodes of an
+#: uncertain drafter (a flat synthetic drafter's trees committed less at budget 32 than at 8 on
+#: CUDA), so "auto" takes the backend only where the host's pass costs milliseconds.
+TREE_TOP_K_ON = "auto"
+BACKEND_TOP_K_MIN_VOCAB = 100_000
 
 
 class Drafter:
@@ -89,6 +99,10 @@ class Drafter:
         """
         if n_rows <= 0:
             return
+        if rows is not None and rows[-1] - rows[0] == len(rows) - 1:
+            first_row, rows = rows[0], None     # a run of rows (a tree's greedy chain): slices
+        elif rows is not None:
+            rows = np.asarray(rows)
         if self._features.shape[0] < n_rows:
             self._features = np.zeros((max(n_rows, 64), self.n_embd_enc), dtype=np.float32)
         feats = self._features
@@ -185,6 +199,13 @@ class Drafter:
         self.ctx.seq_rm(0, pos, -1)
         self.t_native += (t1 - t0) + (time.perf_counter() - t2)   # the ranking is host work
         return tokens, logp
+
+    def tree_top_k_backend(self) -> int:
+        """How many candidates a tree step's backend top-k sampler should return (0: use the host)."""
+        on = TREE_TOP_K_ON
+        if on == "auto":
+            on = "backend" if self.model.n_vocab >= BACKEND_TOP_K_MIN_VOCAB else "host"
+        return BACKEND_TOP_K if on == "backend" else 0
 
     def free(self) -> None:
         for a, _ in self.adapters:

@@ -37,6 +37,11 @@ from .records import FROM_DRAFT, FROM_TARGET, GenerationResult, RunSummary, Step
 
 now = time.perf_counter
 
+#: Where tree verification takes the target's argmax: "host" (its logits) or "backend" (a greedy
+#: sampler per leaf sequence). Measured on an H200, reference pair, budget 4-8: the samplers made
+#: the verify decode ~0.4 ms slower than host argmax (docs/benchmarks.md, tree variants).
+TREE_ARGMAX_ON = "host"
+
 
 class Generation:
     """Runs one request against an Engine's contexts. Created and driven by ``Engine.generate``."""
@@ -133,18 +138,22 @@ class Generation:
                                 steps=self.steps, summary=summary)
 
     def _choose_samplers(self) -> None:
-        """Greedy runs take the argmax on the backend; tree steps take the drafter's top-K there.
+        """Greedy runs take the target's argmax on the backend (chain and AR); tree steps may take
+        the drafter's top-K there (``Drafter.tree_top_k_backend``).
 
         The target needs raw logits for temperature sampling; the drafter for p_min. Tree
-        verification gives each leaf sequence its own greedy sampler (llama.cpp picks an output's
-        sampler by the entry's first sequence id).
+        verification reads the target's logits on the host unless TREE_ARGMAX_ON says "backend"
+        (then each leaf sequence gets a greedy sampler: llama.cpp picks an output's sampler by
+        the entry's first sequence id).
         """
         e, s = self.e, self.s
         on = e.config.backend_sampling
-        e.target_ctx.set_backend_greedy(on and s.greedy, n_seqs=self.tree_seqs)
+        tree = self.mode == "tree"
+        e.target_ctx.set_backend_greedy(on and s.greedy and (not tree or TREE_ARGMAX_ON == "backend"),
+                                        n_seqs=self.tree_seqs)
         if e.drafter is not None:
-            if self.mode == "tree":
-                kb = drafter_mod.BACKEND_TOP_K     # 0: score on the host over the whole vocabulary
+            if tree:
+                kb = e.drafter.tree_top_k_backend()
                 e.drafter.ctx.set_backend_top_k(max(kb, s.tree_top_k) if on and kb else 0)
             else:
                 e.drafter.ctx.set_backend_greedy(on and self.mode == "chain" and s.p_min <= 0)

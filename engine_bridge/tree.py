@@ -150,29 +150,34 @@ def build_tree(tokens: np.ndarray, logp: np.ndarray, budget: int, chain_len: int
     tree = DraftTree()
     if n_pos == 0 or budget <= 0:
         return tree
+    # plain Python lists and floats: this loop runs every tree step, and numpy scalar indexing
+    # costs several times a list's
+    toks, lp = tokens.tolist(), logp.tolist()
     heap: list[tuple] = []   # (-score, tiebreak, depth, rank, parent, score): a max-heap via negation
     counter = 0
+    push_ = heapq.heappush
+    ninf = float("-inf")
 
     def push(score: float, depth: int, rank: int, parent: int) -> None:
         nonlocal counter
-        if depth < n_pos and rank < k:
-            heapq.heappush(heap, (-score, counter, depth, rank, parent, score))
+        if depth < n_pos and rank < k and score > ninf:
+            push_(heap, (-score, counter, depth, rank, parent, score))
             counter += 1
 
     chain = min(n_pos, budget) if chain_len is None else min(chain_len, n_pos, budget)
     cap = budget if leaf_cap is None else max(1, leaf_cap)
     parent, score = -1, 0.0
     for d in range(chain):
-        push(score + float(logp[d, 1]) if k > 1 else -np.inf, d, 1, parent)   # the chain node's next sibling
-        score += float(logp[d, 0])
-        parent = tree.add(int(tokens[d, 0]), parent)
-    push(score + float(logp[chain, 0]) if chain < n_pos else -np.inf, chain, 0, parent)
+        if k > 1:
+            push(score + lp[d][1], d, 1, parent)      # the chain node's next sibling
+        score += lp[d][0]
+        parent = tree.add(toks[d][0], parent)
+    if chain < n_pos:
+        push(score + lp[chain][0], chain, 0, parent)
 
     while heap and len(tree) < budget:
         _, _, d, r, par, sc = heapq.heappop(heap)
-        if not np.isfinite(sc):
-            continue
-        tok = int(tokens[d, r])
+        tok = toks[d][r]
         siblings = tree.children.get(par)
         if siblings is not None:
             if tok in siblings:
@@ -181,8 +186,7 @@ def build_tree(tokens: np.ndarray, logp: np.ndarray, budget: int, chain_len: int
                 continue
         node = tree.add(tok, par)
         if r + 1 < k:
-            base = sc - float(logp[d, r])
-            push(base + float(logp[d, r + 1]), d, r + 1, par)
+            push(sc - lp[d][r] + lp[d][r + 1], d, r + 1, par)
         if d + 1 < n_pos:
-            push(sc + float(logp[d + 1, 0]), d + 1, 0, node)
+            push(sc + lp[d + 1][0], d + 1, 0, node)
     return tree

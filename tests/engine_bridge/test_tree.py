@@ -216,3 +216,21 @@ def test_every_leaf_sequence_holds_the_prefix_during_a_run_and_only_sequence_0_a
     assert max(seen) == tree_mod.max_leaves(8, eng.drafter.max_draft) and len(r.steps) > 3
     assert C.llama_memory_seq_pos_max(mem, 0) == len(eng.kv) - 1
     assert all(C.llama_memory_seq_pos_max(mem, s) < 0 for s in range(1, eng.tree_max_nodes))
+
+
+def test_tree_with_backend_top_k_is_lossless(tiny_engine, monkeypatch):
+    from engine_bridge import drafter as drafter_mod
+
+    monkeypatch.setattr(drafter_mod, "TREE_TOP_K_ON", "backend")
+    eng = tiny_engine
+    for p in PROMPTS[:5]:
+        eng.reset()
+        ar = eng.generate(p, GenerationSettings(mode="ar", max_tokens=24))
+        eng.reset()
+        tr = eng.generate(p, GenerationSettings(mode="tree", budget=8, max_tokens=24))
+        assert eng.drafter.ctx.backend_top_k == drafter_mod.BACKEND_TOP_K
+        assert_lossless(eng, p, ar.tokens, tr.tokens, f"tree with backend top-k, prompt {p[:30]!r}")
+    monkeypatch.setattr(drafter_mod, "TREE_TOP_K_ON", "host")
+    eng.reset()
+    eng.generate(PROMPTS[0], GenerationSettings(mode="tree", budget=8, max_tokens=4))
+    assert eng.drafter.ctx.backend_top_k == 0
