@@ -318,6 +318,14 @@ class Generation:
         for seq in self.all_seqs[1:]:
             self.e.target_ctx.seq_cp(0, seq, p0, -1)
 
+    def _add_tree_seqs(self, n: int) -> None:
+        tctx = self.e.target_ctx
+        for seq in range(self.tree_seqs, n):
+            tctx.seq_cp(0, seq, -1, -1)
+        self.tree_seqs, self.all_seqs = n, list(range(n))
+        if tctx.backend_greedy:
+            tctx.set_backend_greedy(True, n_seqs=n)
+
     def _tree_step(self, last: int, t0: float) -> tuple[int, bool]:
         e, s, d = self.e, self.s, self.e.drafter
         tctx = e.target_ctx
@@ -328,6 +336,11 @@ class Generation:
         depth = min(d.max_draft, budget, remaining - 1)
         if depth <= 0:
             return self._chain_step(last, t0)
+        # fewer block rows (the run's last tokens, the context's end) shorten the seeded chain, so
+        # the tree may branch more: give it the sequences, as long as llama.cpp has them
+        need = min(e.tree_max_nodes, tree_mod.max_leaves(budget, depth))
+        if need > self.tree_seqs:
+            self._add_tree_seqs(need)
         d.t_native = 0.0
 
         # 1. draft once, read the top-K per position, build the tree
