@@ -6,12 +6,14 @@ verify); then nodes are popped best-first from a max-heap on cumulative log-prob
 node pushes its next sibling and its first child — until ``budget`` nodes.
 
 Verification: each node is one batch entry at position ``pos + 1 + depth``, belonging to the
-sequence of every leaf below it; the root (``last``) belongs to all. In a unified KV cache the
-attention mask then lets a node see exactly its ancestors (and the shared prompt, copied to every
-sequence first). The target's choice is followed down the tree; the longest agreeing path plus the
-target's next token are committed. Afterwards only the winning branch's cells stay (``seq_keep``
-on one of its leaves, trim below the path, rename to sequence 0) and only the accepted path's
-features are injected into the drafter.
+sequence of every leaf below it; the root (``last``) belongs to all of the run's leaf sequences.
+In a unified KV cache the attention mask then lets a node see exactly its ancestors and the
+committed prefix, which every leaf sequence holds for the whole run (tagged once after prefill).
+The target's choice is followed down the tree; the longest agreeing path plus the target's next
+token are committed. Afterwards only the winning branch's cells stay: everything deeper than the
+kept path goes, the other branches' cells beside it go (they hold no sequence of the winning
+leaf), and the path's cells are given to every sequence again -- a fixed number of KV calls per step,
+with no work per prefix token. Only the accepted path's features are injected into the drafter.
 """
 
 from __future__ import annotations
