@@ -65,10 +65,9 @@ class Generation:
         self.n_drafted = self.n_accepted = 0
         self.mode = settings.mode           # what actually runs (tree may fall back to chain)
         self.budget, self.budget_note = self._effective_budget()
-        # tree steps: one KV sequence per leaf, each holding the whole committed prefix (see tree.py)
-        self.tree_seqs = (min(self.e.tree_max_nodes, tree_mod.max_leaves(self.budget, self.e.drafter.max_draft))
-                          if self.mode == "tree" else 1)
-        self.all_seqs = list(range(self.tree_seqs))
+        # tree steps: one KV sequence per leaf, each holding the whole committed prefix (see tree.py);
+        # the tree run's sequences are added after prefill
+        self.tree_seqs, self.all_seqs = 1, [0]
 
     def _effective_budget(self) -> tuple[int, str]:
         s, d = self.s, self.e.drafter
@@ -103,7 +102,8 @@ class Generation:
                 "raise the context size or shorten the conversation")
         self._choose_samplers()
         reused = e._prefill(prompt[:-1], need_features=s.mode != "ar")
-        self._tag_prefix(0)
+        if self.mode == "tree":
+            self._add_tree_seqs(min(e.tree_max_nodes, tree_mod.max_leaves(self.budget, e.drafter.max_draft)))
         t_prefill = now() - t0
         last = prompt[-1]
         t_gen0 = now()
@@ -319,6 +319,7 @@ class Generation:
             self.e.target_ctx.seq_cp(0, seq, p0, -1)
 
     def _add_tree_seqs(self, n: int) -> None:
+        """Grows the run's leaf sequences to ``n``, each given the committed prefix."""
         tctx = self.e.target_ctx
         for seq in range(self.tree_seqs, n):
             tctx.seq_cp(0, seq, -1, -1)
