@@ -33,7 +33,7 @@ BACKEND_TOP_K = 32
 #: Where tree steps take the drafter's top-K: "auto", "host" (full logits to the host, exact
 #: normalisation) or "backend" (a top-k sampler in the graph). llama.cpp runs the sampler once per
 #: block row; on an H200 that cost ~60 us a row on the reference pair's 8k vocabulary (draft phase
-#: 0.48 -> 0.85 ms), more than the host's pass; on a 152k vocabulary the host's pass takes 14 ms
+#: 0.67 -> 1.04 ms at budget 6, docs/benchmarks.md), more than the host's pass; on a 152k vocabulary the host's pass takes 14 ms
 #: against ~1.7 ms. Normalising over BACKEND_TOP_K candidates also flatters deep nodes of an
 #: uncertain drafter (a flat synthetic drafter's trees committed less at budget 32 than at 8 on
 #: CUDA), so "auto" takes the backend only where the host's pass costs milliseconds.

@@ -38,8 +38,8 @@ from .records import FROM_DRAFT, FROM_TARGET, GenerationResult, RunSummary, Step
 now = time.perf_counter
 
 #: Where tree verification takes the target's argmax: "host" (its logits) or "backend" (a greedy
-#: sampler per leaf sequence). Measured on an H200, reference pair, budget 4-8: the samplers made
-#: the verify decode 0.7-0.9 ms slower than host argmax (docs/benchmarks.md, tree variants).
+#: sampler per leaf sequence). Measured on an H200, reference pair, budget 6-7: the samplers made
+#: the verify decode ~0.9 ms slower than host argmax (docs/benchmarks.md, tree variants).
 TREE_ARGMAX_ON = "host"
 
 

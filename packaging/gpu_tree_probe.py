@@ -22,7 +22,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine_bridge.config import EngineConfig, GenerationSettings  # noqa: E402
 from engine_bridge.engine import Engine  # noqa: E402
-from engine_bridge.llama_ffi import C  # noqa: E402
 from engine_bridge.tree import build_tree, top_candidates  # noqa: E402
 
 now = time.perf_counter
@@ -51,13 +50,9 @@ def main(argv=None) -> int:
         t = {k: [] for k in ("decode+logits", "drafter_argmax", "copy", "argmax_passes", "exp_pass",
                              "top_candidates", "build_tree")}
         for _ in range(a.reps):
-            b = d.batch
-            b.clear()
-            for i in range(n + 1):
-                b.add_token(last if i == 0 else d.mask_token, pos + i, 0, i >= 1)
             t0 = now()
-            d.ctx.process(b)
-            logits = d.ctx.logits(n)
+            n_block, first = d._decode_block(last, pos, n)     # the drafter's own noise block
+            logits = d.ctx.logits(n_block)[first:]
             t1 = now()
             logits.argmax(axis=1)
             t2 = now()
@@ -84,37 +79,26 @@ def main(argv=None) -> int:
         print("host path (median ms):", json.dumps({k: round(v, 3) for k, v in res["host_path_ms"].items()}), flush=True)
 
         # the same decode with a backend top-k sampler: only k candidates + logits per row return
-        chain = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
-        C.llama_sampler_chain_add(chain, C.llama_sampler_init_top_k(a.k))
-        ok = C.llama_set_sampler(d.ctx.ptr, 0, chain)
-        res["backend_topk_attached"] = bool(ok)
+        ok = d.ctx.set_backend_top_k(a.k)
+        res["backend_topk_attached"] = ok
         if ok:
             tt, tr = [], []
             for _ in range(a.reps):
-                b = d.batch
-                b.clear()
-                for i in range(n + 1):
-                    b.add_token(last if i == 0 else d.mask_token, pos + i, 0, i >= 1)
                 t0 = now()
-                d.ctx.process(b)
-                C.llama_synchronize(d.ctx.ptr)
+                n_block, first = d._decode_block(last, pos, n)
+                d.ctx.synchronize()
                 t1 = now()
-                got = []
-                for i in range(1, n + 1):
-                    cn = C.llama_get_sampled_candidates_count_ith(d.ctx.ptr, i)
-                    cp = C.llama_get_sampled_candidates_ith(d.ctx.ptr, i)
-                    lp = C.llama_get_sampled_logits_ith(d.ctx.ptr, i)
-                    got.append((cn, [cp[j] for j in range(min(cn, a.k))], [lp[j] for j in range(min(cn, a.k))]))
+                ids, lg = d.ctx.sampled_top_k(first, n)
+                got = (ids[0].tolist(), lg[0].tolist())
                 t2 = now()
                 d.ctx.seq_rm(0, pos, -1)
                 tt.append(t1 - t0)
                 tr.append(t2 - t1)
             res["backend_topk_ms"] = {"decode+sync": med(tt), "read_candidates": med(tr)}
-            res["backend_topk_sample_row"] = got[0]
+            res["backend_topk_sample_row"] = got
             print("backend top-k (median ms):", json.dumps({k: round(v, 3) for k, v in res["backend_topk_ms"].items()}),
-                  "row 1:", got[0], flush=True)
-            C.llama_set_sampler(d.ctx.ptr, 0, None)
-        C.llama_sampler_free(chain)
+                  "row 1:", got, flush=True)
+            d.ctx.set_backend_top_k(0)
 
     # numpy calibration on this host
     x = np.random.default_rng(0).standard_normal((a.rows, 151936)).astype(np.float32)
