@@ -26,6 +26,7 @@ from typing import Callable
 from .config import EngineConfig, GenerationSettings
 from .drafter import Drafter
 from .errors import ContextOverflowError, IncompatiblePairError
+from .file_pin import FilePin, ModelChangedError, pin
 from .generation import Generation
 from .llama_ffi import C
 from .native import Batch, Context, Model
@@ -66,12 +67,21 @@ class Engine:
              progress: Callable[[str], None] | None = None) -> "Engine":
         say = progress or (lambda msg: None)
         report = None
+        pins: dict[str, FilePin] = {}
         if check:
+            # pinned before the check, verified around each load: what loads is what was checked
+            pins = {"target": pin(config.target, "target")}
+            if config.draft is not None:
+                pins["drafter"] = pin(config.draft, "drafter")
             say("checking the pair")
             report = preflight(config)
         say(f"loading target {config.target.name}")
+        if "target" in pins:
+            pins["target"].verify()
         target = Model(config.target, config.n_gpu_layers)
         try:
+            if "target" in pins:
+                pins["target"].verify()
             tree_ok, _ = _tree_support(target)
             # Tree verification gives each leaf a sequence id in one unified KV cache; a plain chain
             # needs one sequence. llama.cpp allows at most 256 sequences.
@@ -86,7 +96,7 @@ class Engine:
         if config.draft is not None:
             say(f"loading drafter {config.draft.name}")
             try:
-                eng._attach_drafter(config.draft)
+                eng._attach_drafter(config.draft, pins.get("drafter"))
                 if config.adapters:
                     eng.drafter.set_adapters(list(config.adapters))
             except Exception:
@@ -94,8 +104,17 @@ class Engine:
                 raise
         return eng
 
-    def _attach_drafter(self, path: Path) -> None:
-        self.drafter = Drafter(path, self.config, self.target_ctx)
+    def _attach_drafter(self, path: Path, pinned: FilePin | None = None) -> None:
+        if pinned is not None:
+            pinned.verify()
+        drafter = Drafter(path, self.config, self.target_ctx)
+        if pinned is not None:
+            try:
+                pinned.verify()
+            except ModelChangedError:
+                drafter.free()
+                raise
+        self.drafter = drafter
         self.dft_valid = 0
         self._extracting = False
 
@@ -106,7 +125,9 @@ class Engine:
         """
         path = Path(path)
         cfg = self.config.replace(draft=path)
+        pinned = None
         if check:
+            pinned = pin(path, "drafter")
             self.report = preflight(cfg)
         old = self.drafter
         if old is not None:
@@ -114,7 +135,7 @@ class Engine:
             old.free()
             self.drafter = None
         self.config = cfg
-        self._attach_drafter(path)
+        self._attach_drafter(path, pinned)
         if cfg.adapters:
             self.drafter.set_adapters(list(cfg.adapters))
 
@@ -140,8 +161,11 @@ class Engine:
         return self.target.chat_template()
 
     def format_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
-        """Renders a conversation with the target's chat template (plain text when it has none)."""
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        """Renders a conversation with the target's chat template (plain text when it has none).
+
+        The template comes from the model file: it is rendered sandboxed, in its own process, with
+        a time and memory bound (chat_template.py); ChatTemplateError says what went wrong."""
+        from .chat_template import render_chat
 
         tmpl = self.chat_template()
         if not tmpl:
@@ -150,8 +174,7 @@ class Engine:
         v = self.target.vocab
         bos = self.target.token_text(C.llama_vocab_bos(v)) if C.llama_vocab_bos(v) >= 0 else ""
         eos = self.target.token_text(C.llama_vocab_eos(v)) if C.llama_vocab_eos(v) >= 0 else ""
-        fmt = Jinja2ChatFormatter(tmpl, eos_token=eos, bos_token=bos, add_generation_prompt=add_generation_prompt)
-        return fmt(messages=messages).prompt
+        return render_chat(tmpl, messages, bos_token=bos, eos_token=eos, add_generation_prompt=add_generation_prompt)
 
     # -- generation -------------------------------------------------------------------------------
     def generate(self, prompt: str | list[int], settings: GenerationSettings | None = None, *,

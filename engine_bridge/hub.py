@@ -1,10 +1,14 @@
 """Hugging Face Hub: search, list a repo's GGUF files, download with resume, cancel and sha256.
 
-huggingface_hub does the talking to the Hub (search, file listings, the HEAD that yields a file's
-commit, size and LFS sha256, auth headers); the transfer itself is our own streamed GET so it can
-report progress, stop on a cancel event, resume with a Range request after an interruption, and
-verify the bytes before the file takes its final name. A ``.part`` file is all an interruption
-leaves behind; a verified file is renamed into place atomically and described in a small sidecar
+huggingface_hub does the talking to the Hub (search, the HEAD that yields a file's commit, size
+and LFS sha256, auth headers, error types); file listings and transfers are our own streamed GETs
+on its HTTP session, so that a hostile or broken Hub cannot do harm: a listing is bounded in
+entries, pages and bytes; a transfer reports progress, stops on a cancel event even while the
+server sends nothing (the socket is shut down under the blocked read), resumes with a Range request
+after an interruption, follows redirects only to the Hub and its own file storage (the token only
+ever goes to the endpoint), stops with a clear message on a full disk, and verifies the bytes
+before the file takes its final name. A ``.part`` file is all an interruption leaves behind; a
+verified file is renamed into place atomically and described in a small sidecar
 (``.NAME.dflash.json``) so it can be used offline later.
 
 The endpoint is read from HF_ENDPOINT at call time (tests point it at a local server). The access
@@ -14,15 +18,20 @@ headers: it is never written to a file, the library or a log.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
+import shutil
+import socket
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Callable
+from urllib.parse import quote, urljoin, urlsplit
 
 from .errors import EngineError
 
@@ -30,6 +39,19 @@ CHUNK = 1 << 20
 _REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _QUANT_RE = re.compile(r"(?i)(?:^|[-_.])((?:IQ|Q)\d(?:_[A-Z0-9]+)*|BF16|F16|F32|FP16|FP32)(?=[-_.]|$)")
 #: Files a drafter folder download takes (weights, config, tokenizer); others are skipped.
+#: Bounds on a repo listing. Real model repos hold tens to hundreds of files and the Hub pages a
+#: recursive tree by 1,000 entries (a few hundred KB); a Hub that answers with more is refused
+#: rather than allowed to fill memory or page forever.
+MAX_LISTED_ENTRIES = 20_000
+MAX_LISTING_PAGES = 100
+MAX_LISTING_PAGE_BYTES = 16 << 20
+#: Redirect hops a request may take, and the domains where the Hub keeps file contents (its CDN
+#: and Xet storage); a download is redirected there, over https, without the token.
+MAX_REDIRECTS = 5
+HUB_STORAGE_DOMAINS = ("huggingface.co", "hf.co")
+#: How often a transfer's watchdog looks at the cancel event.
+CANCEL_POLL_S = 0.05
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 FOLDER_PATTERNS = (re.compile(r"\.safetensors$"), re.compile(r"(^|/)(config|generation_config|tokenizer|tokenizer_config|"
                                                              r"special_tokens_map|adapter_config)\.json$"),
                    re.compile(r"\.jinja$"), re.compile(r"\.safetensors\.index\.json$"), re.compile(r"(^|/)README\.md$"))
@@ -49,6 +71,14 @@ class DownloadCancelled(HubError):
 
 class DownloadInterrupted(HubError):
     """The transfer broke off; the partial file is kept and the next call resumes it."""
+
+
+class DiskFullError(DownloadInterrupted):
+    """The disk (or the process's file-size limit) ran out; what was received is kept as ``.part``."""
+
+
+class UnsafeRedirectError(HubError):
+    """The Hub sent a request elsewhere than the Hub or its file storage."""
 
 
 class ChecksumMismatchError(HubError):
@@ -171,20 +201,126 @@ def quant_name(filename: str) -> str | None:
 
 
 def list_files(repo_id: str, revision: str = "main", *, gguf_only: bool = False) -> list[RemoteFile]:
+    """Every file of a repo (recursive), bounded: see MAX_LISTED_ENTRIES and friends."""
     check_repo_id(repo_id)
-
-    def run():
-        from huggingface_hub.hf_api import RepoFile
-
-        out = []
-        for entry in _api().list_repo_tree(repo_id, recursive=True, revision=revision):
-            if not isinstance(entry, RepoFile):
+    what = f"list {repo_id}"
+    url = f"{endpoint()}/api/models/{repo_id}/tree/{quote(revision, safe='')}"
+    params: dict | None = {"recursive": "true", "expand": "false"}
+    files: list[RemoteFile] = []
+    entries = pages = 0
+    while url:
+        pages += 1
+        if pages > MAX_LISTING_PAGES:
+            raise HubError(f"{what}: the listing goes on for more than {MAX_LISTING_PAGES} pages; refusing it")
+        page, url = _listing_page(url, params, what)
+        params = None    # the next link carries them
+        entries += len(page)
+        if entries > MAX_LISTED_ENTRIES:
+            raise HubError(f"{what}: the repo lists more than {MAX_LISTED_ENTRIES:,} entries; "
+                           "DFlash Studio reads at most that many")
+        for entry in page:
+            if not isinstance(entry, dict) or entry.get("type") != "file" or not isinstance(entry.get("path"), str):
                 continue
-            sha = entry.lfs.sha256 if entry.lfs else None
-            out.append(RemoteFile(entry.path, entry.size, sha, quant_name(entry.path)))
-        return out
-    files = _hub_call(f"list {repo_id}", run)
+            size = entry.get("size")
+            lfs = entry.get("lfs")
+            sha = lfs.get("oid") if isinstance(lfs, dict) and isinstance(lfs.get("oid"), str) else None
+            files.append(RemoteFile(entry["path"], size if isinstance(size, int) else None, sha,
+                                    quant_name(entry["path"])))
     return [f for f in files if f.is_gguf] if gguf_only else files
+
+
+def _listing_page(url: str, params: dict | None, what: str) -> tuple[list, str | None]:
+    """One page of a tree listing (at most MAX_LISTING_PAGE_BYTES) and the next page's URL."""
+    try:
+        with _hub_stream(url, what, params=params) as r:
+            body = bytearray()
+            for chunk in r.iter_bytes():
+                body += chunk
+                if len(body) > MAX_LISTING_PAGE_BYTES:
+                    raise HubError(f"{what}: one page of the listing is larger than "
+                                   f"{MAX_LISTING_PAGE_BYTES >> 20} MiB; refusing it")
+            _raise_for_status(r, bytes(body), what)
+            next_url = r.links.get("next", {}).get("url")
+    except HubError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - network failures become one readable error
+        raise HubError(f"{what}: {_describe(exc)}") from exc
+    if next_url:
+        next_url = urljoin(url, next_url)
+        if _origin(next_url) != _origin(url):
+            raise UnsafeRedirectError(f"{what}: the next page is on {urlsplit(next_url).netloc}, not on the Hub; "
+                                      "refusing it")
+    try:
+        page = json.loads(body)
+    except ValueError as exc:
+        raise HubError(f"{what}: the Hub's answer is not JSON") from exc
+    if not isinstance(page, list):
+        raise HubError(f"{what}: the Hub's answer is not a file listing")
+    return page, next_url
+
+
+def _raise_for_status(r, body: bytes, what: str) -> None:
+    """huggingface_hub's readable errors (repo not found, gated, ...) for a streamed answer."""
+    if r.status_code < 400:
+        return
+    import httpx2
+    from huggingface_hub.utils import hf_raise_for_status
+
+    read = httpx2.Response(r.status_code, headers=r.headers, content=body, request=r.request)
+    _hub_call(what, lambda: hf_raise_for_status(read))
+    raise HubError(f"{what}: HTTP {r.status_code}")
+
+
+# --------------------------------------------------------------------------------------------
+# requests: redirects only to the Hub or its storage, the token only to the endpoint
+
+
+def _origin(url: str) -> tuple[str, str, int]:
+    u = urlsplit(url)
+    return u.scheme, (u.hostname or "").lower(), u.port or {"http": 80, "https": 443}.get(u.scheme, 0)
+
+
+def redirect_allowed(source: str, target: str) -> bool:
+    """A request to ``source`` may go on to ``target``: the same origin, the endpoint's host or
+    its subdomains, or the Hub's own storage domains; never from https down to http."""
+    s_scheme, _, _ = _origin(source)
+    t_scheme, t_host, _ = _origin(target)
+    if t_scheme not in ("http", "https") or (s_scheme == "https" and t_scheme != "https"):
+        return False
+    if _origin(target) == _origin(source):
+        return True
+    _, home, _ = _origin(endpoint())
+    if home and (t_host == home or t_host.endswith("." + home)):
+        return True
+    return t_scheme == "https" and any(t_host == d or t_host.endswith("." + d) for d in HUB_STORAGE_DOMAINS)
+
+
+@contextmanager
+def _hub_stream(url: str, what: str, *, params: dict | None = None, headers: dict | None = None,
+                timeout: float = 30):
+    """A streamed GET, following at most MAX_REDIRECTS redirects that ``redirect_allowed``."""
+    from huggingface_hub.utils import build_hf_headers, get_session
+
+    session = get_session()
+    for _ in range(MAX_REDIRECTS + 1):
+        to_endpoint = _origin(url) == _origin(endpoint())
+        h = build_hf_headers(token=(token() or False) if to_endpoint else False)
+        h.update(headers or {})
+        request = session.build_request("GET", url, params=params, headers=h, timeout=timeout)
+        r = session.send(request, stream=True, follow_redirects=False)
+        if not r.has_redirect_location:
+            try:
+                yield r
+            finally:
+                r.close()
+            return
+        target = urljoin(str(r.url), r.headers["Location"])
+        r.close()
+        if not redirect_allowed(str(r.url), target):
+            raise UnsafeRedirectError(f"{what}: the Hub redirected to {urlsplit(target).netloc or target!r}, which is "
+                                      "neither the Hub nor its file storage; refusing it")
+        url, params = target, None
+    raise HubError(f"{what}: more than {MAX_REDIRECTS} redirects")
 
 
 # --------------------------------------------------------------------------------------------
@@ -278,7 +414,12 @@ def download_file(repo_id: str, filename: str, models_dir: str | os.PathLike | N
             same = False
         if not same:   # the file changed upstream since the interruption: start over
             part.unlink()
-    part_info.write_text(json.dumps({"etag": meta.etag, "commit": meta.commit_hash}))
+    try:
+        part_info.write_text(json.dumps({"etag": meta.etag, "commit": meta.commit_hash}))
+    except OSError as exc:
+        if exc.errno in _DISK_FULL:
+            raise _disk_full(part, filename, 0, exc) from exc
+        raise
     _transfer(url, part, filename, meta.size, progress, cancel)
 
     size = part.stat().st_size
@@ -290,33 +431,40 @@ def download_file(repo_id: str, filename: str, models_dir: str | os.PathLike | N
         part_info.unlink(missing_ok=True)
         raise ChecksumMismatchError(f"{filename}: {algo} is {digest}, the Hub says {expected}; the download was "
                                     "discarded, run again")
+    record = json.dumps({"repo": repo_id, "file": filename, "revision": revision, "commit": meta.commit_hash,
+                         "etag": meta.etag, "size": size, "verified": algo, "hash": digest, "at": time.time()})
+    try:   # the sidecar first: a full disk here leaves the verified .part in place, not a bare file
+        _sidecar(dest).write_text(record)
+    except OSError as exc:
+        _sidecar(dest).unlink(missing_ok=True)
+        if exc.errno in _DISK_FULL:
+            raise _disk_full(part, filename, size, exc) from exc
+        raise
     os.replace(part, dest)
     part_info.unlink(missing_ok=True)
-    _sidecar(dest).write_text(json.dumps({"repo": repo_id, "file": filename, "revision": revision,
-                                          "commit": meta.commit_hash, "etag": meta.etag, "size": size,
-                                          "verified": algo, "hash": digest, "at": time.time()}))
     return dest
 
 
 def _transfer(url: str, part: Path, filename: str, total: int | None, progress, cancel) -> None:
-    from huggingface_hub.utils import build_hf_headers, get_session
-
     have = part.stat().st_size if part.exists() else 0
     if total is not None and have >= total:
         return
-    headers = build_hf_headers(token=token() or False)
-    headers["Accept-Encoding"] = "identity"
+    if total is not None:
+        _check_free_space(part, filename, total - have)
+    headers = {"Accept-Encoding": "identity"}
     if have:
         headers["Range"] = f"bytes={have}-"
     started, got = time.monotonic(), 0
+
+    def cancelled() -> DownloadCancelled:
+        return DownloadCancelled(f"{filename}: cancelled at {have + got} bytes; run again to resume")
+
     try:
-        with get_session().stream("GET", url, headers=headers, follow_redirects=True, timeout=30) as r:
+        with _hub_stream(url, f"download {filename}", headers=headers) as r, _CancelWatch(r, cancel):
             if r.status_code == 416 and have:   # nothing left to send
                 return
             if r.status_code not in (200, 206):
-                from huggingface_hub.utils import hf_raise_for_status
-                r.read()
-                _hub_call(f"download {filename}", lambda: hf_raise_for_status(r))
+                _raise_for_status(r, r.read(), f"download {filename}")
                 raise HubError(f"download {filename}: HTTP {r.status_code}")
             mode = "ab" if r.status_code == 206 and have else "wb"
             if mode == "wb":
@@ -325,7 +473,7 @@ def _transfer(url: str, part: Path, filename: str, total: int | None, progress, 
                 # Chunks as they arrive (no re-buffering): an interruption loses nothing already received.
                 for chunk in r.iter_bytes():
                     if cancel is not None and cancel.is_set():
-                        raise DownloadCancelled(f"{filename}: cancelled at {have + got} bytes; run again to resume")
+                        raise cancelled()
                     f.write(chunk)
                     got += len(chunk)
                     if progress is not None:
@@ -335,12 +483,69 @@ def _transfer(url: str, part: Path, filename: str, total: int | None, progress, 
                         progress(DownloadProgress(filename, have + got, total, speed,
                                                   left / speed if left is not None and speed > 0 else None))
                     if cancel is not None and cancel.is_set():
-                        raise DownloadCancelled(f"{filename}: cancelled at {have + got} bytes; run again to resume")
+                        raise cancelled()
     except HubError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a broken connection: keep the .part for a resume
+    except OSError as exc:
+        if exc.errno in _DISK_FULL:
+            raise _disk_full(part, filename, have + got, exc) from exc
+        if cancel is not None and cancel.is_set():
+            raise cancelled() from exc
         raise DownloadInterrupted(f"{filename}: transfer broke off at {have + got} bytes ({_describe(exc)}); "
                                   "run again to resume") from exc
+    except Exception as exc:  # noqa: BLE001 - a broken connection: keep the .part for a resume
+        if cancel is not None and cancel.is_set():   # the watchdog shut the socket under a stalled read
+            raise cancelled() from exc
+        raise DownloadInterrupted(f"{filename}: transfer broke off at {have + got} bytes ({_describe(exc)}); "
+                                  "run again to resume") from exc
+
+
+class _CancelWatch:
+    """While a transfer runs, a thread watches ``cancel`` and shuts the socket down when it is set:
+    a read blocked on a server that sends nothing returns at once instead of at the read timeout."""
+
+    def __init__(self, response, cancel: threading.Event | None):
+        self._cancel = cancel
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        stream = response.extensions.get("network_stream")
+        self._sock = stream.get_extra_info("socket") if stream is not None else None
+
+    def __enter__(self):
+        if self._cancel is not None and self._sock is not None:
+            threading.Thread(target=self._watch, name="download-cancel-watch", daemon=True).start()
+        return self
+
+    def _watch(self) -> None:
+        while not self._done.is_set():
+            if self._cancel.wait(CANCEL_POLL_S):
+                with self._lock:
+                    if not self._done.is_set():
+                        try:   # socket.socket's own shutdown: an SSL socket's would drop its state
+                            socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+                return
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            self._done.set()
+
+
+def _check_free_space(part: Path, filename: str, need: int) -> None:
+    try:
+        free = shutil.disk_usage(part.parent).free
+    except OSError:
+        return
+    if free < need:
+        raise DiskFullError(f"{filename}: needs {need / 2**20:.1f} MiB more but only {free / 2**20:.1f} MiB are free "
+                            f"in {part.parent}; free some space and run again")
+
+
+def _disk_full(part: Path, filename: str, at: int, exc: OSError) -> DiskFullError:
+    why = "the file-size limit was reached" if exc.errno == errno.EFBIG else "the disk is full"
+    return DiskFullError(f"{filename}: {why} after {at} bytes in {part.parent} ({os.strerror(exc.errno)}); "
+                         "the partial file is kept: free some space and run again to resume")
 
 
 def _hash_file(path: Path, algo: str | None) -> str | None:
