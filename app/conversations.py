@@ -10,10 +10,11 @@ conversation still shows which tokens came from the drafter and each token's too
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from engine_bridge import sqlite_wal
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -73,8 +74,8 @@ class ConversationStore:
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else default_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        # WAL and a busy timeout: the app and another process (a second window, a test) may write at once
+        self._db = sqlite_wal.connect(self.path)
         self._db.execute("PRAGMA synchronous=NORMAL")     # WAL + NORMAL: durable across an app crash
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import time
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import compat
+from . import compat, sqlite_wal
 from .convert_quant import quantize_drafter, variant_path
 from .errors import UnreadableModelError
 from .modelinfo import DRAFTER_ROLES, ROLE_LORA, ModelInfo, inspect_model, signature
@@ -111,8 +110,7 @@ class Library:
 
     @contextmanager
     def _db(self):
-        with closing(sqlite3.connect(self.db_path, timeout=30)) as db:
-            db.execute("PRAGMA journal_mode=WAL")
+        with closing(sqlite_wal.connect(self.db_path)) as db:
             with db:   # one transaction
                 yield db
 

@@ -1,0 +1,151 @@
+"""Cancel storm: many generations, each cancelled after a random delay from another thread, with
+drafter swaps and settings changes mixed in, on one engine that is never reset in between (so
+every cancel also tests the KV bookkeeping the next request reuses).
+
+Every greedy run, cancelled or not, must commit a prefix of what the target alone commits for that
+prompt (a cancel may cut a run short, never change it); after the storm, chain and tree runs from a
+clean cache must still equal the autoregressive reference. Near-ties of the target's own logits
+are allowed as in the engine's losslessness tests (engine_corpus.assert_lossless), with the
+tolerance the reference-pair tests measured for a q8_0 target (NEAR_TIE_Q8).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine_bridge.config import EngineConfig, GenerationSettings
+from engine_bridge.convert_quant import quantize_drafter
+from engine_bridge.engine import Engine
+from engine_bridge.resources import resource
+
+from engine_corpus import assert_lossless
+
+FINISH = {"cancelled", "max_tokens", "eog"}
+#: tests/engine_bridge/test_reference_pair.py: the shipped q8_0 pair's tree runs part from AR at
+#: margins up to 0.061 on a fresh engine (batched and single-token q8_0 matmuls differ slightly).
+NEAR_TIE_Q8 = 0.1
+#: Chain budgets and tree budgets a settings change picks from.
+CHAIN_BUDGETS = (2, 4, 7, 10)
+TREE_BUDGETS = (6, 12, 24)
+
+
+@dataclass
+class StormResult:
+    runs: int = 0
+    cancelled: int = 0
+    completed: int = 0
+    swaps: int = 0
+    settings_changes: int = 0
+    prefix_checked: int = 0
+    lossless_checked: int = 0
+    failures: list[str] = field(default_factory=list)
+    rss_before: int = 0
+    rss_after: int = 0
+    seconds: float = 0.0
+    max_delay: float = 0.0
+
+    @property
+    def rss_growth_mb(self) -> float:
+        return (self.rss_after - self.rss_before) / 2**20
+
+
+def storm_prompts(n: int = 4, chars: int = 240) -> list[str]:
+    """The shipped pair's held-out prompts (plain text: any pair can read them), cut short."""
+    lines = resource("models/prompts.jsonl").read_text().splitlines()
+    return [json.loads(line)["prompt"][:chars] for line in lines[:n]]
+
+
+def _check_prefix(eng: Engine, prompt: str, reference: list[int], produced: list[int], tol: float) -> str | None:
+    if len(produced) > len(reference):
+        return f"{len(produced)} tokens, more than the reference's {len(reference)}"
+    try:
+        assert_lossless(eng, prompt, reference[:len(produced)], produced, "storm run", tol=tol)
+    except AssertionError as exc:
+        return str(exc)
+    return None
+
+
+def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: int = 0, max_tokens: int = 48,
+              max_delay: float | None = None, n_threads: int | None = None, near_tie: float = NEAR_TIE_Q8) -> StormResult:
+    """``runs`` generations; returns counts and failures (does not raise for a failed run)."""
+    rng = random.Random(seed)
+    variant = quantize_drafter(drafter, Path(workdir) / "storm-drafter-f16.gguf", "f16", overwrite=True)
+    drafters = [Path(drafter), variant]
+    prompts = storm_prompts()
+    res = StormResult()
+    t0 = time.monotonic()
+    cfg = EngineConfig(target=target, draft=drafter, n_ctx=1024, n_batch=256, n_ubatch=64, n_threads=n_threads)
+    with Engine.load(cfg) as eng:
+        # The target alone, per prompt: what every greedy run must be a prefix of.
+        reference = {}
+        for p in prompts:
+            eng.reset()
+            reference[p] = eng.generate(p, GenerationSettings(mode="ar", max_tokens=max_tokens)).tokens
+        # Warm both modes and both drafters before the RSS baseline (first-use allocations are not growth).
+        for d in reversed(drafters):
+            eng.swap_drafter(d)
+            for mode in ("chain", "tree"):
+                eng.generate(prompts[0], GenerationSettings(mode=mode, max_tokens=8))
+        if max_delay is None:   # delays up to 1.5x a whole run: about a third of the runs finish
+            t = time.monotonic()
+            eng.generate(prompts[0], GenerationSettings(mode="tree", budget=12, max_tokens=max_tokens))
+            max_delay = 1.5 * (time.monotonic() - t)
+        res.max_delay = max_delay
+        res.rss_before = eng.memory()["process_rss"]
+        settings = GenerationSettings(mode="chain", budget=7, max_tokens=max_tokens)
+        current = 0
+        for i in range(runs):
+            if i % 10 == 4:                     # a pair swap (the drafter variant), checked as the app does
+                current = 1 - current
+                try:
+                    eng.swap_drafter(drafters[current])
+                    res.swaps += 1
+                except Exception as exc:  # noqa: BLE001
+                    res.failures.append(f"run {i}: swap: {type(exc).__name__}: {exc}")
+                    break
+            if i % 5 == 2:                      # a settings change, greedy or sampled
+                settings = settings.replace(budget=rng.choice(CHAIN_BUDGETS + TREE_BUDGETS),
+                                            tree_top_k=rng.choice((2, 4)),
+                                            temperature=rng.choice((0.0, 0.0, 0.8)), seed=rng.randrange(1000))
+                res.settings_changes += 1
+            mode = rng.choice(("chain", "tree"))
+            prompt = rng.choice(prompts)
+            cancel = threading.Event()
+            timer = threading.Timer(rng.uniform(0.0, max_delay), cancel.set)
+            timer.start()
+            try:
+                r = eng.generate(prompt, settings.replace(mode=mode), cancel=cancel)
+            except Exception as exc:  # noqa: BLE001 - every exception is a failure of the storm
+                res.failures.append(f"run {i} ({mode}): {type(exc).__name__}: {exc}")
+                continue
+            finally:
+                timer.cancel()
+            res.runs += 1
+            reason = r.summary.finish_reason
+            if reason not in FINISH:
+                res.failures.append(f"run {i} ({mode}): finish reason {reason!r}")
+            res.cancelled += reason == "cancelled"
+            res.completed += reason != "cancelled"
+            if settings.greedy:
+                why = _check_prefix(eng, prompt, reference[prompt], r.tokens, near_tie)
+                res.prefix_checked += 1
+                if why:
+                    res.failures.append(f"run {i} ({mode}, {reason}): {why}")
+        res.rss_after = eng.memory()["process_rss"]
+        # Afterwards, from a clean cache: chain and tree still commit what the target alone commits.
+        for p in prompts:
+            for mode, budget in (("chain", 7), ("tree", 12)):
+                eng.reset()
+                out = eng.generate(p, GenerationSettings(mode=mode, budget=budget, max_tokens=max_tokens)).tokens
+                try:
+                    assert_lossless(eng, p, reference[p], out, f"after the storm, {mode}", tol=near_tie)
+                except AssertionError as exc:
+                    res.failures.append(str(exc))
+                res.lossless_checked += 1
+    res.seconds = time.monotonic() - t0
+    return res
