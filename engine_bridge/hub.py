@@ -43,7 +43,7 @@ _QUANT_RE = re.compile(r"(?i)(?:^|[-_.])((?:IQ|Q)\d(?:_[A-Z0-9]+)*|BF16|F16|F32|
 #: recursive tree by 1,000 entries (a few hundred KB); a Hub that answers with more is refused
 #: rather than allowed to fill memory or page forever.
 MAX_LISTED_ENTRIES = 20_000
-MAX_LISTING_PAGES = 100
+MAX_LISTING_PAGES = 40       # twice what MAX_LISTED_ENTRIES takes at the Hub's 1,000 a page
 MAX_LISTING_PAGE_BYTES = 16 << 20
 #: Redirect hops a request may take, and the domains where the Hub keeps file contents (its CDN
 #: and Xet storage); a download is redirected there, over https, without the token.
