@@ -91,7 +91,11 @@ def cmd_generate(args) -> int:
         return EXIT_UNREADABLE
     cancel = threading.Event()
     try:
-        prompt = eng.format_chat([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
+        try:   # the chat template is the model's code: it may refuse, loop or blow up (ChatTemplateError)
+            prompt = eng.format_chat([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
+        except EngineError as exc:
+            print(f"dflash-studio generate: {exc}", file=sys.stderr)
+            return EXIT_FAIL
         stream = None if args.json else (lambda ev: (sys.stdout.write(ev.piece), sys.stdout.flush()))
         try:
             res = eng.generate(prompt, settings, on_token=stream, cancel=cancel)
