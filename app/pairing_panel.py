@@ -194,10 +194,11 @@ class PairingPanel(QWidget):
         self.demo_offer = QFrame(self, objectName="demoOffer")
         self.demo_offer.setFrameShape(QFrame.Shape.StyledPanel)
         self.demo_offer.setStyleSheet("#demoOffer { background: #eef4ff; }")
-        offer_text = QLabel("No models configured yet. Start with the built-in demo pair: a tiny generated "
-                            "target and DFlash drafter that run offline, so you can chat right away.", self.demo_offer)
+        offer_text = QLabel("No models configured yet. Start with the default pair: SmolLM2-135M-Instruct "
+                            "and the DFlash drafter trained for it (the small built-in code pair where "
+                            "SmolLM2 has not been fetched yet), so you can chat right away.", self.demo_offer)
         offer_text.setWordWrap(True)
-        self.demo_button = QPushButton("Use the demo pair", self.demo_offer, objectName="useDemoButton")
+        self.demo_button = QPushButton("Use the default pair", self.demo_offer, objectName="useDemoButton")
         self.demo_button.clicked.connect(self.demoRequested)
         ol = QHBoxLayout(self.demo_offer)
         ol.addWidget(offer_text, 1)

@@ -1,4 +1,4 @@
-"""The shipped reference pair (resources/models/): a trained qwen3 target and its trained DFlash drafter.
+"""The 15.7 M reference pair (resources/models/): a trained qwen3 target and its trained DFlash drafter.
 
 Random-weight pairs prove correctness but accept almost nothing; this pair is the fixture behind
 every acceptance figure. Its card (resources/models/card.md) has the training details and the
@@ -61,7 +61,9 @@ def ar_runs(engine):
     return out
 
 
-def test_the_shipped_pair_is_the_default():
+def test_the_reference_pair_is_the_default_until_smollm2_is_fetched(tmp_path, monkeypatch):
+    # the default is SmolLM2 + its drafter once the target is in the models cache (test_default_pair)
+    monkeypatch.setenv("DFLASH_DATA_DIR", str(tmp_path / "data"))
     assert demo.demo_pair() == PAIR
 
 
