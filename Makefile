@@ -22,10 +22,14 @@ engine: ## rebuild (or reuse the cached wheel of) the engine
 fetch-default: setup
 	$(VENV)/bin/dflash-studio fetch-default
 
+# Qt's xcb plugin needs X libraries the PySide6 wheel does not ship (app/qt_system_deps.py): as root
+# with apt they are installed, otherwise the exact apt-get line is printed and make stops.
 run: setup fetch-default
+	$(PY) -m app.qt_system_deps --for run
 	$(VENV)/bin/dflash-studio
 
 test: setup fetch-default
+	$(PY) -m app.qt_system_deps --for test
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
 
 doctor: setup
