@@ -44,6 +44,8 @@ class StormResult:
     prefix_checked: int = 0
     lossless_checked: int = 0
     failures: list[str] = field(default_factory=list)
+    failed_runs: set[int] = field(default_factory=set)    # indices of runs with a failure
+    failed_after: int = 0                                 # lossless checks after the storm that failed
     rss_before: int = 0
     rss_after: int = 0
     seconds: float = 0.0
@@ -91,7 +93,7 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
             eng.swap_drafter(d)
             for mode in ("chain", "tree"):
                 eng.generate(prompts[0], GenerationSettings(mode=mode, max_tokens=8))
-        if max_delay is None:   # delays up to 1.5x a whole run: about a third of the runs finish
+        if max_delay is None:   # delays up to 1.5x a whole run: some cancelled runs finish first
             t = time.monotonic()
             eng.generate(prompts[0], GenerationSettings(mode="tree", budget=12, max_tokens=max_tokens))
             max_delay = 1.5 * (time.monotonic() - t)
@@ -107,6 +109,7 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
                     res.swaps += 1
                 except Exception as exc:  # noqa: BLE001
                     res.failures.append(f"run {i}: swap: {type(exc).__name__}: {exc}")
+                    res.failed_runs.add(i)
                     break
             if i % 5 == 2:                      # a settings change, greedy or sampled
                 settings = settings.replace(budget=rng.choice(CHAIN_BUDGETS + TREE_BUDGETS),
@@ -116,12 +119,14 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
             mode = rng.choice(("chain", "tree"))
             prompt = rng.choice(prompts)
             cancel = threading.Event()
-            timer = threading.Timer(rng.uniform(0.0, max_delay), cancel.set)
+            # every fourth run is left to finish (a control that completes whatever the machine's load)
+            timer = threading.Timer(rng.uniform(0.0, max_delay) if i % 4 != 3 else 1e9, cancel.set)
             timer.start()
             try:
                 r = eng.generate(prompt, settings.replace(mode=mode), cancel=cancel)
             except Exception as exc:  # noqa: BLE001 - every exception is a failure of the storm
                 res.failures.append(f"run {i} ({mode}): {type(exc).__name__}: {exc}")
+                res.failed_runs.add(i)
                 continue
             finally:
                 timer.cancel()
@@ -129,6 +134,7 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
             reason = r.summary.finish_reason
             if reason not in FINISH:
                 res.failures.append(f"run {i} ({mode}): finish reason {reason!r}")
+                res.failed_runs.add(i)
             res.cancelled += reason == "cancelled"
             res.completed += reason != "cancelled"
             if settings.greedy:
@@ -136,6 +142,7 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
                 res.prefix_checked += 1
                 if why:
                     res.failures.append(f"run {i} ({mode}, {reason}): {why}")
+                    res.failed_runs.add(i)
         res.rss_after = eng.memory()["process_rss"]
         # Afterwards, from a clean cache: chain and tree still commit what the target alone commits.
         for p in prompts:
@@ -146,6 +153,7 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
                     assert_lossless(eng, p, reference[p], out, f"after the storm, {mode}", tol=near_tie)
                 except AssertionError as exc:
                     res.failures.append(str(exc))
+                    res.failed_after += 1
                 res.lossless_checked += 1
     res.seconds = time.monotonic() - t0
     return res

@@ -15,7 +15,7 @@ def _check(res, runs):
     assert res.failures == []
     assert res.runs == runs
     assert res.cancelled > 0, "no run was cancelled: the storm did not storm"
-    assert res.completed > 0, "every run was cancelled: the delays never let one finish"
+    assert res.completed >= runs // 4, "the runs left to finish did not all finish"
     assert res.swaps >= runs // 10 and res.settings_changes >= runs // 5
     assert res.prefix_checked > 0 and res.lossless_checked > 0
 
@@ -23,7 +23,8 @@ def _check(res, runs):
 def test_cancel_storm_fast(tmp_path):
     # the shipped 15.7M pair when there is one: the fast part's speed; the long part takes demo_pair()
     target, drafter = shipped_pair() or demo_pair()
-    res = run_storm(target, drafter, tmp_path, runs=20, seed=1)
+    # one llama.cpp thread: on a shared CI core llama.cpp's spinning thread pool can take 20x longer
+    res = run_storm(target, drafter, tmp_path, runs=20, seed=1, max_tokens=32, n_threads=1)
     _check(res, 20)
 
 
