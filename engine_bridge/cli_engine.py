@@ -137,6 +137,8 @@ def doctor_report() -> dict:
         "fa_all_quants": "GGML_CUDA_FA_ALL_QUANTS=ON" in cmake,
         "cmake_args": cmake,
         "build_seconds": info.get("seconds"),
+        # packaging/patches applied to the vendored llama.cpp by build_engine.sh (name, sha256)
+        "patches": list(info.get("patches", [])),
         "system_info": info.get("system_info", ""),
         "gpu_offload": bool(llama_ffi.C.llama_supports_gpu_offload()),
         "devices": llama_ffi.devices(),
@@ -159,6 +161,10 @@ def cmd_doctor(args) -> int:
     print(f"FA all quants     {'on' if rep['fa_all_quants'] else 'off'}")
     print(f"GPU offload       {'yes' if rep['gpu_offload'] else 'no'}")
     print(f"CMake flags       {rep['cmake_args']}")
+    if not rep["patches"]:
+        print("llama.cpp patches none")
+    for p in rep["patches"]:
+        print(f"llama.cpp patch   {p.get('name', '?')} (sha256 {str(p.get('sha256', '?'))[:16]})")
     print(f"CPU features      {rep['system_info'].strip()}")
     for dev in rep["devices"]:
         gib = dev["memory_total"] / 2**30

@@ -13,6 +13,12 @@
 # tree or sdist, --wheels DIR resolves build dependencies from a local wheel folder, no index.
 # --target DIR installs there (pip --target) instead of into the Python's site-packages.
 #
+# Patches: every packaging/patches/NNNN-*.patch is applied, in name order, to the source's
+# vendor/llama.cpp (packaging/apply_patches.py; a patch that no longer applies stops the build,
+# naming it). The source is unpacked into a temporary folder first (the sdist from pip's cache or
+# index, or --source), so a given tree is never modified. The wheel cache key includes the patches'
+# sha256, and build-info.json (what `dflash-studio doctor` shows) lists them.
+#
 # DFLASH_FA_ALL_QUANTS=0 leaves out -DGGML_CUDA_FA_ALL_QUANTS=ON (a much shorter CUDA build; only
 # q4_0/q4_0, q8_0/q8_0, f16/f16 and bf16/bf16 KV pairs then get fast flash-attention kernels).
 #
@@ -58,7 +64,13 @@ if [ "$backend" = cuda ]; then
 fi
 
 pytag=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
-key=$(printf '%s|%s|%s|%s' "$VER" "$backend" "$flags" "$pytag" | sha256sum | cut -c1-16)
+here=$(cd "$(dirname "$0")" && pwd)
+# "name sha256" per patch, in the order they are applied: part of the cache key and of build-info
+patches=$("$PY" "$here/apply_patches.py" --list)
+keyin=$(printf '%s|%s|%s|%s' "$VER" "$backend" "$flags" "$pytag")
+# no patches: the key of the unpatched builds before patches existed (their cached wheels stay valid)
+[ -n "$patches" ] && keyin="$keyin|$patches"
+key=$(printf '%s' "$keyin" | sha256sum | cut -c1-16)
 CACHE=${DFLASH_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dflash-studio/wheels}/$key
 mkdir -p "$CACHE"
 
@@ -73,7 +85,26 @@ if [ -n "$whl" ]; then
 else
   echo "build_engine: building llama-cpp-python $VER ($backend) with: $flags"
   start=$SECONDS
-  src=${SRC:-"llama-cpp-python==$VER"}
+  # the source, unpacked into a temporary folder that the patches may change
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/dflash-engine-src.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  if [ -z "$SRC" ]; then
+    # the sdist (pip's HTTP cache keeps it: a second download is local)
+    "$PY" -m pip download -q --no-deps --no-binary :all: "${idx[@]}" -d "$tmp/dl" "llama-cpp-python==$VER"
+    SRC=$(ls "$tmp"/dl/llama_cpp_python-"$VER".tar.gz)
+  fi
+  if [ -d "$SRC" ]; then
+    cp -a "$SRC" "$tmp/src"
+  else
+    mkdir -p "$tmp/unpack" && tar xzf "$SRC" -C "$tmp/unpack"
+    mv "$tmp"/unpack/* "$tmp/src"
+  fi
+  [ -d "$tmp/src/vendor/llama.cpp" ] || { echo "build_engine: $SRC has no vendor/llama.cpp" >&2; exit 2; }
+  if ! "$PY" "$here/apply_patches.py" "$tmp/src/vendor/llama.cpp" --record "$tmp/patches.json"; then
+    echo "build_engine: a patch in $here/patches no longer applies to llama-cpp-python $VER (see above)" >&2
+    exit 3
+  fi
+  src=$tmp/src
   build_iso=()
   if [ -n "$WHEELS" ]; then
     # Offline: the build backend comes from the local wheel folder (unless already importable).
@@ -84,8 +115,8 @@ else
     "$PY" -m pip wheel --no-deps --no-cache-dir --no-binary llama-cpp-python "${build_iso[@]}" "${idx[@]}" \
       -w "$CACHE" "$src"
   whl=$(ls "$CACHE"/llama_cpp_python-"$VER"-*.whl | head -n1)
-  printf '{"version": "%s", "backend": "%s", "cmake_args": "%s", "cuda_architectures": "%s", "seconds": %d}\n' \
-    "$VER" "$backend" "$flags" "$ARCH" $((SECONDS - start)) > "$CACHE/build-info.json"
+  printf '{"version": "%s", "backend": "%s", "cmake_args": "%s", "cuda_architectures": "%s", "seconds": %d, "patches": %s}\n' \
+    "$VER" "$backend" "$flags" "$ARCH" $((SECONDS - start)) "$(tr -d '\n' < "$tmp/patches.json")" > "$CACHE/build-info.json"
 fi
 "${pipi[@]}" "$whl"
 if [ -z "$TARGET" ]; then
