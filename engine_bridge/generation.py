@@ -107,7 +107,7 @@ class Generation:
         t_prefill = now() - t0
         last = prompt[-1]
         t_gen0 = now()
-        step_fn = {"ar": self._ar_step, "chain": self._chain_step, "tree": self._tree_step}[self.mode]
+        step_fn = self._step_function()
         try:
             while True:
                 if self.cancel is not None and self.cancel.is_set():
@@ -130,12 +130,18 @@ class Generation:
         t_gen = now() - t_gen0
         summary = RunSummary(
             mode=s.mode, n_prompt=len(prompt), n_prompt_reused=reused, n_generated=len(self.tokens),
-            n_steps=len(self.steps), n_drafted=self.n_drafted, n_accepted=self.n_accepted,
+            # a last step whose first pick is end-of-generation commits nothing: it is timed in
+            # `steps` but is no commit step (AR read "7 tokens in 8 steps, mean commit 0.88")
+            n_steps=sum(1 for r in self.steps if r.committed), n_drafted=self.n_drafted, n_accepted=self.n_accepted,
             t_prefill=t_prefill, t_first_token=self.t_first, t_generate=t_gen,
             budget_requested=s.budget if s.mode != "ar" else 0, budget_effective=self.budget,
             budget_note=self.budget_note, finish_reason=self.finish, verify_mode=self.mode)
         return GenerationResult(text="".join(self.text_parts), tokens=self.tokens, sources=self.sources,
                                 steps=self.steps, summary=summary)
+
+    def _step_function(self):
+        """What runs each step (auto mode's subclass picks per step)."""
+        return {"ar": self._ar_step, "chain": self._chain_step, "tree": self._tree_step}[self.mode]
 
     def _choose_samplers(self) -> None:
         """Greedy runs take the target's argmax on the backend (chain and AR); tree steps may take
