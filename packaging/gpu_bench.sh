@@ -36,7 +36,11 @@ build() {
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$B"/whl/*.whl \
     || { say "wheel install failed"; return 1; }
   grep -q "^done rc=0" $W/lcp_build.log 2>/dev/null || [ -d $W/lcp ] || tar xzf "$B"/lcp-*.tgz -C $W
-  grep -q "^done rc=0" $W/peer_build.log 2>/dev/null || [ -d $W/llama.cpp ] || tar xzf "$B"/peer-llama.cpp.tgz -C $W
+  # the peer gets our packaging/patches too: with their toggles off (upstream_env) it is upstream
+  if ! grep -q "^done rc=0" $W/peer_build.log 2>/dev/null && [ ! -d $W/llama.cpp ]; then
+    tar xzf "$B"/peer-llama.cpp.tgz -C $W && python3 packaging/apply_patches.py $W/llama.cpp --record $W/peer_patches.json \
+      || { say "peer: untar or packaging/patches failed"; return 1; }
+  fi
   say "build: FA_ALL_QUANTS=$DFLASH_FA_ALL_QUANTS arch=$ARCH; ours, upstream and the model pairs in parallel"
   # ours: the same script users run, offline, into /tmp/lcp_site
   if ! grep -q "^done rc=0" $W/lcp_build.log 2>/dev/null; then
@@ -50,12 +54,12 @@ build() {
     setsid bash -c "cd $W/llama.cpp && SECONDS=0 && cmake -B build -G Ninja -DGGML_CUDA=on $fa \
         -DCMAKE_CUDA_ARCHITECTURES=$ARCH -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=OFF \
         -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Release > $W/peer_cfg.log 2>&1 && \
-        cmake --build build -j ${PEER_JOBS:-8} --target llama-speculative-simple llama-bench llama-completion \
+        cmake --build build -j ${PEER_JOBS:-8} --target llama-speculative-simple llama-bench llama-completion llama-quantize \
         > $W/peer_build.log 2>&1; echo \"done rc=\$? secs=\$SECONDS\" >> $W/peer_build.log" < /dev/null > /dev/null 2>&1 &
   fi
   # the pairs (CPU work while nvcc runs)
   if ! grep -q "^done rc=0" $W/models.log 2>/dev/null; then
-    setsid bash -c "SECONDS=0; PYTHONPATH=/tmp/site:$here python3 packaging/gpu_models.py $M $B \
+    setsid bash -c "SECONDS=0; PYTHONPATH=/tmp/site:$here python3 packaging/gpu_models.py $M $B ${MODEL_PAIRS:+--pairs $MODEL_PAIRS} \
         > $W/models.log 2>&1; echo \"done rc=\$? secs=\$SECONDS\" >> $W/models.log" < /dev/null > /dev/null 2>&1 &
   fi
   sleep 2
@@ -127,11 +131,14 @@ step_ours() {   # $1: pair
   tail -n 8 "$R/ours_$1.txt"; return $rc
 }
 
+# the peer carries packaging/patches; these toggles turn them off, so that it runs as upstream
+upstream_env=(env DFLASH_MULTIROW_GRAPHS=0 DFLASH_MMVQ_MAX_ROWS=8)
+
 step_upstream() {   # $1: pair
   local T=$M/$1-target.gguf D=$M/$1-dflash.gguf bs=""
   [ "$1" = q15 ] && bs=--backend-sampling
   mem_start upstream_$1
-  timeout 420 python3 packaging/gpu_upstream.py --bin "$BIN" --target "$T" --draft "$D" --n "$N" \
+  timeout 420 "${upstream_env[@]}" python3 packaging/gpu_upstream.py --bin "$BIN" --target "$T" --draft "$D" --n "$N" \
       --prompts "$NP" --reps "$REPS" --n-max 7,15 --json "$R/upstream_$1.json" --log-dir "$R/upstream_logs_$1" $bs \
       > "$R/upstream_$1.txt" 2>&1
   local rc=$?; mem_stop upstream_$1
@@ -241,6 +248,9 @@ follow() {   # follow [secs]: progress lines until the run ends or secs pass, th
   [ -f $W/all.done ] && { echo "RUN FINISHED: $(cat $W/all.done)"; tail -n 60 $W/all.log 2>/dev/null | cut -c1-200; }
   return 0
 }
+
+# sourced (packaging/gpu_verify_cost.sh reuses the functions above): no command runs
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
 
 case ${1:-} in
   build) build ;;
