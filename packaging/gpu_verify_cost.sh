@@ -72,7 +72,13 @@ quantise() {
 
 vstart() {
   mkdir -p "$V" "$M"; rm -f "$V/done"
-  vsay "start: pairs $PAIRS; after = graphs per shape + MMVQ ceiling $AFTER_MMVQ"
+  # everything runs from a snapshot of the project: the working tree may be re-synced meanwhile
+  local S=$W/vsrc
+  rm -rf $S; mkdir -p $S
+  cp -a engine_bridge benchmarks packaging tests resources pyproject.toml $S/
+  ln -sfn "$here/$B" $S/.gpu-bundle
+  cd $S || return 1
+  vsay "start from $S: pairs $PAIRS; after = graphs per shape + MMVQ ceiling $AFTER_MMVQ"
   MODEL_PAIRS="$(echo $PAIRS | tr ' ' ','),xover" build || { vsay "build failed to start"; return 1; }
   setsid bash -c "source packaging/gpu_verify_cost.sh; quantise > $V/quant.log 2>&1; echo \"done rc=\$? secs=\$SECONDS\" >> $V/quant.log" \
     < /dev/null > /dev/null 2>&1 &
@@ -211,7 +217,7 @@ case ${1:-} in
   start) vstart ;;
   poll) vpoll "${2:-25}" ;;
   measure) vmeasure; vpack ;;
-  pack) vpack ;;
+  pack) cd $W/vsrc 2>/dev/null; vpack ;;   # the report script of the snapshot the run uses
   quantise) quantise ;;
   *) sed -n 2,32p "$0"; exit 2 ;;
 esac
