@@ -8,7 +8,8 @@ STAMP  := $(VENV)/.dflash-setup
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml packaging/build_engine.sh
+# the engine is rebuilt when its build script or our llama.cpp patches change
+$(STAMP): pyproject.toml packaging/build_engine.sh packaging/apply_patches.py $(wildcard packaging/patches/*.patch)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'

@@ -3,7 +3,8 @@
 # after packaging/patches, in one run of one build.
 #
 # "before" = the patches' toggles off (DFLASH_MULTIROW_GRAPHS=0 DFLASH_MMVQ_MAX_ROWS=8: upstream's
-# behaviour exactly); "after" = graphs per shape on, MMVQ row ceiling $AFTER_MMVQ (default 16).
+# behaviour exactly); "after" = graphs per shape on, and the MMVQ row ceiling per quant type that
+# the mmvq step measured as best (AFTER_MMVQ overrides it, e.g. 16; it is 16 if mmvq did not run).
 # Upstream's own tools are built from the same patched tree and run with the toggles off.
 #
 # Usage, from the project root on the GPU machine, with .gpu-bundle present (carry it):
@@ -16,28 +17,36 @@
 # Progress: $W/verify/progress.log (W=/tmp/w). The run ends with "VERIFY DONE" there.
 # Steps (in order; each has its own time limit, a failed one is recorded and the run goes on):
 #   env      doctor, build info, nvidia-smi
-#   vrows    packaging/gpu_verify_rows.py: verify of 1,2,4,8,16 rows, before and after, per pair
 #   mmvq     llama-bench pp1..pp16 on the xover model quantised to Q4_0 Q8_0 Q4_K Q5_K Q6_K at
-#            MMVQ row ceilings 1 (MMQ from 2 rows), 8 (upstream) and 16
+#            MMVQ row ceilings 1 (MMQ from 2 rows) and 16 (MMVQ_CEILINGS); the best ceiling per
+#            type becomes the "after" setting ($V/after_mmvq.txt)
+#   vrows    packaging/gpu_verify_rows.py: verify of 1,2,4,8,16 rows, before and after, per pair
 #   ours     benchmarks/bench_engine.py: AR, chain 3/7/15, tree 8/16/32 with phases, before, after
 #   upstream packaging/gpu_upstream.py: llama-speculative-simple chain 3/7/15, llama-completion,
 #            llama-bench tg128 (toggles off)
 #   gstats   one chain run per pair with DFLASH_GRAPH_STATS=1, before and after: which shapes replay
 #   tests    the engine tests on CUDA (greedy lossless, tree)
-# Environment: PAIRS (q8b smol q15), MAX_TOKENS (128), PROMPTS (2), REPS (1), AFTER_MMVQ (16),
+# Environment: PAIRS (q8b smol q15), MAX_TOKENS (128), PROMPTS (2), REPS (1), AFTER_MMVQ (measured),
 #   XOVER_TYPES (Q4_0 Q8_0 Q4_K Q5_K Q6_K), STEPS, and gpu_bench.sh's (ARCH, LCP_JOBS, PEER_JOBS).
 set -u
 # this run's settings, read before gpu_bench.sh sets its own defaults for the same names
 VN=${MAX_TOKENS:-128}; VNP=${PROMPTS:-2}; VREPS=${REPS:-1}
-VSTEPS=${STEPS:-"env vrows mmvq ours upstream gstats tests"}
+VSTEPS=${STEPS:-"env mmvq vrows ours upstream gstats tests"}
 # the build, status and model functions of the main GPU run (sourcing runs no command)
 source packaging/gpu_bench.sh
 V=$W/verify
 PAIRS=${PAIRS:-"q8b smol q15"}
-AFTER_MMVQ=${AFTER_MMVQ:-16}
+AFTER_MMVQ=${AFTER_MMVQ:-}
 XOVER_TYPES=${XOVER_TYPES:-"Q4_0 Q8_0 Q4_K Q5_K Q6_K"}
 before_env=(env DFLASH_MULTIROW_GRAPHS=0 DFLASH_MMVQ_MAX_ROWS=8)
-after_env=(env DFLASH_MULTIROW_GRAPHS=1 DFLASH_MMVQ_MAX_ROWS=$AFTER_MMVQ)
+# after: graphs per shape + the MMVQ ceilings the mmvq step measured best per type (else AFTER_MMVQ, else 16)
+set_after_env() {
+  local spec=$AFTER_MMVQ
+  [ -z "$spec" ] && [ -s $V/after_mmvq.txt ] && spec=$(cat $V/after_mmvq.txt)
+  [ -z "$spec" ] && spec=16
+  after_env=(env DFLASH_MULTIROW_GRAPHS=1 DFLASH_MMVQ_MAX_ROWS=$spec)
+  echo "${after_env[*]}" > $V/r/after_env.txt 2>/dev/null
+}
 QBIN=$W/llama.cpp/build-cpu/bin
 
 vsay() { mkdir -p "$V"; echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$V/progress.log"; }
@@ -47,7 +56,7 @@ vsay() { mkdir -p "$V"; echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$V/progress.l
 quantise() {
   SECONDS=0
   ( cd $W/llama.cpp && cmake -B build-cpu -G Ninja -DGGML_CUDA=off -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
-      -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Release > $V/quant_cfg.log 2>&1 \
+      -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Release > $V/quant_cfg.log 2>&1 \
     && cmake --build build-cpu -j 4 --target llama-quantize ) || { echo "llama-quantize (CPU) build failed"; return 1; }
   echo "llama-quantize built in $SECONDS s"
   while ! tail -n 1 $W/models.log 2>/dev/null | grep -q "^done rc="; do sleep 5; done
@@ -78,7 +87,7 @@ vstart() {
   cp -a engine_bridge benchmarks packaging tests resources pyproject.toml $S/
   ln -sfn "$here/$B" $S/.gpu-bundle
   cd $S || return 1
-  vsay "start from $S: pairs $PAIRS; after = graphs per shape + MMVQ ceiling $AFTER_MMVQ"
+  vsay "start from $S: pairs $PAIRS; after = graphs per shape + MMVQ ceilings ${AFTER_MMVQ:-as measured}"
   MODEL_PAIRS="$(echo $PAIRS | tr ' ' ','),xover" build || { vsay "build failed to start"; return 1; }
   setsid bash -c "source packaging/gpu_verify_cost.sh; quantise > $V/quant.log 2>&1; echo \"done rc=\$? secs=\$SECONDS\" >> $V/quant.log" \
     < /dev/null > /dev/null 2>&1 &
@@ -127,7 +136,7 @@ vstep_env() {
 }
 
 vstep_vrows() {
-  local p
+  local p; set_after_env
   for p in $PAIRS; do
     for side in before after; do
       local e=("${before_env[@]}"); [ $side = after ] && e=("${after_env[@]}")
@@ -141,16 +150,19 @@ vstep_mmvq() {
   local ty c
   for ty in $XOVER_TYPES; do
     [ -f $M/xover-$ty.gguf ] || { echo "no xover-$ty.gguf"; continue; }
-    for c in 1 8 16; do
+    # 8 (upstream) equals 16 up to 8 rows and 1 above on Hopper (no per-arch table): not rerun
+    for c in ${MMVQ_CEILINGS:-1 16}; do
       timeout 90 env DFLASH_MMVQ_MAX_ROWS=$c $BIN/llama-bench -m $M/xover-$ty.gguf -p 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 \
         -n 0 -ngl 99 -fa 1 -r 5 -o json > $V/r/mmvq_${ty}_c$c.json 2> $V/r/mmvq_${ty}_c$c.err
       echo "$ty ceiling $c rc=$?"
     done
   done
+  python3 packaging/gpu_verify_report.py $V/r --mmvq-env > $V/after_mmvq.txt
+  echo "best ceilings (the after setting): $(cat $V/after_mmvq.txt)"
 }
 
 vstep_ours() {
-  local p
+  local p; set_after_env
   for p in $PAIRS; do
     for side in before after; do
       local e=("${before_env[@]}"); [ $side = after ] && e=("${after_env[@]}")
@@ -173,7 +185,7 @@ vstep_upstream() {
 }
 
 vstep_gstats() {
-  local p
+  local p; set_after_env
   for p in $PAIRS; do
     for side in before after; do
       local e=("${before_env[@]}"); [ $side = after ] && e=("${after_env[@]}")

@@ -113,33 +113,57 @@ def graph_stats(r: Path, pair: str, out: list[str]) -> None:
             out += ["", f"CUDA graph use, chain 7, 64 tokens ({s}):", "", "```"] + lines[:14] + ["```"]
 
 
+def mmvq_times(r: Path, ty: str) -> dict[int, dict[int, float]]:
+    """{rows: {ceiling: ms per batch}} of one type's llama-bench runs."""
+    ms: dict = {}
+    for c in (1, 8, 16):
+        for row in _load(r / f"mmvq_{ty}_c{c}.json") or []:
+            if row.get("n_gen", 0) == 0 and row.get("n_prompt"):
+                ms.setdefault(row["n_prompt"], {})[c] = row["avg_ns"] / 1e6
+    return ms
+
+
+def best_ceiling(ms: dict[int, dict[int, float]]) -> int | None:
+    """The ceiling c (MMVQ for n <= c rows, MMQ above) with the least total time over n = 2..16,
+    from the MMVQ-everywhere (16) and MMQ-everywhere (1) runs."""
+    ns = [n for n in range(2, 17) if n in ms and 16 in ms[n] and 1 in ms[n]]
+    if not ns:
+        return None
+    totals = {c: sum(ms[n][16] if n <= c else ms[n][1] for n in ns) for c in range(1, 17)}
+    return min(totals, key=lambda c: (totals[c], c))
+
+
+def mmvq_types(r: Path) -> list[str]:
+    return sorted({p.stem.rsplit("_c", 1)[0][len("mmvq_"):] for p in r.glob("mmvq_*_c*.json")})
+
+
+def mmvq_env(r: Path) -> str:
+    """DFLASH_MMVQ_MAX_ROWS for the measured best ceilings, e.g. "Q4_K=6,Q6_K=4" ("" when none)."""
+    best = {ty: best_ceiling(mmvq_times(r, ty)) for ty in mmvq_types(r)}
+    return ",".join(f"{ty}={c}" for ty, c in best.items() if c is not None)
+
+
 def mmvq_table(r: Path, out: list[str], summary: dict) -> None:
-    types = sorted({p.stem.rsplit("_c", 1)[0][len("mmvq_"):] for p in r.glob("mmvq_*_c*.json")})
+    types = mmvq_types(r)
     if not types:
         return
     out += ["", "## MMVQ crossover (llama-bench ms per n-row batch, 8B-shape matrices, 8 layers, one type each)", ""]
     for ty in types:
-        ms = {}
-        for c in (1, 8, 16):
-            d = _load(r / f"mmvq_{ty}_c{c}.json")
-            for row in d or []:
-                if row.get("n_gen", 0) == 0 and row.get("n_prompt"):
-                    ms.setdefault(row["n_prompt"], {})[c] = row["avg_ns"] / 1e6
+        ms = mmvq_times(r, ty)
         if not ms:
             continue
-        out += ["", f"{ty}:", "", "| rows | MMQ (ceiling 1) | upstream (8) | MMVQ (16) | best | best / pp1 |",
+        out += ["", f"{ty}:", "", "| rows | MMQ (ceiling 1) | upstream (8, if run) | MMVQ (16) | best | best / pp1 |",
                 "|---|---|---|---|---|---|"]
         pp1 = min(ms.get(1, {}).values()) if ms.get(1) else None
-        ceiling = 1
         for n in sorted(ms):
             m = ms[n]
             best = min(m, key=m.get)
             name = {1: "MMQ", 8: "upstream", 16: "MMVQ"}[best]
-            if n > 1 and m.get(16) is not None and m.get(1) is not None and m[16] <= m[1]:
-                ceiling = n       # MMVQ still at least as fast as MMQ at n rows
             out.append(f"| {n} | " + " | ".join(_f(m.get(c), "{:.3f}") for c in (1, 8, 16)) +
                        f" | {name} | {_f(pp1 and m[best] / pp1)} |")
-        out.append(f"\nSuggested ceiling for {ty}: {ceiling} (largest n where MMVQ <= MMQ)")
+        ceiling = best_ceiling(ms)
+        out.append(f"\nBest ceiling for {ty}: {ceiling} (MMVQ up to that many rows, MMQ above: the least "
+                   f"total time over 2..16 rows)")
         summary.setdefault("mmvq_ceiling", {})[ty] = ceiling
 
 
@@ -147,13 +171,18 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results")
     ap.add_argument("--json")
+    ap.add_argument("--mmvq-env", action="store_true",
+                    help="print only DFLASH_MMVQ_MAX_ROWS for the measured best ceilings per type")
     a = ap.parse_args(argv)
     r = Path(a.results)
+    if a.mmvq_env:
+        print(mmvq_env(r))
+        return 0
     pairs = sorted({p.stem.split("_")[1] for p in r.glob("vrows_*_*.json")} |
                    {p.stem.split("_")[1] for p in r.glob("ours_*_*.json")})
     out = ["# Verify cost before/after packaging/patches (issue 13)", "",
-           "before = DFLASH_MULTIROW_GRAPHS=0 DFLASH_MMVQ_MAX_ROWS=8 (upstream's behaviour); "
-           "after = graphs per shape + the after MMVQ ceiling (see verify_progress.log)."]
+           "before = DFLASH_MULTIROW_GRAPHS=0 DFLASH_MMVQ_MAX_ROWS=8 (upstream's behaviour); after = "
+           + ((r / "after_env.txt").read_text().strip() if (r / "after_env.txt").exists() else "?") + "."]
     env = r / "env.txt"
     if env.exists():
         gpu = [x for x in env.read_text(errors="replace").splitlines() if "NVIDIA" in x and "MiB" in x]
