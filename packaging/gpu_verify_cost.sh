@@ -59,16 +59,24 @@ quantise() {
       -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Release > $V/quant_cfg.log 2>&1 \
     && cmake --build build-cpu -j 4 --target llama-quantize ) || { echo "llama-quantize (CPU) build failed"; return 1; }
   echo "llama-quantize built in $SECONDS s"
-  while ! tail -n 1 $W/models.log 2>/dev/null | grep -q "^done rc="; do sleep 5; done
-  tail -n 1 $W/models.log | grep -q "^done rc=0" || { echo "model writing failed"; return 1; }
   local t
-  if [ -f $M/q8b-target-f16.gguf ]; then
+  # each model is quantised as soon as gpu_models.py reports it written
+  waitfor() {
+    while ! grep -q "^$1 pair written" $W/models.log 2>/dev/null; do
+      tail -n 1 $W/models.log 2>/dev/null | grep -q "^done rc=" && return 1
+      sleep 5
+    done
+  }
+  if waitfor q8b && [ -f $M/q8b-target-f16.gguf ]; then
     t=$SECONDS
-    $QBIN/llama-quantize $M/q8b-target-f16.gguf $M/q8b-target.gguf Q4_K_M > $V/quant_q8b.log 2>&1 \
-      || { echo "quantise q8b failed"; tail -n 5 $V/quant_q8b.log; return 1; }
-    rm -f $M/q8b-target-f16.gguf
-    echo "q8b Q4_K_M in $((SECONDS - t)) s"
+    if $QBIN/llama-quantize $M/q8b-target-f16.gguf $M/q8b-target.gguf Q4_K_M > $V/quant_q8b.log 2>&1; then
+      rm -f $M/q8b-target-f16.gguf
+      echo "q8b Q4_K_M in $((SECONDS - t)) s"
+    else
+      echo "quantise q8b failed"; tail -n 5 $V/quant_q8b.log
+    fi
   fi
+  waitfor xover || { echo "no xover model"; return 1; }
   for ty in $XOVER_TYPES; do
     t=$SECONDS
     # --pure: every matrix of the model in this one type (no Q4_K_M-style mixture)
@@ -88,7 +96,10 @@ vstart() {
   ln -sfn "$here/$B" $S/.gpu-bundle
   cd $S || return 1
   vsay "start from $S: pairs $PAIRS; after = graphs per shape + MMVQ ceilings ${AFTER_MMVQ:-as measured}"
-  MODEL_PAIRS="$(echo $PAIRS | tr ' ' ','),xover" build || { vsay "build failed to start"; return 1; }
+  # q8b first (largest, then quantised while the rest are written), the crossover model second
+  local order="" p
+  for p in $(case " $PAIRS " in *" q8b "*) echo q8b;; esac) xover $PAIRS; do case " $order " in *" $p "*) ;; *) order="$order $p";; esac; done
+  MODEL_PAIRS=$(echo $order | tr ' ' ',') build || { vsay "build failed to start"; return 1; }
   setsid bash -c "source packaging/gpu_verify_cost.sh; quantise > $V/quant.log 2>&1; echo \"done rc=\$? secs=\$SECONDS\" >> $V/quant.log" \
     < /dev/null > /dev/null 2>&1 &
   setsid bash -c "source packaging/gpu_verify_cost.sh; vrun > $V/run.log 2>&1" < /dev/null > /dev/null 2>&1 &
