@@ -36,7 +36,7 @@ class StudioSettings:
     draft_variant: str = ""                    # a quantised variant in use instead ('' = base)
     adapters: list = field(default_factory=list)   # [[path, scale], ...] on the drafter
     # loading (a change needs a reload)
-    n_ctx: int = 4096
+    n_ctx: int = 0                             # 0: the target's own context length, capped by memory
     n_gpu_layers: int = -1
     flash_attn: str = "auto"
     target_k: str = "f16"

@@ -301,6 +301,8 @@ class MainWindow(QMainWindow):
             if report is not None:
                 self.pairing.report_view.set_report(report)
         self.status.set_pair(None, None)
+        if info.llama_messages:     # llama.cpp's own log is quiet; its warnings are shown here
+            self.status.showMessage("; ".join(info.llama_messages), 30000)
         self.pairLoadFailed.emit(exc)
 
     def _on_drafter_changed(self, info) -> None:

@@ -95,7 +95,9 @@ class SettingsPanel(QScrollArea):
         # -- loading
         load = QGroupBox("Loading (a change needs a reload)", body)
         lf = QFormLayout(load)
-        self.n_ctx = _spin(load, "nCtxSpin", 256, 1 << 20, "context size in tokens")
+        self.n_ctx = _spin(load, "nCtxSpin", 0, 1 << 20, "context size in tokens (0: the model's own length, "
+                           "capped by memory)")
+        self.n_ctx.setSpecialValueText("model's own")
         self.n_ctx.setSingleStep(1024)
         self.gpu_layers = _spin(load, "gpuLayersSpin", -1, 1000, "-1 = all layers (ignored by CPU builds)")
         self.flash_attn = QComboBox(load, objectName="flashAttnCombo")

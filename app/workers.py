@@ -50,6 +50,7 @@ class Loaded:
     describe: dict
     memory: dict
     chat_template: str | None
+    llama_messages: tuple = ()      # llama.cpp's warnings from the load (engine_bridge.llama_log)
 
 
 class LoadCancelled(Exception):
@@ -74,7 +75,7 @@ class EngineWorker(QObject):
 
     def _loaded(self) -> Loaded:
         e = self.engine
-        return Loaded(e.config, e.describe(), e.memory(), e.chat_template())
+        return Loaded(e.config, e.describe(), e.memory(), e.chat_template(), tuple(e.llama_messages()))
 
     @Slot(object)
     def load(self, req: LoadRequest) -> None:

@@ -38,7 +38,8 @@ def add_engine_args(p) -> None:
     """Options shared by every command that loads a pair (generate, bench)."""
     p.add_argument("--target", help="target GGUF (default: the embedded demo pair)")
     p.add_argument("--draft", help="drafter GGUF (DFlash or DSpark)")
-    p.add_argument("--n-ctx", type=int, default=4096)
+    p.add_argument("--n-ctx", type=int, default=0,
+                   help="context size in tokens (default 0: the target's own context length, capped by memory)")
     p.add_argument("--ngl", type=int, default=-1, help="GPU layers (-1: all)")
     p.add_argument("--flash-attn", choices=("auto", "on", "off"), default="auto")
     p.add_argument("--kv-k", default="f16", help="target K cache type")
@@ -94,6 +95,7 @@ def cmd_generate(args) -> int:
         try:   # the chat template is the model's code: it may refuse, loop or blow up (ChatTemplateError)
             prompt = eng.format_chat([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
         except EngineError as exc:
+    _say_llama(eng)
             print(f"dflash-studio generate: {exc}", file=sys.stderr)
             return EXIT_FAIL
         stream = None if args.json else (lambda ev: (sys.stdout.write(ev.piece), sys.stdout.flush()))
@@ -110,6 +112,7 @@ def cmd_generate(args) -> int:
             out["engine"] = eng.describe()
             out["host_overhead"] = res.host_overhead()
             json.dump(out, sys.stdout, indent=1)
+        _say_llama(eng)
             sys.stdout.write("\n")
         else:
             sys.stdout.write("\n")
@@ -134,6 +137,12 @@ def doctor_report() -> dict:
         "llama_cpp_commit": info.get("llama_cpp_commit", "unknown"),
         "backend": info.get("backend", "unknown"),
         "cuda_architectures": info.get("cuda_architectures", ""),
+def _say_llama(eng) -> None:
+    """llama.cpp's warnings, as our lines on stderr (its own log is quiet: engine_bridge.llama_log)."""
+    for line in eng.llama_messages():
+        print(f"dflash-studio: {line}", file=sys.stderr)
+
+
         "fa_all_quants": "GGML_CUDA_FA_ALL_QUANTS=ON" in cmake,
         "cmake_args": cmake,
         "build_seconds": info.get("seconds"),

@@ -36,7 +36,7 @@ class EngineConfig:
 
     target: Path
     draft: Path | None = None
-    n_ctx: int = 4096
+    n_ctx: int = 0                        # 0: the target's own context length, capped by memory
     n_batch: int = 2048
     n_ubatch: int = 512
     n_threads: int | None = None          # None: all cores
@@ -55,8 +55,8 @@ class EngineConfig:
             object.__setattr__(self, "draft", Path(self.draft))
         if self.flash_attn not in FLASH_ATTN:
             raise ValueError(f"flash_attn must be one of {', '.join(FLASH_ATTN)}")
-        if self.n_ctx < 16:
-            raise ValueError("n_ctx must be at least 16")
+        if self.n_ctx and self.n_ctx < 16:
+            raise ValueError("n_ctx must be 0 (the model's own) or at least 16")
 
     def replace(self, **changes) -> "EngineConfig":
         return dataclasses.replace(self, **changes)

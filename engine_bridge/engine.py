@@ -28,6 +28,7 @@ from .drafter import Drafter
 from .errors import ContextOverflowError, IncompatiblePairError
 from .file_pin import FilePin, ModelChangedError, pin
 from .generation import Generation
+from . import context_size, llama_log
 from .llama_ffi import C
 from .native import Batch, Context, Model
 from .records import GenerationResult
@@ -88,6 +89,9 @@ class Engine:
             n_seq = min(config.max_tree_nodes, 256, config.n_batch - 1) if (tree_ok and config.draft) else 1
             ctx = Context(target, n_ctx=config.n_ctx, n_batch=config.n_batch, n_ubatch=config.n_ubatch,
                           kv=config.target_kv, flash_attn=config.flash_attn, n_threads=config.n_threads,
+            if not config.n_ctx:    # 0: the target's own context length, capped by memory
+                config = config.replace(n_ctx=context_size.default_n_ctx(target, config.target_kv.k,
+                                                                         config.target_kv.v))
                           n_seq_max=max(1, n_seq), kv_unified=True)
         except Exception:
             target.free()
@@ -272,6 +276,11 @@ class Engine:
             "target_kv": str(self.config.target_kv), "flash_attn": self.config.flash_attn,
         }
         if self.drafter is not None:
+    def llama_messages(self) -> list[str]:
+        """llama.cpp's warnings and errors since the last call ("llama.cpp warning: ..."), for the
+        user: its log itself stays quiet unless DFLASH_LLAMA_LOG is set (engine_bridge.llama_log)."""
+        return llama_log.drain()
+
             dr = self.drafter
             d.update(draft=str(dr.path), draft_params=dr.model.n_params, block_size=dr.block_size,
                      max_draft=dr.max_draft, target_layers=dr.target_layers, mask_token=dr.mask_token,

@@ -7,7 +7,6 @@ loop in ``speculative.py`` composes them. Logits are read through zero-copy nump
 from __future__ import annotations
 
 import ctypes
-import logging
 import os
 from pathlib import Path
 
@@ -15,11 +14,11 @@ import numpy as np
 
 from .config import FLASH_ATTN, KV_TYPES, KVTypes
 from .errors import ContextOverflowError, DecodeError, ModelLoadError
+from . import llama_log
 from .llama_ffi import C
 
-# llama-cpp-python prints every llama.cpp log line unless its logger says otherwise.
-logging.getLogger("llama-cpp-python").setLevel(
-    logging.DEBUG if os.environ.get("DFLASH_LLAMA_LOG") else logging.ERROR)
+# llama.cpp's log is quiet unless DFLASH_LLAMA_LOG is set; its warnings are kept for our messages
+llama_log.install()
 
 _backend_ready = False
 
@@ -64,7 +63,9 @@ class Model(_Handle):
         params.n_gpu_layers = n_gpu_layers if n_gpu_layers >= 0 else 999
         ptr = C.llama_model_load_from_file(str(self.path).encode(), params)
         if not ptr:
-            raise ModelLoadError(f"llama.cpp could not load {self.path.name} (see its log with DFLASH_LLAMA_LOG=1)")
+            said = [line for line in llama_log.drain() if " error: " in line]   # the first say why
+            why = ("; " + "; ".join(said[:2])) if said else " (see its log with DFLASH_LLAMA_LOG=1)"
+            raise ModelLoadError(f"llama.cpp could not load {self.path.name}{why}")
         self.ptr = ptr
         self.vocab = C.llama_model_get_vocab(ptr)
         self.n_vocab = int(C.llama_vocab_n_tokens(self.vocab))
