@@ -287,6 +287,8 @@ class MainWindow(QMainWindow):
         self.status.set_memory(info.memory)
         self.pairing.show_message("loaded: " + Path(cfg.target).name
                                   + (f" + {Path(cfg.draft).name}" if cfg.draft else " (no drafter)"))
+        if info.llama_messages:     # llama.cpp's own log is quiet; its warnings are shown here
+            self.status.showMessage("; ".join(info.llama_messages), 30000)
         self._show_pending()
         self.pairLoaded.emit(info)
 
@@ -301,8 +303,6 @@ class MainWindow(QMainWindow):
             if report is not None:
                 self.pairing.report_view.set_report(report)
         self.status.set_pair(None, None)
-        if info.llama_messages:     # llama.cpp's own log is quiet; its warnings are shown here
-            self.status.showMessage("; ".join(info.llama_messages), 30000)
         self.pairLoadFailed.emit(exc)
 
     def _on_drafter_changed(self, info) -> None:

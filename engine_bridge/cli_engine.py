@@ -90,12 +90,12 @@ def cmd_generate(args) -> int:
     except ModelLoadError as exc:
         print(f"dflash-studio generate: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
+    _say_llama(eng)
     cancel = threading.Event()
     try:
         try:   # the chat template is the model's code: it may refuse, loop or blow up (ChatTemplateError)
             prompt = eng.format_chat([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
         except EngineError as exc:
-    _say_llama(eng)
             print(f"dflash-studio generate: {exc}", file=sys.stderr)
             return EXIT_FAIL
         stream = None if args.json else (lambda ev: (sys.stdout.write(ev.piece), sys.stdout.flush()))
@@ -107,12 +107,12 @@ def cmd_generate(args) -> int:
         except EngineError as exc:
             print(f"\ndflash-studio generate: {exc}", file=sys.stderr)
             return EXIT_FAIL
+        _say_llama(eng)
         if args.json:
             out = res.to_dict()
             out["engine"] = eng.describe()
             out["host_overhead"] = res.host_overhead()
             json.dump(out, sys.stdout, indent=1)
-        _say_llama(eng)
             sys.stdout.write("\n")
         else:
             sys.stdout.write("\n")
@@ -126,6 +126,12 @@ def cmd_generate(args) -> int:
     return EXIT_OK
 
 
+def _say_llama(eng) -> None:
+    """llama.cpp's warnings, as our lines on stderr (its own log is quiet: engine_bridge.llama_log)."""
+    for line in eng.llama_messages():
+        print(f"dflash-studio: {line}", file=sys.stderr)
+
+
 def doctor_report() -> dict:
     from . import llama_ffi
 
@@ -137,12 +143,6 @@ def doctor_report() -> dict:
         "llama_cpp_commit": info.get("llama_cpp_commit", "unknown"),
         "backend": info.get("backend", "unknown"),
         "cuda_architectures": info.get("cuda_architectures", ""),
-def _say_llama(eng) -> None:
-    """llama.cpp's warnings, as our lines on stderr (its own log is quiet: engine_bridge.llama_log)."""
-    for line in eng.llama_messages():
-        print(f"dflash-studio: {line}", file=sys.stderr)
-
-
         "fa_all_quants": "GGML_CUDA_FA_ALL_QUANTS=ON" in cmake,
         "cmake_args": cmake,
         "build_seconds": info.get("seconds"),

@@ -87,11 +87,11 @@ class Engine:
             # Tree verification gives each leaf a sequence id in one unified KV cache; a plain chain
             # needs one sequence. llama.cpp allows at most 256 sequences.
             n_seq = min(config.max_tree_nodes, 256, config.n_batch - 1) if (tree_ok and config.draft) else 1
-            ctx = Context(target, n_ctx=config.n_ctx, n_batch=config.n_batch, n_ubatch=config.n_ubatch,
-                          kv=config.target_kv, flash_attn=config.flash_attn, n_threads=config.n_threads,
             if not config.n_ctx:    # 0: the target's own context length, capped by memory
                 config = config.replace(n_ctx=context_size.default_n_ctx(target, config.target_kv.k,
                                                                          config.target_kv.v))
+            ctx = Context(target, n_ctx=config.n_ctx, n_batch=config.n_batch, n_ubatch=config.n_ubatch,
+                          kv=config.target_kv, flash_attn=config.flash_attn, n_threads=config.n_threads,
                           n_seq_max=max(1, n_seq), kv_unified=True)
         except Exception:
             target.free()
@@ -269,6 +269,11 @@ class Engine:
         out["process_rss"] = _rss_bytes()
         return out
 
+    def llama_messages(self) -> list[str]:
+        """llama.cpp's warnings and errors since the last call ("llama.cpp warning: ..."), for the
+        user: its log itself stays quiet unless DFLASH_LLAMA_LOG is set (engine_bridge.llama_log)."""
+        return llama_log.drain()
+
     def describe(self) -> dict:
         d = {
             "target": str(self.config.target), "target_params": self.target.n_params,
@@ -276,11 +281,6 @@ class Engine:
             "target_kv": str(self.config.target_kv), "flash_attn": self.config.flash_attn,
         }
         if self.drafter is not None:
-    def llama_messages(self) -> list[str]:
-        """llama.cpp's warnings and errors since the last call ("llama.cpp warning: ..."), for the
-        user: its log itself stays quiet unless DFLASH_LLAMA_LOG is set (engine_bridge.llama_log)."""
-        return llama_log.drain()
-
             dr = self.drafter
             d.update(draft=str(dr.path), draft_params=dr.model.n_params, block_size=dr.block_size,
                      max_draft=dr.max_draft, target_layers=dr.target_layers, mask_token=dr.mask_token,
