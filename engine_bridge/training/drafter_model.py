@@ -95,13 +95,14 @@ class DFlashDrafter(nn.Module):
             if n.endswith("o_proj.weight") or n.endswith("down_proj.weight"):
                 nn.init.normal_(p, std=0.02 / (2 * c.n_layer) ** 0.5)
 
-    def forward(self, feats, anchors, block_tokens, embed_w):
+    def forward(self, feats, anchors, block_tokens, embed_w, lm_head_w=None):
         """Draft logits for every block slot.
 
         feats: (B, L, n_target_layers * n_embd) target layer inputs at positions 0..L-1.
         anchors: (B, K) anchor positions; block k attends to context positions < anchors[:, k].
         block_tokens: (B, K, S) [anchor token, mask, ...] per block.
-        embed_w: the target's (tied) embedding / lm_head matrix (V, n_embd).
+        embed_w: the target's token embeddings (V, n_embd); lm_head_w: its output head (default:
+        embed_w, a tied target). llama.cpp's drafter shares both with the target.
         Returns logits (B, K, S, V).
         """
         B, L, _ = feats.shape
@@ -126,14 +127,14 @@ class DFlashDrafter(nn.Module):
             x = x + layer.self_attn(layer.input_layernorm(x), cos_b, sin_b, kc, vc, mask)
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         h = self.norm(x)
-        return F.linear(h, embed_w).view(B, K, S, -1)
+        return F.linear(h, embed_w if lm_head_w is None else lm_head_w).view(B, K, S, -1)
 
     @torch.no_grad()
-    def draft(self, feats, last: int, n: int, embed_w) -> list[int]:
+    def draft(self, feats, last: int, n: int, embed_w, lm_head_w=None) -> list[int]:
         """The greedy draft after ``last`` at position P = feats.shape[1] (one sequence)."""
         P = feats.shape[1]
         block = torch.tensor([[[last] + [self.c.mask_token_id] * n]], device=feats.device)
-        logits = self(feats, torch.tensor([[P]], device=feats.device), block, embed_w)
+        logits = self(feats, torch.tensor([[P]], device=feats.device), block, embed_w, lm_head_w)
         return logits[0, 0, 1:].float().argmax(-1).tolist()
 
     def hf_state_dict(self) -> dict:

@@ -1,0 +1,470 @@
+"""Stages ``generate`` and ``train`` for a GGUF target: its greedy responses to the prepared chat
+prompts, then a DFlash drafter trained on them. Imports torch, numpy, gguf and our code only (no
+llama.cpp): this is what runs on the GPU machine.
+
+    python -m engine_bridge.training.train_chat --target T.gguf --data DATA --out RUN \\
+        [--gen-seconds 180] [--seconds 540] [--device cuda|cpu]
+
+1. Generate: prompts (rendered with the target's chat template and tokenized by llama.cpp in
+   ``chat_data``) answered greedily by the target read from its GGUF (``gguf_target``: llama.cpp's
+   math on the dequantised weights), in length-sorted batches with one KV cache, until a stop token
+   or ``max_new`` tokens. Saved to RUN/gen/responses.npz (kept: a resumed run does not regenerate).
+2. Train: the DFlash drafter of ``drafter_model`` (layers, block size, target layers given or
+   chosen), fed the inputs of the chosen target layers over prompt + response; random anchors in
+   the response open blocks ``[token, mask x (S-1)]`` (S = 8 or 16) whose slot ``j`` is scored
+   against the response token at anchor + j, weighted ``exp(-(j-1)/gamma)``; padding carries no
+   loss. bf16 autocast on CUDA, AdamW, cosine schedule on the clock (``--seconds`` is the budget).
+   Checkpoints (weights + optimiser, sharded safetensors <= 15 MB a file) every ``ckpt_every``
+   seconds in RUN/ckpt; a new call resumes from there. The final drafter (f16 shards +
+   drafter.json) goes to RUN/, where ``export`` reads it.
+
+Entry point for other code: ``run(...)`` (a progress callback and a cancel flag; see its doc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+DEFAULTS = dict(gen_seconds=180.0, seconds=540.0, max_new=384, gen_batch=512, n_layer=3, n_target_layers=5,
+                block_size=16, batch=32, anchors=32, lr=1e-3, gamma=7.0, ckpt_every=120.0, val_frac=0.03)
+
+
+class NoCudaError(RuntimeError):
+    """Training was asked for on CUDA (the default) and there is no CUDA device."""
+
+
+class Cancelled(Exception):
+    pass
+
+
+def lr_at(progress: float, peak: float, warmup: float = 0.04, floor: float = 0.05) -> float:
+    if progress < warmup:
+        return peak * max(progress / warmup, 0.01)
+    p = min(1.0, (progress - warmup) / (1 - warmup))
+    return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def default_target_layers(n_layer: int, n: int = 5) -> list[int]:
+    """GGUF ids (input of layer k), spread from layer 2 to the last layer's input."""
+    ids = np.linspace(2, n_layer - 1, n).round().astype(int)
+    return sorted({int(i) for i in ids})
+
+
+def pick_device(device: str | None):
+    import torch
+
+    if device in (None, "", "cuda", "auto"):
+        if not torch.cuda.is_available():
+            raise NoCudaError("no CUDA device: drafter training needs a GPU (torch sees none). "
+                              "Give --device cpu to run on the CPU anyway (tiny test configurations only).")
+        return torch.device("cuda")
+    return torch.device(device)
+
+
+class _Logger:
+    def __init__(self, out: Path, log: Callable[[str], None] | None):
+        out.mkdir(parents=True, exist_ok=True)
+        self.f = open(out / "train-log.txt", "a")
+        self.echo = log or (lambda s: print(s, flush=True))
+
+    def __call__(self, msg: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {msg}"
+        self.echo(line)
+        self.f.write(line + "\n")
+        self.f.flush()
+
+
+def _fmt(s: float) -> str:
+    s = max(0, int(s))
+    return f"{s // 60}:{s % 60:02d}"
+
+
+# -- 1. generation ----------------------------------------------------------------------------------------
+def generate(target, data: Path, out: Path, *, seconds: float, max_new: int, batch: int, max_prompts: int | None,
+             log, progress, cancel) -> dict:
+    from .chat_data import load_prompts
+
+    gdir = out / "gen"
+    f = gdir / "responses.npz"
+    if f.exists():
+        stats = json.loads((gdir / "gen-stats.json").read_text())
+        log(f"generate: reusing {stats['n']} responses from {f}")
+        return stats
+    prompts, cats, meta = load_prompts(data)
+    n = len(prompts) if max_prompts is None else min(max_prompts, len(prompts))
+    rng = np.random.default_rng(0)
+    pick = rng.permutation(len(prompts))[:n]          # a time budget that stops early keeps a mix of categories
+    order = sorted(pick.tolist(), key=lambda i: len(prompts[i]))
+    chunks = [order[i:i + batch] for i in range(0, len(order), batch)]
+    rng.shuffle(chunks)
+    stop = meta["stop_ids"]
+    t0 = time.time()
+    done_idx, resp = [], []
+    for ci, ch in enumerate(chunks):
+        if cancel is not None and cancel.is_set():
+            raise Cancelled()
+        if ci and time.time() - t0 > seconds:
+            log(f"generate: time budget reached after {len(done_idx)}/{n} prompts")
+            break
+        r = target.generate([prompts[i].tolist() for i in ch], max_new, stop, pad_id=meta["pad_id"])
+        done_idx.extend(ch)
+        resp.extend(r)
+        el = time.time() - t0
+        eta = el / (ci + 1) * (len(chunks) - ci - 1)
+        ntok = sum(len(x) for x in resp)
+        log(f"generate: {len(done_idx)}/{n} prompts, {ntok} tokens, {ntok / el:.0f} tok/s, "
+            f"{_fmt(el)} elapsed, ETA {_fmt(min(eta, max(0, seconds - el)))}")
+        if progress:
+            progress({"stage": "generate", "done": len(done_idx), "total": n, "elapsed_s": el,
+                      "eta_s": min(eta, max(0.0, seconds - el)), "tokens": ntok})
+    lens = np.array([len(x) for x in resp])
+    ended = np.array([bool(x) and x[-1] in set(stop) for x in resp])
+    flat = np.concatenate([np.asarray(x, dtype=np.int32) for x in resp]) if resp else np.zeros(0, np.int32)
+    gdir.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(f, prompt_index=np.asarray(done_idx, dtype=np.int32), ids=flat,
+                        offsets=np.concatenate([[0], np.cumsum(lens)]).astype(np.int64))
+    el = time.time() - t0
+    by_cat = {}
+    for ci_, name in enumerate(meta["categories"]):
+        sel = np.array([cats[i] == ci_ for i in done_idx])
+        if sel.any():
+            by_cat[name] = {"n": int(sel.sum()), "mean_len": round(float(lens[sel].mean()), 1),
+                            "ended": round(float(ended[sel].mean()), 3)}
+    stats = {"n": len(done_idx), "of": n, "tokens": int(lens.sum()), "mean_len": round(float(lens.mean()), 1) if resp else 0,
+             "ended_with_stop": round(float(ended.mean()), 3) if resp else 0, "max_new": max_new, "seconds": round(el, 1),
+             "tokens_per_s": round(float(lens.sum()) / max(el, 1e-9), 1), "batch": batch, "by_category": by_cat}
+    (gdir / "gen-stats.json").write_text(json.dumps(stats, indent=1))
+    log(f"generate: done, {stats['n']} responses, {stats['tokens']} tokens (mean {stats['mean_len']}, "
+        f"{100 * stats['ended_with_stop']:.0f}% ended) in {_fmt(el)}")
+    return stats
+
+
+def load_sequences(data: Path, out: Path):
+    """(sequences prompt + response as int arrays, prompt lengths) of a run's generated data."""
+    from .chat_data import load_prompts
+
+    prompts, _, _ = load_prompts(data)
+    z = np.load(out / "gen" / "responses.npz")
+    ids, off, pi = z["ids"], z["offsets"], z["prompt_index"]
+    seqs, plen = [], []
+    for k, i in enumerate(pi):
+        r = ids[off[k]:off[k + 1]]
+        if len(r) < 2:
+            continue
+        seqs.append(np.concatenate([prompts[i], r]).astype(np.int64))
+        plen.append(len(prompts[i]))
+    return seqs, np.asarray(plen)
+
+
+# -- 2. training ---------------------------------------------------------------------------------------------
+def make_batch(seqs, plen, idx, K: int, S: int, mask_id: int, pad_id: int, gen):
+    """Right-padded tokens (B, L), anchors (B, K), block tokens (B, K, S), labels (B, K, S) and
+    label weights (B, K, S) (0 past a sequence's end)."""
+    import torch
+
+    B = len(idx)
+    lens = [len(seqs[i]) for i in idx]
+    L = max(lens)
+    x = torch.full((B, L + S), pad_id, dtype=torch.long)
+    for b, i in enumerate(idx):
+        x[b, :lens[b]] = torch.from_numpy(seqs[i])
+    lo = torch.tensor([int(plen[i]) for i in idx], dtype=torch.float32)       # first response token
+    hi = torch.tensor(lens, dtype=torch.float32) - 2                           # last anchor with a label
+    lo = torch.minimum(lo, hi)
+    u = torch.rand(B, K, generator=gen)
+    anchors = (lo[:, None] + u * (hi - lo + 1)[:, None]).floor().long()
+    pos = anchors[:, :, None] + torch.arange(S)
+    labels = torch.gather(x[:, None, :].expand(B, K, L + S), 2, pos)
+    valid = (pos < torch.tensor(lens)[:, None, None]).float()
+    block = torch.full_like(labels, mask_id)
+    block[:, :, 0] = labels[:, :, 0]
+    return x[:, :L], anchors, block, labels, valid
+
+
+def block_loss(logits, labels, valid, weights):
+    """Weighted CE over slots 1..S-1 (padding excluded), slot accuracies, accepted drafts per block."""
+    import torch
+    import torch.nn.functional as F
+
+    B, K, S, V = logits.shape
+    ce = F.cross_entropy(logits[:, :, 1:].float().reshape(-1, V), labels[:, :, 1:].reshape(-1),
+                         reduction="none").view(B, K, S - 1)
+    w = weights[1:] * valid[:, :, 1:]
+    loss = (ce * w).sum() / w.sum().clamp(min=1e-6)
+    with torch.no_grad():
+        ok = (logits[:, :, 1:].argmax(-1) == labels[:, :, 1:]).float() * valid[:, :, 1:]
+        accepted = torch.cumprod(ok, dim=-1).sum(-1)
+        acc = ok.sum((0, 1)) / valid[:, :, 1:].sum((0, 1)).clamp(min=1)
+    return loss, acc, accepted.mean()
+
+
+def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, target_layers: list[int],
+          block_size: int, batch: int, anchors: int, lr: float, gamma: float, ckpt_every: float, val_frac: float,
+          max_steps: int | None, seed: int, resume: bool, log, progress, cancel) -> dict:
+    import torch
+
+    from .ckpt import load_sharded, save_sharded
+    from .drafter_model import DFlashDrafter, DrafterConfig, position_weights
+
+    meta = json.loads((data / "meta.json").read_text())
+    seqs, plen = load_sequences(data, out)
+    if not seqs:
+        raise ValueError("no generated responses to train on")
+    n_val = max(1, int(len(seqs) * val_frac)) if len(seqs) > 4 else 1
+    tr_idx = np.arange(n_val, len(seqs))
+    va_idx = np.arange(n_val)
+    if len(tr_idx) == 0:
+        tr_idx = va_idx
+    tc = target.c
+    cuda = dev.type == "cuda"
+    ckdir = out / "ckpt"
+    cfg = DrafterConfig(n_embd=tc.n_embd, n_layer=n_layer, n_head=tc.n_head, n_head_kv=tc.n_head_kv,
+                        head_dim=tc.head_dim, n_ff=tc.n_ff, block_size=block_size, target_layers=target_layers,
+                        mask_token_id=int(meta["mask_id"]), rope_theta=tc.rope_theta, rms_eps=tc.rms_eps,
+                        n_ctx=min(int(tc.n_ctx), 32768))
+    torch.manual_seed(seed)
+    drafter = DFlashDrafter(cfg).to(dev)
+    opt = torch.optim.AdamW(drafter.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01, fused=cuda)
+    state = {"step": 0, "elapsed": 0.0, "hist": [], "best": -1.0, "best_step": 0}
+    gen = torch.Generator().manual_seed(seed)
+    if resume and (ckdir / "state.json").exists():
+        st = json.loads((ckdir / "state.json").read_text())
+        if st["config"] != cfg.to_dict():
+            raise ValueError(f"{ckdir} holds a checkpoint of another configuration; remove it or give another --out")
+        w, _ = load_sharded(ckdir, "drafter")
+        drafter.load_state_dict(w)
+        o, _ = load_sharded(ckdir, "optim")
+        osd = opt.state_dict()
+        for i, pid in enumerate(sorted(osd["state"]) or range(len(list(drafter.parameters())))):
+            if f"{i}.exp_avg" in o:
+                osd["state"][pid] = {"step": o[f"{i}.step"].float().reshape(()) if f"{i}.step" in o else torch.tensor(float(st["step"])),
+                                     "exp_avg": o[f"{i}.exp_avg"].to(dev), "exp_avg_sq": o[f"{i}.exp_avg_sq"].to(dev)}
+        opt.load_state_dict(osd)
+        state = st["state"]
+        gen.manual_seed(seed + state["step"])
+        log(f"train: resumed at step {state['step']} ({_fmt(state['elapsed'])} of {_fmt(seconds)} done)")
+    n_params = sum(p.numel() for p in drafter.parameters())
+    log(f"train: drafter {n_params / 1e6:.2f} M parameters, {n_layer} layers, block {block_size}, target layers "
+        f"(GGUF ids) {target_layers}, mask token {cfg.mask_token_id}; {len(tr_idx)} train / {len(va_idx)} held-out "
+        f"sequences; device {dev}")
+    embed_w = target.embed_tokens.weight
+    head_w = None if tc.tied else target.lm_head.weight
+    weights = {S: position_weights(S, gamma, dev) for S in {8, block_size}}
+    pad = int(meta["pad_id"])
+
+    def step_loss(idx, S, g):
+        x, anc, blk, lab, val = make_batch(seqs, plen, idx, anchors, S, cfg.mask_token_id, pad, g)
+        x, anc, blk, lab, val = (t.to(dev, non_blocking=True) for t in (x, anc, blk, lab, val))
+        with torch.no_grad(), torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
+            _, feats = target(x, layer_inputs=target_layers, logits=False)
+            feats = torch.cat(feats, dim=-1)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
+            logits = drafter(feats, anc, blk, embed_w, head_w)
+        return block_loss(logits, lab, val, weights[S])
+
+    def validate():
+        drafter.eval()
+        g = torch.Generator().manual_seed(seed + 1)
+        parts = []
+        with torch.no_grad():
+            for i in range(0, min(len(va_idx), 256), batch):
+                parts.append(step_loss(va_idx[i:i + batch].tolist(), block_size, g))
+        drafter.train()
+        return (torch.stack([p[0] for p in parts]).mean().item(), torch.stack([p[1] for p in parts]).mean(0).tolist(),
+                torch.stack([p[2] for p in parts]).mean().item())
+
+    def checkpoint():
+        save_sharded(drafter.state_dict(), ckdir, "drafter")
+        osd = opt.state_dict()["state"]
+        flat = {}
+        for i, pid in enumerate(sorted(osd)):
+            for k in ("exp_avg", "exp_avg_sq"):
+                flat[f"{i}.{k}"] = osd[pid][k]
+            flat[f"{i}.step"] = torch.as_tensor(osd[pid]["step"]).float().reshape(1)
+        save_sharded(flat, ckdir, "optim")
+        (ckdir / "state.json").write_text(json.dumps({"config": cfg.to_dict(), "state": state}))
+
+    t_start = time.time() - state["elapsed"]
+    last_ckpt = time.time()
+    next_log = state["elapsed"]
+    best_state = None
+    cancelled = False
+    drafter.train()
+    while True:
+        el = time.time() - t_start
+        if el >= seconds or (max_steps is not None and state["step"] >= max_steps):
+            break
+        if cancel is not None and cancel.is_set():
+            cancelled = True
+            break
+        for gp in opt.param_groups:
+            gp["lr"] = lr_at(el / seconds, lr)
+        S = block_size if torch.rand(1, generator=gen).item() < 0.5 else min(8, block_size)
+        idx = tr_idx[torch.randint(0, len(tr_idx), (batch,), generator=gen).numpy()].tolist()
+        loss, acc, accepted = step_loss(idx, S, gen)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
+        opt.step()
+        state["step"] += 1
+        state["elapsed"] = time.time() - t_start
+        if el >= next_log or (max_steps is not None and state["step"] >= max_steps):
+            vl, vacc, vlen = validate()
+            if vlen > state["best"]:
+                state["best"], state["best_step"] = vlen, state["step"]
+                best_state = {k: v.detach().clone() for k, v in drafter.state_dict().items()}
+            rate = state["step"] / max(el, 1e-9)
+            eta = max(0.0, seconds - el)
+            if max_steps is not None:
+                eta = min(eta, (max_steps - state["step"]) / max(rate, 1e-9))
+            rec = {"t": round(el, 1), "step": state["step"], "loss": round(loss.item(), 4), "val_loss": round(vl, 4),
+                   "val_accepted_per_block": round(vlen, 3), "val_slot_acc": [round(a, 3) for a in vacc[:8]],
+                   "lr": opt.param_groups[0]["lr"]}
+            state["hist"].append(rec)
+            log(f"train: step {state['step']:6d}  loss {loss.item():.3f}  val {vl:.3f}  val accepted/block({block_size}) "
+                f"{vlen:.2f}  slot1 {vacc[0]:.2f}  {rate:.1f} step/s  {_fmt(el)} elapsed, ETA {_fmt(eta)}")
+            if progress:
+                progress({"stage": "train", "step": state["step"], "elapsed_s": el, "eta_s": eta,
+                          "loss": rec["loss"], "val_loss": rec["val_loss"], "val_accepted": rec["val_accepted_per_block"]})
+            next_log = el + max(min(seconds / 40, 30.0), 1.0)
+        if time.time() - last_ckpt > ckpt_every:
+            checkpoint()
+            last_ckpt = time.time()
+    vl, vacc, vlen = validate()
+    kept = state["step"]
+    if best_state is not None and vlen < state["best"]:
+        log(f"train: keeping step {state['best_step']} (held-out accepted/block {state['best']:.2f} > {vlen:.2f})")
+        drafter.load_state_dict(best_state)
+        kept = state["best_step"]
+        vl, vacc, vlen = validate()
+    checkpoint()
+    summary = {"params": n_params, "steps": state["step"], "kept_step": kept, "seconds": round(state["elapsed"], 1),
+               "batch": batch, "anchors_per_seq": anchors, "lr": lr, "gamma": gamma, "val_loss": round(vl, 4),
+               "val_accepted_per_block": round(vlen, 3), "val_slot_acc": [round(a, 3) for a in vacc],
+               "train_sequences": int(len(tr_idx)), "val_sequences": int(len(va_idx)), "cancelled": cancelled,
+               "history": state["hist"],
+               "device": torch.cuda.get_device_name(0) if cuda else str(dev)}
+    save_sharded(drafter.state_dict(), out, "drafter", dtype=torch.float16,
+                 config={"config": cfg.to_dict(), "vocab_size": int(tc.vocab_size), "n_target_layers": tc.n_layer,
+                         "target": meta["target"], "train": summary})
+    log(f"train: {'cancelled' if cancelled else 'done'}: {state['step']} steps in {_fmt(state['elapsed'])}; held-out "
+        f"accepted drafts per block ({block_size}) {vlen:.2f}; drafter -> {out}/drafter-*.safetensors")
+    return summary
+
+
+def run(target: str | Path, data: str | Path, out: str | Path, *, stages=("generate", "train"), device: str | None = None,
+        gen_seconds: float = DEFAULTS["gen_seconds"], seconds: float = DEFAULTS["seconds"],
+        max_new: int = DEFAULTS["max_new"], gen_batch: int = DEFAULTS["gen_batch"], max_prompts: int | None = None,
+        n_layer: int = DEFAULTS["n_layer"], target_layers: list[int] | None = None,
+        n_target_layers: int = DEFAULTS["n_target_layers"], block_size: int = DEFAULTS["block_size"],
+        batch: int = DEFAULTS["batch"], anchors: int = DEFAULTS["anchors"], lr: float = DEFAULTS["lr"],
+        gamma: float = DEFAULTS["gamma"], ckpt_every: float = DEFAULTS["ckpt_every"],
+        val_frac: float = DEFAULTS["val_frac"], max_steps: int | None = None, seed: int = 0, resume: bool = True,
+        threads: int | None = None, progress: Callable[[dict], None] | None = None, cancel=None,
+        log: Callable[[str], None] | None = None) -> dict:
+    """Generate the target's responses and train its drafter; returns a summary dict.
+
+    ``target``: the target GGUF (llama or qwen3); ``data``: a folder from ``chat_data.prepare``;
+    ``out``: the run folder (gen/, ckpt/, drafter-*.safetensors, drafter.json, train-log.txt).
+    ``device``: None / "cuda" need CUDA (NoCudaError otherwise); "cpu" runs on the CPU (tests).
+    ``progress(dict)``: called after each generation batch (stage "generate": done, total, eta_s)
+    and at each log point of training (stage "train": step, loss, val_loss, val_accepted, eta_s).
+    ``cancel``: anything with ``is_set()`` (a threading.Event): generation stops (nothing saved),
+    training checkpoints and writes the drafter so far (summary["train"]["cancelled"] is True).
+    """
+    import torch
+
+    from .gguf_target import load_gguf_target
+
+    dev = pick_device(device)
+    if dev.type == "cpu":
+        torch.set_num_threads(threads or 1)   # a shared CPU: more threads than cores spin and crawl
+    elif threads:
+        torch.set_num_threads(threads)
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+    data, out = Path(data), Path(out)
+    log_ = _Logger(out, log)
+    meta = json.loads((data / "meta.json").read_text())
+    t0 = time.time()
+    model = load_gguf_target(target, device=dev)
+    c = model.c
+    if c.vocab_size != meta["vocab_size"]:
+        raise ValueError(f"the data was prepared for a vocabulary of {meta['vocab_size']} tokens, the target has {c.vocab_size}")
+    layers = target_layers or default_target_layers(c.n_layer, n_target_layers)
+    if any(not 0 < k <= c.n_layer for k in layers):
+        raise ValueError(f"target layers {layers} must lie in 1..{c.n_layer}")
+    log_(f"target {Path(target).name}: {c.arch}, {c.n_layer} layers, n_embd {c.n_embd}, heads {c.n_head}/{c.n_head_kv}, "
+         f"vocab {c.vocab_size}, {'tied' if c.tied else 'separate'} output; loaded in {time.time() - t0:.0f} s")
+    summary = {"target": meta["target"], "target_layers": layers}
+    try:
+        if "generate" in stages:
+            summary["generate"] = generate(model, data, out, seconds=gen_seconds, max_new=max_new, batch=gen_batch,
+                                           max_prompts=max_prompts, log=log_, progress=progress, cancel=cancel)
+        if "train" in stages:
+            summary["train"] = train(model, data, out, dev=dev, seconds=seconds, n_layer=n_layer, target_layers=layers,
+                                     block_size=block_size, batch=batch, anchors=anchors, lr=lr, gamma=gamma,
+                                     ckpt_every=ckpt_every, val_frac=val_frac, max_steps=max_steps, seed=seed,
+                                     resume=resume, log=log_, progress=progress, cancel=cancel)
+    except Cancelled:
+        log_("cancelled during generation; nothing saved")
+        summary["cancelled"] = True
+    (out / "run-summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--device", default=None, help="cuda (default; an error when there is none) or cpu (tests)")
+    ap.add_argument("--gen-seconds", type=float, default=DEFAULTS["gen_seconds"], help="generation time budget")
+    ap.add_argument("--seconds", type=float, default=DEFAULTS["seconds"], help="training time budget")
+    ap.add_argument("--max-new", type=int, default=DEFAULTS["max_new"], help="response length cap (tokens)")
+    ap.add_argument("--gen-batch", type=int, default=DEFAULTS["gen_batch"])
+    ap.add_argument("--max-prompts", type=int, default=None)
+    ap.add_argument("--layers", type=int, default=DEFAULTS["n_layer"], help="drafter layers")
+    ap.add_argument("--target-layers", default=None, help="GGUF ids (input of layer k), comma-separated")
+    ap.add_argument("--n-target-layers", type=int, default=DEFAULTS["n_target_layers"])
+    ap.add_argument("--block-size", type=int, default=DEFAULTS["block_size"])
+    ap.add_argument("--batch", type=int, default=DEFAULTS["batch"])
+    ap.add_argument("--anchors", type=int, default=DEFAULTS["anchors"], help="blocks per sequence per step")
+    ap.add_argument("--lr", type=float, default=DEFAULTS["lr"])
+    ap.add_argument("--max-steps", type=int, default=None)
+    ap.add_argument("--ckpt-every", type=float, default=DEFAULTS["ckpt_every"])
+    ap.add_argument("--no-resume", action="store_true")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=0)
+
+
+def kwargs_from(a) -> dict:
+    return dict(device=a.device, gen_seconds=a.gen_seconds, seconds=a.seconds, max_new=a.max_new, gen_batch=a.gen_batch,
+                max_prompts=a.max_prompts, n_layer=a.layers,
+                target_layers=[int(x) for x in a.target_layers.split(",")] if a.target_layers else None,
+                n_target_layers=a.n_target_layers, block_size=a.block_size, batch=a.batch, anchors=a.anchors, lr=a.lr,
+                max_steps=a.max_steps, ckpt_every=a.ckpt_every, resume=not a.no_resume, threads=a.threads, seed=a.seed)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--stage", choices=["all", "generate", "train"], default="all")
+    add_arguments(ap)
+    a = ap.parse_args(argv)
+    stages = ("generate", "train") if a.stage == "all" else (a.stage,)
+    try:
+        run(a.target, a.data, a.out, stages=stages, **kwargs_from(a))
+    except NoCudaError as e:
+        print(f"error: {e}", flush=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
