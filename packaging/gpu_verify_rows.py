@@ -3,14 +3,15 @@
 The target decodes n rows (every row an output, layer-input extraction on, the backend greedy
 sampler attached: exactly as a chain step's verify) at a fixed position after the prompt, then the
 rows are trimmed again, so the KV length holds from one decode to the next. Each row count runs as
-one block of decodes (a fixed-budget chain verifies the same row count every step); the first
-WARMUP decodes of a block are dropped (graph capture), the rest give the median and lower quartile
+a block of decodes (a fixed-budget chain verifies the same row count every step), the blocks in
+ROUNDS interleaved rounds (a drift of the machine spreads over all row counts); the first WARMUP
+decodes of a block are dropped (graph capture), the rest give the median and lower quartile
 (process + synchronize). n = 1 is an autoregressive decode, so cost(n) = t(n) / t(1).
 
 The build's toggles (DFLASH_MULTIROW_GRAPHS, DFLASH_MMVQ_MAX_ROWS, GGML_CUDA_DISABLE_GRAPHS) are
 read once per process: packaging/gpu_verify_cost.sh runs this once per setting.
 
-Usage: python packaging/gpu_verify_rows.py --target T --draft D [--rows 1,2,4,8,16] [--iters 40]
+Usage: python packaging/gpu_verify_rows.py --target T --draft D [--rows 1,2,4,8,16] [--iters 20] [--rounds 2]
        [--json out.json] [--label after]
 """
 
@@ -60,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", required=True)
     ap.add_argument("--draft", required=True)
     ap.add_argument("--rows", default="1,2,4,8,16")
-    ap.add_argument("--iters", type=int, default=40)
+    ap.add_argument("--iters", type=int, default=20, help="timed decodes per block")
+    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--label", default="")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
@@ -74,8 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         eng._prefill(tokens[:-1], need_features=True)        # as a chain run leaves it: features on
         eng.target_ctx.set_backend_greedy(eng.config.backend_sampling, n_seqs=1)
         pos, last = len(tokens) - 1, tokens[-1]
-        for n in rows:
-            ts = time_rows(eng, pos, last, n, a.iters)
+        times: dict[int, list[float]] = {n: [] for n in rows}
+        for _ in range(a.rounds):
+            for n in rows:
+                times[n] += time_rows(eng, pos, last, n, a.iters)
+        for n, ts in times.items():
             res["rows"][n] = {"ms_median": 1e3 * statistics.median(ts), "ms_p25": 1e3 * lower_quartile(ts),
                               "ms_min": 1e3 * min(ts), "iters": len(ts)}
     base = res["rows"][1]["ms_median"]
