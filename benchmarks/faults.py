@@ -106,6 +106,7 @@ def model_files(args, work: Path, pair: tuple[Path, Path]) -> Tally:
     from engine_bridge import hub
 
     from fault_files import ACTIONS, case_changed_before_load, case_file_size_limit, case_full_tmpfs, mount_tmpfs, unmount
+    from fault_hub import quiet
     from hubserver import start_isolated
 
     tally = Tally("model files: changed before load, full disk")
@@ -113,7 +114,7 @@ def model_files(args, work: Path, pair: tuple[Path, Path]) -> Tally:
         tally.run(action, case_changed_before_load, pair[0], pair[1], work, action)
     payload = bytes(range(256)) * 12_000
     with pytest.MonkeyPatch.context() as mp:
-        server = start_isolated(mp, work / "disk-hub")
+        server = quiet(start_isolated(mp, work / "disk-hub"))
         server.add("acme/models", "big-Q8_0.gguf", payload)
         server.add("acme/models", "README.md", b"# small\n", lfs=False)
         try:
@@ -169,16 +170,16 @@ def main(argv=None) -> int:
         pair = None
         if only & {"templates", "files"}:
             pair = synth.write_pair(work / "tiny", synth.TargetSpec(), synth.DrafterSpec(), stem="tiny")
-        if "storm" in only:
-            tallies.append(storm(args, work))
-        if "kills" in only:
-            tallies += kills(args, work)
-        if "hub" in only:
-            tallies.append(hostile_hub(args, work))
-        if "templates" in only:
-            tallies.append(templates(args, work, pair[0]))
-        if "files" in only:
-            tallies.append(model_files(args, work, pair))
+        families = [("storm", lambda: [storm(args, work)]), ("kills", lambda: kills(args, work)),
+                    ("hub", lambda: [hostile_hub(args, work)]), ("templates", lambda: [templates(args, work, pair[0])]),
+                    ("files", lambda: [model_files(args, work, pair)])]
+        for name, run in families:
+            if name in only:
+                t = time.monotonic()
+                done = run()
+                tallies += done
+                print(f"{name}: {sum(x.tried for x in done)} cases in {time.monotonic() - t:.0f} s", file=sys.stderr,
+                      flush=True)
     print(f"# fault injection -- {platform.platform()}, Python {platform.python_version()}, "
           f"{time.monotonic() - t0:.0f} s\n")
     print(table(tallies))

@@ -259,6 +259,16 @@ def _listing_page(url: str, params: dict | None, what: str) -> tuple[list, str |
     return page, next_url
 
 
+def _read_bounded(r, limit: int) -> bytes:
+    """At most ``limit`` bytes of a streamed body (an error page is read for its message only)."""
+    body = bytearray()
+    for chunk in r.iter_bytes():
+        body += chunk
+        if len(body) >= limit:
+            break
+    return bytes(body[:limit])
+
+
 def _raise_for_status(r, body: bytes, what: str) -> None:
     """huggingface_hub's readable errors (repo not found, gated, ...) for a streamed answer."""
     if r.status_code < 400:
@@ -464,7 +474,7 @@ def _transfer(url: str, part: Path, filename: str, total: int | None, progress, 
             if r.status_code == 416 and have:   # nothing left to send
                 return
             if r.status_code not in (200, 206):
-                _raise_for_status(r, r.read(), f"download {filename}")
+                _raise_for_status(r, _read_bounded(r, 1 << 20), f"download {filename}")
                 raise HubError(f"download {filename}: HTTP {r.status_code}")
             mode = "ab" if r.status_code == 206 and have else "wb"
             if mode == "wb":

@@ -118,8 +118,8 @@ def start_hostile(monkeypatch, tmp_path) -> tuple[HostileHub, FakeHub]:
     hostile = HostileHub().start()
     monkeypatch.setenv("HF_ENDPOINT", hostile.url)
     hostile.elsewhere = other.url.replace("127.0.0.1", "localhost")
-    for server in (hostile, other):   # connections these faults cut on purpose are not server errors
-        server._server.handle_error = lambda request, client_address: None
+    quiet(hostile)
+    quiet(other)
     hostile.add(REPO, "model-Q8_0.gguf", PAYLOAD)
     hostile.add(REPO, "config.json", b"{}", lfs=False)
     for kind in ("entries", "endless", "bytes", "elsewhere"):
@@ -127,6 +127,12 @@ def start_hostile(monkeypatch, tmp_path) -> tuple[HostileHub, FakeHub]:
         hostile.add(repo, "a.gguf", b"x")
         hostile.listings[repo] = kind
     return hostile, other
+
+
+def quiet(server: FakeHub) -> FakeHub:
+    """Connections that the faults cut on purpose are not server errors worth a traceback."""
+    server._server.handle_error = lambda request, client_address: None
+    return server
 
 
 def stop_hostile(hostile: HostileHub, other: FakeHub) -> None:

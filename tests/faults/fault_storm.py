@@ -62,11 +62,20 @@ def storm_prompts(n: int = 4, chars: int = 240) -> list[str]:
     return [json.loads(line)["prompt"][:chars] for line in lines[:n]]
 
 
-def _check_prefix(eng: Engine, prompt: str, reference: list[int], produced: list[int], tol: float) -> str | None:
+def _check_prefix(eng: Engine, prompt: str, reference: list[int], produced: list[int], tol: float,
+                  what: str = "storm run") -> str | None:
     if len(produced) > len(reference):
         return f"{len(produced)} tokens, more than the reference's {len(reference)}"
+    reference = reference[:len(produced)]
+    if produced == reference:
+        return None
+    # The margin is the target's own, from a clean cache: the storm's cache holds K/V written by
+    # batched verify decodes, whose q8_0 rounding differs from the single-token reference's, and
+    # that history (not the cancels) moves a near-tie's margin (0.03 clean, 0.14 after a storm
+    # for the same token of the same prompt, measured).
+    eng.reset()
     try:
-        assert_lossless(eng, prompt, reference[:len(produced)], produced, "storm run", tol=tol)
+        assert_lossless(eng, prompt, reference, produced, what, tol=tol)
     except AssertionError as exc:
         return str(exc)
     return None
@@ -149,10 +158,9 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
             for mode, budget in (("chain", 7), ("tree", 12)):
                 eng.reset()
                 out = eng.generate(p, GenerationSettings(mode=mode, budget=budget, max_tokens=max_tokens)).tokens
-                try:
-                    assert_lossless(eng, p, reference[p], out, f"after the storm, {mode}", tol=near_tie)
-                except AssertionError as exc:
-                    res.failures.append(str(exc))
+                why = _check_prefix(eng, p, reference[p], out, near_tie, f"after the storm, {mode}")
+                if why or len(out) != len(reference[p]):
+                    res.failures.append(why or f"after the storm, {mode}: {len(out)} tokens, not {len(reference[p])}")
                     res.failed_after += 1
                 res.lossless_checked += 1
     res.seconds = time.monotonic() - t0
