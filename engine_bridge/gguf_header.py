@@ -14,12 +14,17 @@ import hashlib
 import mmap
 import os
 import struct
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 
 GGUF_MAGIC = b"GGUF"
+#: The GGUF versions the vendored llama.cpp loads (ggml/src/gguf.cpp, gguf_init_from_file_impl: 0 is
+#: "bad", 1 "no longer supported", above GGUF_VERSION (3, gguf.h) "only supports up to version 3",
+#: and a file of the other byte order is refused): a header we accept must be one it loads.
+GGUF_VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
 #: Arrays at most this long are decoded into Python lists; longer ones are only spanned.
 SMALL_ARRAY = 4096
@@ -277,10 +282,16 @@ def read_header(path: str | os.PathLike) -> GGUFHeader:
             raise GGUFHeaderError(f"not a GGUF file (starts with {bytes(mm[:4])!r})")
         version = struct.unpack_from("<I", mm, 4)[0]
         order = "<"
-        if version & 0xFFFF == 0:  # a big-endian file reads as a huge little-endian number
+        if version & 0xFFFF == 0 and version:  # a big-endian file reads as a huge little-endian number
             order, version = ">", struct.unpack_from(">I", mm, 4)[0]
-        if version < 2:
-            raise GGUFHeaderError(f"GGUF version {version} is too old (llama.cpp reads 2 and 3)")
+            if sys.byteorder == "little":
+                raise GGUFHeaderError(f"a big-endian GGUF file (version {version}): llama.cpp reads only files "
+                                      "of this machine's byte order; convert it to little-endian")
+        if version not in GGUF_VERSIONS:
+            why = ("GGUFv1 is no longer supported; re-convert the model" if version < 2 else
+                   "a newer format than this engine's; update llama.cpp or re-convert the model")
+            raise GGUFHeaderError(f"GGUF version {version}: the bundled llama.cpp reads versions "
+                                  f"{GGUF_VERSIONS[0]} to {GGUF_VERSIONS[-1]} only ({why})")
         cur = _Cursor(mm, size, order)
         cur.off = 8
         n_tensors, n_kv = cur.u64(), cur.u64()
