@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "engine_bridge.cli_models",    # inspect, check, convert, quantize, pull, search, library
     "engine_bridge.cli_bench",     # bench
     "engine_bridge.registry_models",  # fetch-default
+    "engine_bridge.cli_train",     # train-drafter
 )
 
 

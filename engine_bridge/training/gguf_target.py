@@ -31,6 +31,8 @@ import torch.nn.functional as F
 from .target_model import MLP, RMSNorm, apply_rope
 
 SUPPORTED_ARCHS = ("llama", "qwen3")
+#: SDPA's enable_gqa (torch >= 2.5) maps query heads to KV heads without copying the cache.
+_HAS_GQA = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
 
 
 @dataclass
@@ -82,11 +84,17 @@ class TargetAttention(nn.Module):
             vc[:, :, pos0:pos0 + T] = v.to(vc.dtype)
             k, v = kc[:, :, :pos0 + T], vc[:, :, :pos0 + T]
             q = q.to(kc.dtype)
-        gqa = c.n_head != c.n_head_kv
+        kw = {}
+        if c.n_head != c.n_head_kv:
+            if _HAS_GQA:
+                kw["enable_gqa"] = True
+            else:
+                r = c.n_head // c.n_head_kv
+                k, v = k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1)
         if mask is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, **kw)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **kw)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, c.n_head * c.head_dim).to(x.dtype))
 
 

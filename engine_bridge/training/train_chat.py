@@ -231,6 +231,12 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
                         n_ctx=min(int(tc.n_ctx), 32768))
     torch.manual_seed(seed)
     drafter = DFlashDrafter(cfg).to(dev)
+    with torch.no_grad():
+        # The drafter reads the target's lm_head through its own final norm. A unit norm weight makes
+        # logits of std |e| (SmolLM2: a start loss near 90, AdamW's first steps wasted on the scale);
+        # 1/rms|e| starts them at std ~1 (loss ~ log V).
+        head = target.lm_head_weight.float()
+        drafter.norm.weight.fill_(float(head.pow(2).sum(-1).mean().rsqrt()))
     opt = torch.optim.AdamW(drafter.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01, fused=cuda)
     state = {"step": 0, "elapsed": 0.0, "hist": [], "best": -1.0, "best_step": 0}
     gen = torch.Generator().manual_seed(seed)

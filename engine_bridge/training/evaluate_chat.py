@@ -1,0 +1,111 @@
+"""Stage ``evaluate``: a trained drafter measured through llama.cpp (our engine) on held-out prompts.
+
+For every held-out prompt (``heldout.jsonl`` of ``chat_data``: chat, code, math; rendered with the
+target's chat template exactly as the app renders a chat message) the target's greedy answer
+(AR) is the reference; chain at each budget and tree at each budget must reproduce it token for
+token (losslessness) and report their mean commit length (tokens committed per target step).
+Prints a table and returns / writes JSON.
+
+    python -m engine_bridge.training.evaluate_chat --target T.gguf --draft D.gguf --prompts heldout.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+
+def load_heldout(path: str | Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def evaluate(target: str | Path, draft: str | Path, prompts: str | Path, *, budgets=(7, 15), tree_budgets=(7, 15),
+             max_tokens: int = 128, n_per_category: int | None = None, n_gpu_layers: int = -1,
+             log: Callable[[str], None] = print, cancel=None) -> dict:
+    from ..config import EngineConfig, GenerationSettings
+    from ..engine import Engine
+
+    items = load_heldout(prompts)
+    cats: dict[str, list[dict]] = {}
+    for it in items:
+        cats.setdefault(it.get("category", "all"), []).append(it)
+    if n_per_category:
+        cats = {c: v[:n_per_category] for c, v in cats.items()}
+    eng = Engine.load(EngineConfig(target=Path(target), draft=Path(draft), n_ctx=2048, n_gpu_layers=n_gpu_layers,
+                                   draft_n_gpu_layers=n_gpu_layers), check=True)
+    modes = [("chain", b) for b in budgets]
+    if eng.tree_capable:
+        modes += [("tree", b) for b in tree_budgets]
+    res = {"target": Path(target).name, "draft": Path(draft).name, "max_tokens": max_tokens,
+           "prompts": str(prompts), "categories": {}, "modes": [f"{m}-{b}" for m, b in modes]}
+    t0 = time.time()
+    try:
+        for cat, its in cats.items():
+            texts = [eng.format_chat(it["messages"]) for it in its]
+            ar, ar_s = [], 0.0
+            for t in texts:
+                if cancel is not None and cancel.is_set():
+                    raise KeyboardInterrupt
+                eng.reset()
+                r = eng.generate(t, GenerationSettings(mode="ar", max_tokens=max_tokens))
+                ar.append(list(r.tokens))
+            row = {"n": len(its), "ar_mean_len": round(statistics.fmean(len(a) for a in ar), 1)}
+            for mode, b in modes:
+                commits, lossless, gen, steps = [], 0, 0, 0
+                for t, ref in zip(texts, ar):
+                    if cancel is not None and cancel.is_set():
+                        raise KeyboardInterrupt
+                    eng.reset()
+                    r = eng.generate(t, GenerationSettings(mode=mode, budget=b, max_tokens=max_tokens))
+                    lossless += list(r.tokens) == ref
+                    commits.append(r.summary.mean_commit_len)
+                    gen += len(r.tokens)
+                    steps += r.summary.n_steps
+                row[f"{mode}-{b}"] = {"mean_commit_len": round(statistics.fmean(commits), 3),
+                                      "pooled_commit_len": round(gen / max(steps, 1), 3),
+                                      "lossless": lossless, "of": len(texts)}
+            res["categories"][cat] = row
+            log(f"evaluate: {cat}: " + ", ".join(f"{k} {row[k]['mean_commit_len']:.2f}"
+                                                  for k in res["modes"]) + f" ({time.time() - t0:.0f} s)")
+    finally:
+        eng.close()
+    res["lossless_all"] = all(v[k]["lossless"] == v[k]["of"] for v in res["categories"].values() for k in res["modes"])
+    res["seconds"] = round(time.time() - t0, 1)
+    return res
+
+
+def table(res: dict) -> str:
+    modes = res["modes"]
+    head = "| category | n | " + " | ".join(modes) + " | lossless |"
+    sep = "|" + "---|" * (len(modes) + 3)
+    lines = [head, sep]
+    for cat, row in res["categories"].items():
+        ok = sum(row[m]["lossless"] for m in modes)
+        tot = sum(row[m]["of"] for m in modes)
+        lines.append(f"| {cat} | {row['n']} | " + " | ".join(f"{row[m]['mean_commit_len']:.2f}" for m in modes)
+                     + f" | {ok}/{tot} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--draft", required=True)
+    ap.add_argument("--prompts", required=True)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--n-per-category", type=int, default=None)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    res = evaluate(a.target, a.draft, a.prompts, max_tokens=a.max_tokens, n_per_category=a.n_per_category)
+    print(table(res))
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=1))
+    return 0 if res["lossless_all"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
