@@ -163,8 +163,10 @@ vstep_mmvq() {
     [ -f $M/xover-$ty.gguf ] || { echo "no xover-$ty.gguf"; continue; }
     # 8 (upstream) equals 16 up to 8 rows and 1 above on Hopper (no per-arch table): not rerun
     for c in ${MMVQ_CEILINGS:-1 16}; do
-      timeout 90 env DFLASH_MMVQ_MAX_ROWS=$c $BIN/llama-bench -m $M/xover-$ty.gguf -p 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 \
-        -n 0 -ngl 99 -fa 1 -r 5 -o json > $V/r/mmvq_${ty}_c$c.json 2> $V/r/mmvq_${ty}_c$c.err
+      # graphs off: every repetition runs the kernels directly (no capture run in the average)
+      timeout 90 env DFLASH_MMVQ_MAX_ROWS=$c GGML_CUDA_DISABLE_GRAPHS=1 $BIN/llama-bench -m $M/xover-$ty.gguf \
+        -p 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 -n 0 -ngl 99 -fa 1 -r 10 -o json \
+        > $V/r/mmvq_${ty}_c$c.json 2> $V/r/mmvq_${ty}_c$c.err
       echo "$ty ceiling $c rc=$?"
     done
   done

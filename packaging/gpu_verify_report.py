@@ -119,7 +119,8 @@ def mmvq_times(r: Path, ty: str) -> dict[int, dict[int, float]]:
     for c in (1, 8, 16):
         for row in _load(r / f"mmvq_{ty}_c{c}.json") or []:
             if row.get("n_gen", 0) == 0 and row.get("n_prompt"):
-                ms.setdefault(row["n_prompt"], {})[c] = row["avg_ns"] / 1e6
+                samples = sorted(row.get("samples_ns") or [row["avg_ns"]])
+                ms.setdefault(row["n_prompt"], {})[c] = samples[len(samples) // 2] / 1e6   # median
     return ms
 
 
@@ -147,7 +148,8 @@ def mmvq_table(r: Path, out: list[str], summary: dict) -> None:
     types = mmvq_types(r)
     if not types:
         return
-    out += ["", "## MMVQ crossover (llama-bench ms per n-row batch, 8B-shape matrices, 8 layers, one type each)", ""]
+    out += ["", "## MMVQ crossover (llama-bench median ms per n-row batch, CUDA graphs off; 8B-shape matrices, "
+            "8 layers, one type each)", ""]
     for ty in types:
         ms = mmvq_times(r, ty)
         if not ms:
