@@ -16,6 +16,7 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, help="drafter GGUF to write (q8_0; an -f16.gguf goes next to it)")
     p.add_argument("--stage", choices=["all", "prepare", "train", "export", "evaluate"], default="all")
     p.add_argument("--work", default=None, help="working folder (default: OUT's name + .train)")
+    p.add_argument("--data-dir", default=None, help="the prepared data folder (default: WORK/data)")
     p.add_argument("--run-dir", default=None, help="a training run folder (e.g. brought back from the GPU machine)")
     p.add_argument("--card", default=None, help="card path (default: card.md next to OUT)")
     p.add_argument("--heldout-copy", default=None, help="also write the held-out prompts (JSONL suite) here")
@@ -44,6 +45,7 @@ def cmd_train_drafter(args) -> int:
     kw = kwargs_from(args)
     try:
         res = train_for_target.run(target, Path(args.out), stages=stages, work=args.work, run_dir=args.run_dir,
+                                   data_dir=args.data_dir,
                                    card=args.card, heldout_copy=args.heldout_copy, n_per_category=args.per_category,
                                    mask_token_id=args.mask_token_id, eval_max_tokens=args.eval_max_tokens,
                                    eval_n_per_category=args.eval_prompts,

@@ -7,7 +7,8 @@ that can run on different machines.
     evaluate  (llama.cpp: held-out commit lengths, losslessness)       -> WORK/eval.json, the card
 
 ``all`` runs every stage (training needs a CUDA device unless ``device="cpu"``). WORK defaults to
-``OUT`` with ``.train`` appended to its stem; ``run_dir`` points export/evaluate at a run folder
+``OUT`` with ``.train`` appended to its stem (data in WORK/data, the run in WORK/run);
+``data_dir`` and ``run_dir`` point export/evaluate at a run folder
 brought back from another machine (drafter-NN.safetensors + drafter.json, gen-stats.json ...).
 
 Entry point: ``run(target, out, stages=..., progress=..., cancel=...)``.
@@ -30,7 +31,7 @@ def work_dir_for(out: str | Path) -> Path:
 
 
 def run(target: str | Path, out: str | Path, *, stages=STAGES, work: str | Path | None = None,
-        run_dir: str | Path | None = None, card: str | Path | None = None, heldout_copy: str | Path | None = None,
+        run_dir: str | Path | None = None, data_dir: str | Path | None = None, card: str | Path | None = None, heldout_copy: str | Path | None = None,
         n_per_category: int = 1500, mask_token_id: int | None = None, eval_max_tokens: int = 128,
         eval_n_per_category: int | None = None, eval_gpu_layers: int = -1, command: str | None = None,
         progress: Callable[[dict], None] | None = None, cancel=None, log: Callable[[str], None] = print,
@@ -43,7 +44,7 @@ def run(target: str | Path, out: str | Path, *, stages=STAGES, work: str | Path 
     """
     target, out = Path(target), Path(out)
     work = Path(work) if work else work_dir_for(out)
-    data = work / "data"
+    data = Path(data_dir) if data_dir else work / "data"
     rdir = Path(run_dir) if run_dir else work / "run"
     result: dict = {"work": str(work)}
     say = progress or (lambda e: None)
@@ -75,7 +76,7 @@ def run(target: str | Path, out: str | Path, *, stages=STAGES, work: str | Path 
         log(table(res))
         result["evaluate"] = res
         cpath = Path(card) if card else out.with_name("card.md")
-        write_card(cpath, target, out, work, rdir, res, command=command)
+        write_card(cpath, target, out, data, rdir, res, command=command)
         log(f"card -> {cpath}")
     return result
 
@@ -94,11 +95,11 @@ def export(target: Path, rdir: Path, out: Path, work: Path, log: Callable[[str],
     return {"q8_0": str(q8.path), "f16": str(f16.path)}
 
 
-def write_card(path: Path, target: Path, out: Path, work: Path, rdir: Path, res: dict, command: str | None) -> Path:
+def write_card(path: Path, target: Path, out: Path, data: Path, rdir: Path, res: dict, command: str | None) -> Path:
     """A markdown card: target, data and licences, drafter, training, held-out figures, the command."""
     from .evaluate_chat import table
 
-    dmeta = json.loads((work / "data" / "meta.json").read_text())
+    dmeta = json.loads((data / "meta.json").read_text())
     dj = json.loads((rdir / "drafter.json").read_text())
     cfg, tr = dj["config"], dj.get("train", {})
     gen_stats = {}
