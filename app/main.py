@@ -25,8 +25,8 @@ def make_application(argv: list[str] | None = None):
 
 def main(screenshot: str | None = None, argv: list[str] | None = None) -> int:
     if screenshot:
-        # the screenshot run never needs a display
-        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+        # the screenshot run never needs a display; a platform named explicitly (the Xvfb test's xcb) is kept
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     app = make_application(argv)
     if screenshot:
         from .screenshot import run_screenshot

@@ -29,6 +29,7 @@ class ScreenshotRun(QObject):
         self.app, self.out, self.prompt = app, Path(out), prompt
         self.failures: list[str] = []
         self._done = False
+        self.reply: str | None = None
         self.tmp = tempfile.TemporaryDirectory(prefix="dflash-screenshot-")
         user = StudioSettings.load(open_settings())
         qs = open_settings(Path(self.tmp.name) / "settings.ini")
@@ -62,6 +63,10 @@ class ScreenshotRun(QObject):
             self.failures.append(f"profiler rows {w.profiler.row_count()} != steps {len(result.steps)}")
         if not w.chat.transcript.token_spans():
             self.failures.append("the transcript shows no token spans")
+        shown, said = " ".join(w.chat.transcript.toPlainText().split()), " ".join(result.text.split())
+        if said[:40] not in shown:
+            self.failures.append("the reply's text is not in the transcript")
+        self.reply = result.text
         # let the last throttled redraw and layout settle before grabbing
         QTimer.singleShot(300, self._grab)
 
@@ -91,6 +96,8 @@ def run_screenshot(app, path: str, **kwargs) -> int:
     for f in run.failures:
         print(f"dflash-studio --screenshot: {f}", file=sys.stderr)
     if not run.failures:
-        print(f"wrote {run.out}")
+        # one line a caller (the Xvfb test) can check: where the pixels came from and what was answered
+        print(f"wrote {run.out} (platform {app.platformName()}, reply of {len(run.reply or '')} chars)")
+        print(f"reply: {run.reply!r}")
     run.tmp.cleanup()
     return code
