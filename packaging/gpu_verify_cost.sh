@@ -25,6 +25,7 @@
 #   upstream packaging/gpu_upstream.py: llama-speculative-simple chain 3/7/15, llama-completion,
 #            llama-bench tg128 (toggles off)
 #   gstats   one chain run per pair with DFLASH_GRAPH_STATS=1, before and after: which shapes replay
+#   q8drafter chain 7 / tree 16 (after) with the drafter in q8_0 against f16: the draft phase's reads
 #   tests    the engine tests on CUDA (greedy lossless, tree)
 # Environment: PAIRS (q8b smol q15), MAX_TOKENS (128), PROMPTS (2), REPS (1), AFTER_MMVQ (measured),
 #   DFLASH_FA_ALL_QUANTS (0 here: f16 K/V kernels only, as the issue's figures),
@@ -32,7 +33,7 @@
 set -u
 # this run's settings, read before gpu_bench.sh sets its own defaults for the same names
 VN=${MAX_TOKENS:-128}; VNP=${PROMPTS:-2}; VREPS=${REPS:-1}
-VSTEPS=${STEPS:-"env mmvq vrows ours upstream gstats tests"}
+VSTEPS=${STEPS:-"env mmvq vrows ours upstream gstats q8drafter tests"}
 # the H100 figures of issue 13 were taken without FA_ALL_QUANTS (f16 K/V only): half the build time
 export DFLASH_FA_ALL_QUANTS=${DFLASH_FA_ALL_QUANTS:-0}
 # the build, status and model functions of the main GPU run (sourcing runs no command)
@@ -88,6 +89,13 @@ quantise() {
     echo "xover $ty in $((SECONDS - t)) s"
   done
   rm -f $M/xover-target-f16.gguf
+  # q8_0 drafters (the q8drafter step): half the draft phase's weight reads
+  local p
+  for p in $PAIRS; do
+    waitfor $p && [ -f $M/$p-dflash.gguf ] && $QBIN/llama-quantize $M/$p-dflash.gguf $M/$p-dflash-q8_0.gguf Q8_0 \
+      > $V/quant_${p}_dflash.log 2>&1 && echo "$p drafter q8_0 written"
+  done
+  return 0
 }
 
 vstart() {
@@ -132,6 +140,7 @@ vmeasure() {
       ours) vstep_ours ;;
       upstream) vstep_upstream ;;
       gstats) vstep_gstats ;;
+      q8drafter) vstep_q8drafter ;;
       tests) step_tests_v ;;
       *) echo "unknown step $s" ;;
     esac > "$V/r/step_$s.out" 2>&1
@@ -210,6 +219,17 @@ vstep_gstats() {
         --prompt "The history of the" > /dev/null 2> $V/r/gstats_${p}_$side.txt
       echo "== $p $side rc=$?"; grep "dflash_graph_stats" $V/r/gstats_${p}_$side.txt | sort -k2 -n -r | head -n 12
     done
+  done
+}
+
+vstep_q8drafter() {
+  local p; set_after_env
+  for p in $PAIRS; do
+    [ -f $M/$p-dflash-q8_0.gguf ] || { echo "no $p q8_0 drafter"; continue; }
+    timeout 200 "${after_env[@]}" python3 benchmarks/bench_engine.py --target $M/$p-target.gguf \
+      --draft $M/$p-dflash-q8_0.gguf --budgets 7 --tree 16 --max-tokens "$VN" --reps "$VREPS" --prompts "$VNP" \
+      --flash-attn on --json $V/r/q8drafter_$p.json > $V/r/q8drafter_$p.txt 2>&1
+    echo "q8_0 drafter $p rc=$?"; tail -n 4 $V/r/q8drafter_$p.txt
   done
 }
 

@@ -102,6 +102,22 @@ def modes_table(r: Path, pair: str, out: list[str], summary: dict) -> None:
     out += [""] + lines
 
 
+def q8_drafter(r: Path, pair: str, out: list[str]) -> None:
+    q8, f16 = _load(r / f"q8drafter_{pair}.json"), _load(r / f"ours_{pair}_after.json")
+    if not q8:
+        return
+    out += ["", "Drafter f16 against q8_0 (after):", "",
+            "| mode | budget | drafter | tok/s | step ms | draft ms | inject ms |", "|---|---|---|---|---|---|---|"]
+    for x in q8["rows"]:
+        if x["mode"] == "ar":
+            continue
+        ref = next((y for y in (f16 or {}).get("rows", []) if y["mode"] == x["mode"] and y["budget"] == x["budget"]), None)
+        for name, y in (("f16", ref), ("q8_0", x)):
+            if y:
+                out.append(f"| {y['mode']} | {y['budget']} | {name} | {y['tok_per_s']:.1f} | {y['step_ms']:.3f} | "
+                           f"{y['phase_ms']['draft']:.3f} | {y['phase_ms']['inject']:.3f} |")
+
+
 def graph_stats(r: Path, pair: str, out: list[str]) -> None:
     for s in SIDES:
         p = r / f"gstats_{pair}_{s}.txt"
@@ -195,6 +211,7 @@ def main(argv=None) -> int:
         s = summary.setdefault(pair, {})
         verify_table(r, pair, out, s)
         modes_table(r, pair, out, s)
+        q8_drafter(r, pair, out)
         graph_stats(r, pair, out)
     mmvq_table(r, out, summary)
     print("\n".join(out))
