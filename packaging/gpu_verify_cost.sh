@@ -88,7 +88,9 @@ quantise() {
       || { echo "quantise xover $ty failed"; tail -n 5 $V/quant_xover_$ty.log; }
     echo "xover $ty in $((SECONDS - t)) s"
   done
-  rm -f $M/xover-target-f16.gguf
+  local all=1
+  for ty in $XOVER_TYPES; do [ -f $M/xover-$ty.gguf ] || all=0; done
+  [ $all = 1 ] && rm -f $M/xover-target-f16.gguf
   # q8_0 drafters (the q8drafter step): half the draft phase's weight reads
   local p
   for p in $PAIRS; do
@@ -121,6 +123,18 @@ vrun() {
   wait_builds 3600 || { vsay "builds failed"; vpack; echo "rc=1" > $V/done; return 1; }
   while ! tail -n 1 $V/quant.log 2>/dev/null | grep -q "^done rc="; do sleep 5; done
   vsay "quantisation: $(tr '\n' ';' < $V/quant.log | cut -c1-400)"
+  # fallback: the CUDA peer's llama-quantize, for what the CPU one did not produce
+  if [ ! -f $M/q8b-target.gguf ] && [ -f $M/q8b-target-f16.gguf ]; then
+    $BIN/llama-quantize $M/q8b-target-f16.gguf $M/q8b-target.gguf Q4_K_M > $V/quant_q8b_peer.log 2>&1
+    vsay "q8b quantised with the peer's llama-quantize: rc=$?"
+  fi
+  local ty
+  for ty in $XOVER_TYPES; do
+    if [ ! -f $M/xover-$ty.gguf ] && [ -f $M/xover-target-f16.gguf ]; then
+      $BIN/llama-quantize --pure $M/xover-target-f16.gguf $M/xover-$ty.gguf $ty > $V/quant_xover_${ty}_peer.log 2>&1
+      vsay "xover $ty quantised with the peer's llama-quantize: rc=$?"
+    fi
+  done
   vmeasure
   vpack
   vsay "VERIFY DONE"
