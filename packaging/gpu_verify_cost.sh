@@ -77,7 +77,7 @@ quantise() {
       rm -f $M/q8b-target-f16.gguf
       echo "q8b Q4_K_M in $((SECONDS - t)) s"
     else
-      echo "quantise q8b failed"; tail -n 5 $V/quant_q8b.log
+      echo "quantise q8b failed"; tail -n 5 $V/quant_q8b.log; rm -f $M/q8b-target.gguf
     fi
   fi
   waitfor xover || { echo "no xover model"; return 1; }
@@ -85,7 +85,7 @@ quantise() {
     t=$SECONDS
     # --pure: every matrix of the model in this one type (no Q4_K_M-style mixture)
     $QBIN/llama-quantize --pure $M/xover-target-f16.gguf $M/xover-$ty.gguf $ty > $V/quant_xover_$ty.log 2>&1 \
-      || { echo "quantise xover $ty failed"; tail -n 5 $V/quant_xover_$ty.log; }
+      || { echo "quantise xover $ty failed"; tail -n 5 $V/quant_xover_$ty.log; rm -f $M/xover-$ty.gguf; }
     echo "xover $ty in $((SECONDS - t)) s"
   done
   local all=1
