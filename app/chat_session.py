@@ -195,8 +195,10 @@ class ChatSession(QObject):
                 self.transcript.pop_message()          # stopped before the first token
         s = result.summary
         note = f" — {s.budget_note}" if s.budget_note else ""
+        note += f" — {s.auto_note}" if s.auto_note else ""
         self.chat.show_status(f"{summary_line(summary)} · finish: {s.finish_reason}{note}")
         self.status.set_tok_per_s(s.tok_per_s)
+        self.status.set_break_even(s.break_even_commit, s.break_even, s.break_even_label)
         self.refresh_list()
         self.stateChanged.emit()
         self.answerFinished.emit(result)

@@ -24,7 +24,8 @@ from engine_bridge.config import KV_TYPES
 
 from .app_settings import StudioSettings
 
-MODE_LABELS = {"chain": "chain (DFlash)", "tree": "tree (DFlash)", "ar": "autoregressive (target only)"}
+MODE_LABELS = {"chain": "chain (DFlash)", "tree": "tree (DFlash)", "ar": "autoregressive (target only)",
+               "auto": "auto (fastest here: AR, chain or tree)"}
 WARN_MARK = " ⚠"
 
 
@@ -74,10 +75,12 @@ class SettingsPanel(QScrollArea):
         gen = QGroupBox("Generation (applies to the next message)", body)
         gf = QFormLayout(gen)
         self.mode = QComboBox(gen, objectName="modeCombo")
-        modes = ["chain"] + (["tree"] if tree_supported() else []) + ["ar"]
+        modes = ["chain"] + (["tree"] if tree_supported() else []) + ["ar", "auto"]
         for m in modes:
             self.mode.addItem(MODE_LABELS[m], m)
-        self.mode.setToolTip("How drafts are verified. Tree verification appears here once the engine supports it.")
+        self.mode.setToolTip("How drafts are verified. Tree verification appears here once the engine supports it.\n"
+                             "auto measures what a step costs on this machine (a few seconds, once per pair) and "
+                             "picks AR, chain or tree and the budget that is fastest with this pair's acceptance.")
         self.budget = _spin(gen, "budgetSpin", 1, 256, "draft tokens per step (chain); node budget (tree)")
         self.temperature = _dspin(gen, "temperatureSpin", 0.0, 2.0, 0.05, 2, "0 = greedy")
         self.top_k = _spin(gen, "topKSpin", 0, 1000, "0 = off")

@@ -1,4 +1,5 @@
-"""Status bar: backend (CPU, or CUDA with the GPU's name), loaded pair, live tok/s, memory."""
+"""Status bar: backend (CPU, or CUDA with the GPU's name), loaded pair, live tok/s, memory, and
+whether speculation pays: the measured commit length next to the break-even one."""
 
 from __future__ import annotations
 
@@ -38,10 +39,11 @@ class StudioStatusBar(QStatusBar):
         self.pair = QLabel("no pair loaded", self, objectName="statusPair")
         self.speed = QLabel("– tok/s", self, objectName="statusTokPerS")
         self.memory = QLabel("", self, objectName="statusMemory")
+        self.break_even = QLabel("", self, objectName="statusBreakEven")
         # fixed widths for the live figures: a label that resized on every update would re-layout the bar
         self.speed.setMinimumWidth(90)
         self.memory.setMinimumWidth(90)
-        for w in (self.backend, self.pair, self.speed, self.memory):
+        for w in (self.backend, self.pair, self.speed, self.break_even, self.memory):
             self.addPermanentWidget(w)
 
     def set_backend(self, text: str) -> None:
@@ -67,3 +69,21 @@ class StudioStatusBar(QStatusBar):
         self.memory.setText(f"mem {human_bytes(memory.get('process_rss', 0))}")
         self.memory.setToolTip(f"process resident: {human_bytes(memory.get('process_rss', 0))}\n"
                                f"weights: {human_bytes(weights)}\ncontexts (KV): {human_bytes(context)}")
+
+    def set_break_even(self, commit: float, break_even: float, label: str = "") -> None:
+        """Measured commit length vs the break-even one (engine_bridge.breakeven) for ``label``
+        (e.g. "chain 7"); break_even <= 0 (no cost table measured yet) clears it."""
+        if break_even <= 0:
+            self.break_even.setText("")
+            self.break_even.setToolTip("")
+            return
+        pays = commit > break_even
+        measured = f"{commit:.2f}" if commit > 0 else "–"      # 0: not measured yet
+        self.break_even.setText(f"commit {measured} / break-even {break_even:.2f}" + (f" ({label})" if label else ""))
+        self.break_even.setStyleSheet("color: #1a7f37;" if pays else "color: #b35900;")
+        cost = (f"A {label or 'speculative'} step costs as much time as {break_even:.2f} autoregressive steps "
+                f"here, so it must commit more than {break_even:.2f} tokens to be faster than the target alone.")
+        seen = (f"Measured: {commit:.2f} tokens per step — speculation {'pays' if pays else 'does not pay'}."
+                if commit > 0 else "Its commit length is not measured yet.")
+        hint = "" if pays else " Verify mode 'auto' switches to autoregressive when it does not."
+        self.break_even.setToolTip(f"{cost}\n{seen}{hint}")

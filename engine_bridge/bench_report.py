@@ -374,6 +374,27 @@ def context_lines(report: dict) -> list[tuple[str, str]]:
     ]
 
 
+def advice_lines(report: dict) -> list[str]:
+    """Does speculation pay in this run? A speculative row's step took ``commit / speed-up`` AR
+    steps of time (its break-even commit length, engine_bridge.breakeven); it pays when its measured
+    commit length is above that. The last line is the advice: the fastest row, or AR."""
+    from .breakeven import advice
+
+    ts = {r["id"]: r["avg_ts"] for r in report["rows"]}
+    costs, commits, lines = {}, {}, []
+    for r in report["rows"]:
+        ar_ts, row_ts, commit = ts.get(r["ar_row"]), r["avg_ts"], r["mean_commit_len"]
+        if r["kind"] != "spec" or not ar_ts or not row_ts or not commit:
+            continue
+        key = (f"{r['id']} {r['label']}", 0)      # a row: its id and label name it
+        costs[key], commits[key] = commit * ar_ts / row_ts, commit
+        lines.append(f"{r['id']} {r['label']}: break-even commit {costs[key]:.2f}, measured {commit:.2f} -> "
+                     + ("pays" if commit > costs[key] else "does not pay"))
+    if costs:
+        lines.append("advice: " + advice(costs, commits, margin=0.0))
+    return lines
+
+
 # -- writers --------------------------------------------------------------------------------------
 def to_json(report: dict) -> str:
     return json.dumps(report, indent=2, allow_nan=False) + "\n"
@@ -434,6 +455,9 @@ def to_markdown(report: dict) -> str:
     notes = [f"- {r['id']}: {n}" for r in report["rows"] for n in r["notes"]]
     if notes:
         parts += ["Notes:", ""] + notes + [""]
+    advice = advice_lines(report)
+    if advice:
+        parts += ["## Does speculation pay?", ""] + [f"- {a}" for a in advice] + [""]
     parts += ["## Step phases (mean per step)", "", md_table(*phase_table(report)), ""]
     parts += ["## Per prompt", "", md_table(*prompt_table(report)), ""]
     return "\n".join(parts)

@@ -85,7 +85,7 @@ class _Progress:
 
 def run(args) -> int:
     from .bench import BenchSpec, SweepError, parse_sweep, run_bench
-    from .bench_report import build_report, summary_table, write_report, md_table
+    from .bench_report import advice_lines, build_report, md_table, summary_table, write_report
     from .bench_suites import SuiteError, load_suite
 
     try:
@@ -139,6 +139,8 @@ def run(args) -> int:
     for r in report["rows"]:
         for n in r["notes"]:
             print(f"note {r['id']}: {n}")
+    for line in advice_lines(report):      # break-even per row and the advice
+        print(line)
     for path in write_report(report, json_path=args.json_path, csv_path=args.csv_path, md_path=args.md_path,
                              html_path=args.html_path):
         print(f"wrote {path}", file=sys.stderr)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
+from .calibration import CHAIN_BUDGETS, ROUNDS, TREE_BUDGETS
 from .cli_engine import EXIT_FAIL, EXIT_OK, EXIT_UNREADABLE, add_engine_args, config_from_args
 
 DEFAULT_PROMPT = "Explain in a few sentences how a bicycle stays upright."
@@ -24,6 +25,11 @@ def register(sub) -> None:
     c.add_argument("--force", action="store_true", help="measure again even when a cached table matches")
     c.add_argument("--prompt", default=DEFAULT_PROMPT, help="probe prompt (wrapped with the chat template if any)")
     c.add_argument("--probe-tokens", type=int, default=48, help="tokens per probe generation (0: no probe)")
+    c.add_argument("--chain-budgets", default=",".join(map(str, CHAIN_BUDGETS)),
+                   help="chain budgets to measure (those above the drafter's block are skipped)")
+    c.add_argument("--tree-budgets", default=",".join(map(str, TREE_BUDGETS)),
+                   help="tree node budgets to measure ('' for none)")
+    c.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved measuring rounds")
     c.add_argument("--json", action="store_true", help="print the table, estimates and advice as JSON")
     c.set_defaults(func=cmd_calibrate)
 
@@ -54,6 +60,10 @@ def cmd_calibrate(args) -> int:
 
     try:
         cfg = config_from_args(args)
+        chain = tuple(int(x) for x in args.chain_budgets.split(",") if x.strip())
+        tree = tuple(int(x) for x in args.tree_budgets.split(",") if x.strip())
+        if not chain or min(chain + tree) < 1 or args.rounds < 1:
+            raise ValueError("budgets and rounds must be positive integers, with at least one chain budget")
     except (ValueError, FileNotFoundError) as exc:
         print(f"dflash-studio calibrate: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -71,7 +81,8 @@ def cmd_calibrate(args) -> int:
         return EXIT_UNREADABLE
     try:
         say = (lambda m: None) if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
-        table = calibration.ensure(eng, force=args.force, progress=say)
+        table = calibration.ensure(eng, force=args.force, progress=say, chain_budgets=chain, tree_budgets=tree,
+                                   rounds=args.rounds)
         prompt = args.prompt
         if eng.chat_template():
             prompt = eng.format_chat([{"role": "user", "content": args.prompt}])

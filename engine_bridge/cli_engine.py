@@ -18,7 +18,8 @@ def register(sub) -> None:
     add_engine_args(g)
     g.add_argument("--prompt", required=True, help="prompt text")
     g.add_argument("--chat", action="store_true", help="wrap the prompt as a user turn with the chat template")
-    g.add_argument("--mode", choices=MODES, default=None, help="ar | chain | tree (default: chain with a drafter)")
+    g.add_argument("--mode", choices=MODES, default=None,
+                   help="ar | chain | tree | auto (auto: picks per step from measured costs; default: chain with a drafter)")
     g.add_argument("--budget", type=int, default=15, help="draft tokens per step (tree: node budget)")
     g.add_argument("--p-min", type=float, default=0.0, help="stop drafting below this drafter probability")
     g.add_argument("--max-tokens", type=int, default=128)
@@ -32,6 +33,10 @@ def register(sub) -> None:
     d = sub.add_parser("doctor", help="what engine was built and which devices it sees")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_doctor)
+
+    from .cli_calibrate import register as register_calibrate   # calibrate: step costs, break-even
+
+    register_calibrate(sub)
 
 
 def add_engine_args(p) -> None:
@@ -121,6 +126,12 @@ def cmd_generate(args) -> int:
             print(f"[{s.mode}] {s.n_generated} tokens in {s.n_steps} steps, {s.tok_per_s:.1f} tok/s, "
                   f"mean commit {s.mean_commit_len:.2f}, acceptance {s.acceptance_rate:.1%}, "
                   f"finish {s.finish_reason}{note}", file=sys.stderr)
+            if s.auto_note:
+                print(s.auto_note, file=sys.stderr)
+            if s.break_even:
+                verdict = "pays" if s.break_even_commit > s.break_even else "does not pay"
+                print(f"break-even commit {s.break_even:.2f} for {s.break_even_label}, measured "
+                      f"{s.break_even_commit:.2f}: speculation {verdict} here", file=sys.stderr)
     finally:
         eng.close()
     return EXIT_OK

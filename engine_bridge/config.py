@@ -13,7 +13,9 @@ KV_TYPES: dict[str, int] = {
 QUANTISED_KV = frozenset(k for k in KV_TYPES if k not in ("f32", "f16", "bf16"))
 
 FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}
-MODES = ("ar", "chain", "tree")
+#: "auto" picks ar, chain or tree and the budget per step from the measured step costs and the
+#: pair's running commit lengths (engine_bridge.auto_mode); greedy output stays the target's.
+MODES = ("ar", "chain", "tree", "auto")
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ class EngineConfig:
 class GenerationSettings:
     """What may change from one request to the next without a reload."""
 
-    mode: str = "chain"                   # ar | chain | tree
+    mode: str = "chain"                   # ar | chain | tree | auto
     budget: int = 15                      # chain: draft tokens per step; tree: node budget
     p_min: float = 0.0                    # stop a chain draft below this drafter probability
     max_tokens: int = 128

@@ -115,6 +115,10 @@ class Drafter:
             src = layer[first_row:first_row + n_rows] if rows is None else layer[rows]
             feats[:n_rows, k * d:(k + 1) * d] = src
         self.t_native += time.perf_counter() - t0
+        self.inject_features(feats, n_rows, pos0, seq, sync)
+
+    def inject_features(self, feats: np.ndarray, n_rows: int, pos0: int, seq: int = 0, sync: bool = False) -> None:
+        """Decodes ``n_rows`` rows of features (read earlier from the target) at pos0, pos0+1, ..."""
         step = self.ctx.n_ubatch
         b = self.inject_batch
         for off in range(0, n_rows, step):

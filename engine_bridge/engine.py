@@ -61,6 +61,8 @@ class Engine:
         self.tree_max_nodes = int(C.llama_n_seq_max(target_ctx.ptr)) if ok else 0
         self.tree_capable = ok and self.tree_max_nodes > 1
         self.tree_reason = reason if not ok else ("" if self.tree_capable else "the context has one sequence")
+        self.calibration = None     # calibration.CostTable: step costs on this machine (auto mode)
+        self.auto_policy = None     # auto_mode.AutoPolicy: the pair's running commit lengths
 
     # -- loading ----------------------------------------------------------------------------------
     @classmethod
@@ -190,9 +192,14 @@ class Engine:
         step commits; ``cancel`` stops the run within one step (finish_reason 'cancelled') and
         leaves the engine ready for the next request.
         """
+        from . import auto_mode
+
         settings = settings or GenerationSettings()
         tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
-        return Generation(self, settings, on_token, on_step, cancel).run(tokens)
+        runner = auto_mode.AutoGeneration if settings.mode == "auto" else Generation
+        res = runner(self, settings, on_token, on_step, cancel).run(tokens)
+        auto_mode.after_run(self, settings, res)   # teaches the auto policy; notes the break-even
+        return res
 
     def next_token_logits(self, tokens: list[int]):
         """The target's logits for the token after ``tokens`` (a copy), decoded one token at a time

@@ -82,6 +82,11 @@ class RunSummary:
     budget_note: str         # why the budget was clamped, if it was
     finish_reason: str       # eog | max_tokens | context_full | cancelled
     verify_mode: str = "chain"
+    # does speculation pay? (engine_bridge.breakeven; 0 / "" when no cost table is known)
+    break_even: float = 0.0          # commit length a step of `break_even_label` must reach to beat AR
+    break_even_label: str = ""       # the mode and budget it refers to, e.g. "chain 7"
+    break_even_commit: float = 0.0   # the commit length measured for it (running mean)
+    auto_note: str = ""              # auto mode: what ran, e.g. "auto: chain 4 x30, AR x5"
 
     @property
     def mean_commit_len(self) -> float:
