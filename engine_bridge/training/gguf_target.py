@@ -161,9 +161,23 @@ class GGUFTarget(nn.Module):
         return out, [feats[i] for i in layer_inputs]
 
     @torch.no_grad()
-    def generate(self, prompts: list[list[int]], max_new: int, stop_ids, pad_id: int = 0) -> list[list[int]]:
+    def generate(self, prompts: list[list[int]], max_new: int, stop_ids, pad_id: int = 0,
+                 exact: bool = True) -> list[list[int]]:
         """Greedy responses to a batch of prompts of different lengths (left-padded, one KV cache);
-        each response ends with its stop token, or after ``max_new`` tokens."""
+        each response ends with its stop token, or after ``max_new`` tokens.
+
+        ``exact``: float32 throughout, TF32 off, as llama.cpp computes: the responses are the
+        drafter's labels, and a bf16 target would flip llama.cpp's near-ties (decoding a 135 M
+        model is bound by kernel launches, so this costs little). ``exact=False``: bf16 on CUDA."""
+        tf32 = torch.backends.cuda.matmul.allow_tf32
+        if exact:
+            torch.backends.cuda.matmul.allow_tf32 = False
+        try:
+            return self._generate(prompts, max_new, stop_ids, pad_id, exact)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+
+    def _generate(self, prompts, max_new, stop_ids, pad_id, exact):
         dev = self.embed_tokens.weight.device
         B = len(prompts)
         P = max(len(p) for p in prompts)
@@ -172,7 +186,8 @@ class GGUFTarget(nn.Module):
         for b, p in enumerate(prompts):
             toks[b, P - len(p):] = torch.as_tensor(p, dtype=torch.long)
         L = P + max_new
-        dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+        low = dev.type == "cuda" and not exact
+        dtype = torch.bfloat16 if low else torch.float32
         caches = [(torch.zeros(B, self.c.n_head_kv, L, self.c.head_dim, dtype=dtype, device=dev),
                    torch.zeros(B, self.c.n_head_kv, L, self.c.head_dim, dtype=dtype, device=dev))
                   for _ in range(self.c.n_layer)]
@@ -183,7 +198,7 @@ class GGUFTarget(nn.Module):
         # a padded query row sees itself, so no row is all -inf (NaN would reach the cache)
         m = (causal[None] & key_ok[:, None, :P]) | torch.eye(P, dtype=torch.bool, device=dev)[None]
         stop = torch.as_tensor(sorted(set(int(s) for s in stop_ids)), device=dev)
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=low):
             logits, _ = self(toks, positions=pos, mask=m[:, None], caches=caches, pos0=0, last_only=True)
             nxt = logits[:, -1].float().argmax(-1)
             out = [nxt]
