@@ -83,9 +83,20 @@ def advice(costs, commits, margin: float = DEFAULT_MARGIN) -> str:
                 f"~{pick.speedup:.2f}x AR)")
     best = best_candidate(costs, commits)
     if best is None:
+        ceiling = perfect_drafter(costs)
+        if ceiling is not None and not ceiling.pays(margin):
+            return (f"speculation cannot pay here: even if every draft were accepted, the best step, "
+                    f"{ceiling.label}, would commit {ceiling.commit:.0f} tokens in the time of {ceiling.cost:.2f} "
+                    "AR steps; autoregressive is faster")
         return "no commit-length statistics yet: run the pair (or calibrate with a probe) first"
     return (f"speculation does not pay here: the best, {best.label}, needs a commit length of {best.cost:.2f} "
             f"and gets {best.commit:.2f} (~{best.speedup:.2f}x AR); autoregressive is faster")
+
+
+def perfect_drafter(costs: dict[tuple[str, int], float]) -> Choice | None:
+    """The best choice if every draft were accepted (a step of budget b commits at most b + 1 tokens):
+    when even this does not pay, no drafter can make speculation pay on this machine."""
+    return best_candidate(costs, {k: float(k[1] + 1) for k in costs})
 
 
 def geometric_commit(alpha: float, budget: int) -> float:

@@ -40,7 +40,11 @@ def test_advice_says_when_nothing_pays_and_what_it_would_need():
     assert breakeven.choose(costs, commits).mode == "ar"
     text = breakeven.advice(costs, commits)
     assert "does not pay" in text and "chain 2" in text and "2.40" in text and "1.20" in text
+    # nothing measured: whether a perfect drafter could pay decides what is said
     assert "no commit-length statistics" in breakeven.advice(costs, {})
+    hopeless = {("chain", 1): 2.6, ("chain", 2): 4.0, ("tree", 4): 5.05}
+    text = breakeven.advice(hopeless, {})
+    assert "cannot pay here" in text and "tree 4" in text and "5.05" in text    # 5 / 5.05 beats 2 / 2.6
 
 
 def test_geometric_commit_length():
