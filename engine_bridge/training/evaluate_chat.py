@@ -109,3 +109,47 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def check_drafter(target: str | Path, draft: str | Path, run_dir: str | Path, texts: list[str], n: int = 7) -> dict:
+    """llama.cpp's draft logits against the PyTorch drafter's (f16 shards in ``run_dir``) for the same
+    context, the PyTorch side fed by the GGUF target in torch (``gguf_target``). Ties the trained
+    weights, the export and ``dflash.cpp`` together: on an f32 target the logits agree to rounding;
+    on a quantised one, up to llama.cpp's quantised features."""
+    import numpy as np
+    import torch
+
+    from ..config import EngineConfig
+    from ..engine import Engine
+    from .gguf_target import load_gguf_target
+    from .train_drafter import load_drafter
+
+    tgt = load_gguf_target(target)
+    drafter, _ = load_drafter(run_dir)
+    eng = Engine.load(EngineConfig(target=Path(target), draft=Path(draft), n_ctx=1024, n_gpu_layers=0,
+                                   draft_n_gpu_layers=0, backend_sampling=False), check=False)
+    same, slots, max_diff, scale = 0, 0, 0.0, 0.0
+    try:
+        for text in texts:
+            toks = eng.tokenize(text)
+            eng.reset()
+            eng._prefill(toks, need_features=True)
+            with torch.no_grad():
+                logits, feats = tgt(torch.tensor([toks]), layer_inputs=drafter.c.target_layers)
+                last = int(logits[0, -1].argmax())
+                block = torch.tensor([[[last] + [drafter.c.mask_token_id] * n]])
+                head = None if tgt.c.tied else tgt.lm_head.weight
+                full = drafter(torch.cat(feats, -1), torch.tensor([[len(toks)]]), block, tgt.embed_tokens.weight,
+                               head)[0, 0].numpy()
+            got_tokens, got_logits = eng.drafter.draft(last, len(toks), n)
+            ref = full[1:].argmax(-1).tolist()
+            same += sum(int(a == b) for a, b in zip(ref, got_tokens))
+            slots += n
+            if got_logits is not None:
+                g = np.asarray(got_logits)[:n]
+                max_diff = max(max_diff, float(np.abs(g - full[1:]).max()))
+                scale = max(scale, float(np.abs(full[1:]).max()))
+    finally:
+        eng.close()
+    return {"texts": len(texts), "draft_tokens_equal": same / max(slots, 1), "max_abs_logit_diff": max_diff,
+            "max_abs_logit": scale}
