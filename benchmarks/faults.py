@@ -40,7 +40,7 @@ def storm(args, work: Path) -> Tally:
     res = run_storm(target, drafter, work, runs=args.storm_runs, seed=args.seed, n_threads=args.threads)
     # each run is a case, and each lossless check after the storm: recovered unless it failed
     tally.tried = args.storm_runs + res.lossless_checked
-    tally.failed = len(res.failed_runs) + res.failed_after + (args.storm_runs - res.runs - len(res.failed_runs))
+    tally.failed = len(res.failed_runs) + res.failed_after    # a run that raised is in failed_runs too
     tally.recovered = tally.tried - tally.failed
     tally.failures += res.failures
     tally.figures = {"pair": f"{target.name} + {drafter.name}", "threads": args.threads or "all", "runs": res.runs, "cancelled": res.cancelled,

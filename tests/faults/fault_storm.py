@@ -6,7 +6,8 @@ Every greedy run, cancelled or not, must commit a prefix of what the target alon
 prompt (a cancel may cut a run short, never change it); after the storm, chain and tree runs from a
 clean cache must still equal the autoregressive reference. Near-ties of the target's own logits
 are allowed as in the engine's losslessness tests (engine_corpus.assert_lossless), with the
-tolerance the reference-pair tests measured for a q8_0 target (NEAR_TIE_Q8).
+tolerance measured for this q8_0 target (NEAR_TIE_Q8). Finally the same clean-cache runs are
+compared with a freshly loaded engine's, token for token.
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ from engine_bridge.resources import resource
 from engine_corpus import assert_lossless
 
 FINISH = {"cancelled", "max_tokens", "eog"}
-#: tests/engine_bridge/test_reference_pair.py: the shipped q8_0 pair's tree runs part from AR at
-#: margins up to 0.061 on a fresh engine (batched and single-token q8_0 matmuls differ slightly).
-NEAR_TIE_Q8 = 0.1
+#: The shipped q8_0 pair's tree runs part from AR at near-ties (batched and single-token q8_0 matmuls
+#: differ slightly): test_reference_pair.py measured margins up to 0.061 on its prompts; on these
+#: prompts a fresh engine parts at 0.104 (4th prompt, token 43, one or two threads; measured). A
+#: corrupted cache parts where the target is sure, far above this; and the final comparison with a
+#: fresh engine allows no tolerance at all.
+NEAR_TIE_Q8 = 0.15
 #: Chain budgets and tree budgets a settings change picks from.
 CHAIN_BUDGETS = (2, 4, 7, 10)
 TREE_BUDGETS = (6, 12, 24)
@@ -153,15 +157,30 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
                     res.failures.append(f"run {i} ({mode}, {reason}): {why}")
                     res.failed_runs.add(i)
         res.rss_after = eng.memory()["process_rss"]
-        # Afterwards, from a clean cache: chain and tree still commit what the target alone commits.
+        # Afterwards, from a clean cache with the pair's own drafter: chain and tree still commit what
+        # the target alone commits (near-ties allowed) ...
+        eng.swap_drafter(drafters[0])
+        after = {}
         for p in prompts:
             for mode, budget in (("chain", 7), ("tree", 12)):
                 eng.reset()
-                out = eng.generate(p, GenerationSettings(mode=mode, budget=budget, max_tokens=max_tokens)).tokens
+                out = after[p, mode] = eng.generate(p, GenerationSettings(mode=mode, budget=budget,
+                                                                          max_tokens=max_tokens)).tokens
                 why = _check_prefix(eng, p, reference[p], out, near_tie, f"after the storm, {mode}")
                 if why or len(out) != len(reference[p]):
                     res.failures.append(why or f"after the storm, {mode}: {len(out)} tokens, not {len(reference[p])}")
                     res.failed_after += 1
                 res.lossless_checked += 1
+    # ... and exactly what a freshly loaded engine commits: the storm left no trace, not even at a near-tie.
+    with Engine.load(cfg) as fresh:
+        for (p, mode), out in after.items():
+            fresh.reset()
+            budget = 7 if mode == "chain" else 12
+            again = fresh.generate(p, GenerationSettings(mode=mode, budget=budget, max_tokens=max_tokens)).tokens
+            if again != out:
+                k = next((i for i, (a, b) in enumerate(zip(again, out)) if a != b), min(len(again), len(out)))
+                res.failures.append(f"after the storm, {mode}: differs from a fresh engine at token {k}")
+                res.failed_after += 1
+            res.lossless_checked += 1
     res.seconds = time.monotonic() - t0
     return res
