@@ -32,6 +32,7 @@ from .profiler_view import ProfilerView
 from .settings_panel import SettingsPanel
 from .status_bar import StudioStatusBar, backend_text
 from .tasks import TaskRunner
+from .train_panel import TrainPanel
 from .workers import EMPTY, GENERATING, LOADING, READY, EngineClient, LoadCancelled
 
 ICON = Path(__file__).resolve().parent.parent / "resources" / "icons" / "dflash-studio.svg"
@@ -83,6 +84,7 @@ class MainWindow(QMainWindow):
         self.profiler = ProfilerView(self)
         self.browser = ModelBrowser(self.tasks, self)
         self.bench = BenchView(self)          # the bench helper's tab; it loads its own engine
+        self.train = TrainPanel(self)         # trains a drafter for a target; the pair loads at the end
         self.status = StudioStatusBar(self)
         self.setStatusBar(self.status)
         self.status.set_backend(backend_text())
@@ -98,6 +100,7 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.profiler, "Profiler")
         self.tabs.addTab(_scrolling(self.browser), "Models")
         self.tabs.addTab(_scrolling(self.bench), "Bench")
+        self.tabs.addTab(_scrolling(self.train), "Train")
         self.setCentralWidget(self.tabs)
 
         self.side_tabs = QTabWidget(self, objectName="sideTabs")
@@ -139,6 +142,8 @@ class MainWindow(QMainWindow):
         self.pairing.cancelRequested.connect(self.engine.cancel_load)
         self.pairing.demoRequested.connect(self.use_demo_pair)
         self.pairing.pairChanged.connect(self._on_pair_changed)
+        self.pairing.pairChanged.connect(lambda target, drafter: self.train.set_current_target(target))
+        self.train.drafterTrained.connect(self.use_trained_drafter)
         self.pairing.reportReady.connect(self._on_report)
         self.pairing.reportReady.connect(lambda report: self.browser.refresh())   # the check filed the pair
         self.pairing.modelsInspected.connect(self._on_models_inspected)
@@ -201,6 +206,15 @@ class MainWindow(QMainWindow):
         job = self.tasks.start("demo pair", lambda job: demo_pair())
         job.succeeded.connect(lambda pair: self.pairing.set_pair(str(pair[0]), str(pair[1])))
         job.failed.connect(self._on_load_failed)
+
+    def use_trained_drafter(self, target: str, drafter: str) -> None:
+        """The Train tab wrote a drafter: pair it with its target and load the pair (checked on load)."""
+        self.pairing.set_pair(target, drafter)          # the settings follow through pairChanged
+        self.side_tabs.setCurrentWidget(self.pairing)
+        if self.engine.busy:
+            self.pairing.show_message("the trained drafter is paired: press Load when the engine is free")
+            return
+        self.load_pair()
 
     def load_default_pair(self) -> None:
         """The configured pair, else the demo pair; loads as soon as its check passes."""
@@ -397,6 +411,7 @@ class MainWindow(QMainWindow):
         self.qsettings.setValue("ui/state", self.saveState())
         self.settings.save(self.qsettings)
         self.bench.shutdown()
+        self.train.shutdown()
         if not self.engine.shutdown():
             QMessageBox.warning(self, "DFlash Studio", "The engine did not stop in time.")
         self.session.close()           # the generation stopped with the thread: keep what it committed
