@@ -1,10 +1,11 @@
 """The Train tab [trainPanel]: train a DFlash drafter for a target GGUF, watch it, cancel it, load the pair.
 
-The training itself is engine_bridge's (``engine_bridge.training``; see ``start_training`` below,
-the one place that knows its entry point). It runs on a worker QThread, the bench tab's pattern:
-its events (stage, step, ETA, loss) arrive as queued signals, Cancel sets the run's
-``threading.Event`` (the trainer polls it every step and stops without writing a drafter), and
-errors come back as a signal whose message the tab shows; the app stays up whatever happens.
+The training itself is engine_bridge's (``engine_bridge.training.train_for_target.run``, what
+``dflash-studio train-drafter`` runs; ``start_training`` below is the one place that calls it). It
+runs on a worker QThread, the bench tab's pattern: its events (stage, step, ETA, loss, log lines)
+arrive as queued signals, Cancel sets the run's ``threading.Event`` (generation and training poll it
+every batch and step; a cancelled run exports nothing), and errors come back as a signal whose
+message the tab shows; the app stays up whatever happens.
 The loss curve redraws through a throttle (at most 5 times a second, like the live plots),
 however fast steps come. When a drafter is written, ``drafterTrained(target, drafter)`` tells the
 main window, which pairs and loads it through the pairing panel.
@@ -25,8 +26,6 @@ from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, Signal, Slot
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPlainTextEdit,
                                QProgressBar, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
-from engine_bridge.paths import data_dir
-
 from .throttle import Throttle
 
 #: the loss curve redraws at most 5 times a second (the live plots' rate; training steps may come faster)
@@ -34,8 +33,8 @@ REDRAW_MS = 200
 DEVICES = ("auto", "cuda", "cpu")
 LOG_LINES = 500          # the log view keeps the newest lines (the run folder's train-log.txt has all)
 PROGRESS_STEPS = 1000    # the progress bar's resolution
-STAGE_NAMES = {"prepare": "preparing prompts", "load": "loading the target", "generate": "generating answers",
-               "train": "training", "export": "exporting"}
+STAGE_NAMES = {"prepare": "preparing prompts", "generate": "generating answers", "train": "training",
+               "export": "exporting", "evaluate": "evaluating"}
 
 
 @dataclass(frozen=True)
@@ -49,8 +48,7 @@ class TrainRequest:
     seconds: float = 540.0             # training time budget
     gen_seconds: float = 180.0         # time budget for generating the target's responses
     device: str = "auto"
-    out_type: str = "q8_0"
-    work: Path | None = None           # where data and checkpoints go (default: under the data folder)
+    work: Path | None = None           # where data and checkpoints go (default: next to out, "<stem>.train")
     #: further trainer options (name, value): prompts per category, max_steps, batch, ... (tests: tiny runs)
     extra: tuple = ()
 
@@ -65,36 +63,30 @@ def resolve_device(device: str) -> str:
 
 
 def start_training(req: TrainRequest, on_event, cancel: threading.Event) -> Path | None:
-    """Runs prepare -> generate -> train -> export (blocking; called on the worker thread).
+    """Runs prepare -> generate + train -> export (blocking; called on the worker thread).
 
-    The stages are engine_bridge.training's (chat_data.prepare, train_chat.run, export.export_drafter);
-    the tab only sequences them and reports. Returns the drafter GGUF, or None when cancelled (then
-    no drafter is exported; the run folder keeps the generated data and checkpoint for a rerun)."""
-    from engine_bridge.training import chat_data, export, train_chat
+    ``engine_bridge.training.train_for_target.run`` does the work (the CLI's ``train-drafter`` runs the
+    same call). Returns the drafter GGUF, or None when cancelled: then nothing is exported, and the
+    work folder keeps the generated data and the last checkpoint (a rerun with the same name and
+    options resumes from them)."""
+    from engine_bridge.training import train_chat, train_for_target
 
-    extra = dict(req.extra)
-    n_per_category = int(extra.pop("n_per_category", 1500))
-    log = lambda line: on_event({"log": str(line)})      # noqa: E731 - every log line shows in the tab's log
-    work = Path(req.work or data_dir() / "training") / req.out.stem
-    data = work / f"data-{n_per_category}"
     device = resolve_device(req.device)
     train_chat.pick_device(device)       # no CUDA for "cuda": say so before minutes of preparation
-    on_event({"stage": "prepare", "message": f"rendering and tokenizing the training prompts ({work})"})
-    if not (data / "meta.json").exists():
-        chat_data.prepare(req.target, data, n_per_category=n_per_category, log=log)
-    if cancel.is_set():
+    train_for_target.run(req.target, req.out, stages=("prepare", "train", "export"), work=req.work,
+                         device=device, n_layer=req.layers, block_size=req.block_size, seconds=req.seconds,
+                         gen_seconds=req.gen_seconds, progress=on_event, cancel=cancel,
+                         log=lambda line: on_event({"log": str(line)}), **dict(req.extra))
+    if cancel.is_set() or not req.out.exists():
         return None
-    on_event({"stage": "load", "message": f"reading {req.target.name} into PyTorch on {device}"})
-    summary = train_chat.run(req.target, data, work / "run", device=device, n_layer=req.layers,
-                             block_size=req.block_size, seconds=req.seconds, gen_seconds=req.gen_seconds,
-                             progress=on_event, cancel=cancel, log=log, **extra)
-    if cancel.is_set() or summary.get("cancelled") or summary.get("train", {}).get("cancelled"):
-        return None
-    on_event({"stage": "export", "message": f"writing {req.out.name} ({req.out_type}) through the converter"})
-    req.out.parent.mkdir(parents=True, exist_ok=True)
-    export.export_drafter(work / "run", req.target, req.out, work / "hf", req.out_type,
-                          name=f"DFlash drafter for {req.target.stem} (DFlash Studio)")
     return req.out
+
+
+def work_folder(req: TrainRequest) -> Path:
+    """Where a request's data, run and checkpoints go."""
+    from engine_bridge.training.train_for_target import work_dir_for
+
+    return Path(req.work) if req.work else work_dir_for(req.out)
 
 
 def default_output(target: Path, folder: Path | None = None) -> Path:
@@ -291,7 +283,7 @@ class TrainPanel(QWidget):
         fields = dict(target=target, out=out, layers=self.layers_spin.value(),
                       block_size=int(self.block_combo.currentText()), seconds=float(self.seconds_spin.value()),
                       gen_seconds=float(self.gen_seconds_spin.value()), device=self.device_combo.currentText(),
-                      extra=tuple(self.extra_options.items()), work=data_dir() / "training")
+                      extra=tuple(self.extra_options.items()))
         fields.update(overrides)
         return TrainRequest(**fields)
 
@@ -436,9 +428,8 @@ class TrainPanel(QWidget):
     def _on_cancelled(self) -> None:
         self.redraws.flush()
         self.stage_label.setText("cancelled")
-        req = self._request
         self._status(f"training cancelled; no drafter was written (the generated data and the last checkpoint "
-                     f"stay in {Path(req.work) / req.out.stem}: the same name and options resume from them)")
+                     f"stay in {work_folder(self._request)}: the same name and options resume from them)")
         self.trainingCancelled.emit()
 
     @Slot()
