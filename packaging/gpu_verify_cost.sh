@@ -2,9 +2,11 @@
 # Issue 13 on the GPU machine: what a verify / a speculative step costs in AR tokens, before and
 # after packaging/patches, in one run of one build.
 #
-# "before" = the patches' toggles off (DFLASH_MULTIROW_GRAPHS=0 DFLASH_MMVQ_MAX_ROWS=8: upstream's
-# behaviour exactly); "after" = graphs per shape on, and the MMVQ row ceiling per quant type that
-# the mmvq step measured as best (AFTER_MMVQ overrides it, e.g. 16; it is 16 if mmvq did not run).
+# "before" = the patches' toggles off (DFLASH_MMVQ_MAX_ROWS=8: upstream's behaviour exactly);
+# "after" = the MMVQ row ceiling per quant type that the mmvq step measured as best (AFTER_MMVQ
+# overrides it, e.g. 16; the build's own defaults if mmvq did not run). DFLASH_MULTIROW_GRAPHS=0
+# on both sides: builds of patch 0001 before 2026-11-23 had a per-shape CUDA graph key behind it
+# (measured: no effect, dropped); the current 0001 is diagnostics only and ignores it.
 # Upstream's own tools are built from the same patched tree and run with the toggles off.
 #
 # Usage, from the project root on the GPU machine, with .gpu-bundle present (carry it):
@@ -43,12 +45,12 @@ PAIRS=${PAIRS:-"q8b smol q15"}
 AFTER_MMVQ=${AFTER_MMVQ:-}
 XOVER_TYPES=${XOVER_TYPES:-"Q4_0 Q8_0 Q4_K Q5_K Q6_K"}
 before_env=(env DFLASH_MULTIROW_GRAPHS=0 DFLASH_MMVQ_MAX_ROWS=8)
-# after: graphs per shape + the MMVQ ceilings the mmvq step measured best per type (else AFTER_MMVQ, else 16)
+# after: AFTER_MMVQ, else the MMVQ ceilings the mmvq step measured best per type, else the build's defaults
 set_after_env() {
   local spec=$AFTER_MMVQ
   [ -z "$spec" ] && [ -s $V/after_mmvq.txt ] && spec=$(cat $V/after_mmvq.txt)
-  [ -z "$spec" ] && spec=16
-  after_env=(env DFLASH_MULTIROW_GRAPHS=1 DFLASH_MMVQ_MAX_ROWS=$spec)
+  after_env=(env DFLASH_MULTIROW_GRAPHS=0)
+  [ -n "$spec" ] && after_env+=(DFLASH_MMVQ_MAX_ROWS=$spec)
   echo "${after_env[*]}" > $V/r/after_env.txt 2>/dev/null
 }
 QBIN=$W/llama.cpp/build-cpu/bin
@@ -108,7 +110,7 @@ vstart() {
   cp -a engine_bridge benchmarks packaging tests resources pyproject.toml $S/
   ln -sfn "$here/$B" $S/.gpu-bundle
   cd $S || return 1
-  vsay "start from $S: pairs $PAIRS; after = graphs per shape + MMVQ ceilings ${AFTER_MMVQ:-as measured}"
+  vsay "start from $S: pairs $PAIRS; after = MMVQ ceilings ${AFTER_MMVQ:-as measured}"
   # q8b first (largest, then quantised while the rest are written), the crossover model second
   local order="" p
   for p in $(case " $PAIRS " in *" q8b "*) echo q8b;; esac) xover $PAIRS; do case " $order " in *" $p "*) ;; *) order="$order $p";; esac; done
