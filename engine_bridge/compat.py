@@ -277,8 +277,15 @@ def _captured_layers(t: ModelInfo, d: ModelInfo) -> Check:
 def _target_layer_ids(t: ModelInfo, d: ModelInfo) -> Check:
     ids = list(d.target_layers or ())
     if not ids:
-        return Check("target_layer_ids", FAIL, "the drafter lists no target layers (dflash.target_layers)",
-                     "re-convert the drafter; its config.json names target_layer_ids")
+        return Check("target_layer_ids", FAIL, "the drafter lists no target layers (dflash.target_layers); "
+                                               "llama.cpp refuses to load it",
+                     "re-convert it with dflash-studio convert, which fills missing target_layer_ids the way the "
+                     "reference model does (build_target_layer_ids)")
+    derived = next((n for n in d.notes if n.startswith("target_layer_ids absent")), None)
+    return _target_layer_range(t, ids, f"{derived}; " if derived else "")
+
+
+def _target_layer_range(t: ModelInfo, ids: list[int], prefix: str) -> Check:
     n = t.n_layer or 0
     limit = n if t.arch in facts.FINAL_LAYER_INPUT else n - 1
     bad = [i for i in ids if i < 0 or i > limit]
@@ -287,8 +294,8 @@ def _target_layer_ids(t: ModelInfo, d: ModelInfo) -> Check:
                      f"target layer ids {bad} are out of range for a {n}-layer target (largest usable id {limit})",
                      "choose the drafter trained for this target (a smaller model's drafter reads fewer layers)")
     if len(set(ids)) != len(ids):
-        return Check("target_layer_ids", WARN, f"target layer ids repeat: {ids}", "check the drafter's conversion")
-    return Check("target_layer_ids", PASS, f"ids {ids} (HF ids + 1) all below the target's {n} layers")
+        return Check("target_layer_ids", WARN, f"{prefix}target layer ids repeat: {ids}", "check the drafter's conversion")
+    return Check("target_layer_ids", PASS, f"{prefix}ids {ids} (HF ids + 1) all below the target's {n} layers")
 
 
 def _tokenizer(t: ModelInfo, d: ModelInfo) -> Check:
@@ -362,8 +369,12 @@ def _sliding_window(d: ModelInfo) -> Check:
         return Check("sliding_window", PASS, f"{sum(pat)}/{len(pat)} layers slide (window {d.sliding_window}), "
                                              "honoured by llama.cpp")
     if any(x == "sliding_attention" for x in lt):
+        # Settled against the reference (docs/converter-peer.md): z-lab dflash/model.py reads
+        # config.sliding_window, which transformers' Qwen3Config drops unless use_sliding_window.
         return Check("sliding_window", WARN, f"layer_types marks {sum(x == 'sliding_attention' for x in lt)}/{len(lt)} "
-                                             "layers as sliding but no window is enabled: they will run as full attention",
+                                             "layers as sliding but use_sliding_window is off: they run as full "
+                                             "attention, as in the reference model (transformers' Qwen3Config drops "
+                                             "the window) and in llama.cpp's converter",
                      "set use_sliding_window and sliding_window in config.json if the drafter was trained that way")
     return Check("sliding_window", PASS, "no sliding-window layers")
 

@@ -1,13 +1,23 @@
 """Hugging Face DFlash drafter folder + target GGUF -> drafter GGUF, written with the gguf package.
 
-It follows llama.cpp's own converter (``conversion/qwen.py`` class ``DFlashModel``): tokenizer
-keys from the target, ``dflash.target_layers`` = HF ``target_layer_ids`` + 1 (the *input* of the
-next layer), block size and mask token from ``dflash_config``, sliding-window layers from
-``layer_types`` / ``sliding_window``, norms kept F32. It differs where the field reports showed
-silent failures: rope theta is read from a nested ``rope_parameters`` block or the top level and a
-missing value is an error, never a default (report 001); dimensions come from tensor shapes and
-must agree with config.json (report 000); the pair invariants llama.cpp would abort on (hidden
-size, layer ids, mask id) are refused before anything is written.
+It follows llama.cpp's own converter (``conversion/qwen.py`` classes ``DFlashModel`` and
+``DSparkModel``): tokenizer keys from the target, ``dflash.target_layers`` = HF ``target_layer_ids``
++ 1 (the *input* of the next layer), block size and mask token from ``dflash_config``,
+sliding-window layers from ``layer_types`` / ``sliding_window`` only when ``use_sliding_window``
+(or ``dflash_config.use_swa``) is on, degenerate M-RoPE sections ``[head_dim/2, 0, 0, 0]`` for an
+M-RoPE target, no ``lm_head`` for a full-vocabulary DSpark drafter, norms kept F32.
+tests/engine_bridge/test_converter_peer.py runs upstream's converter on realistic drafter folders
+and holds both outputs equal; docs/converter-peer.md lists every difference and why.
+
+It differs where upstream and the reference model (z-lab ``dflash/model.py``) disagree, following
+the reference (it defines what the weights were trained for): a config.json without
+``target_layer_ids`` gets the reference's ``build_target_layer_ids(num_target_layers,
+num_hidden_layers)`` (upstream writes no ``dflash.target_layers`` and its file does not load). And
+where the field reports showed silent failures: rope theta is read from a nested
+``rope_parameters`` block or the top level and a missing value is an error, never a default
+(report 001); dimensions come from tensor shapes and must agree with config.json (report 000); the
+pair invariants llama.cpp would abort on (hidden size, layer ids, mask id) are refused before
+anything is written.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ from . import dflash_names
 from .convert_quant import (FILE_TYPE, OUT_TYPES, ConversionError, copy_fields, encode, storage_type,
                             write_atomically)
 from .gguf_header import GGUFHeaderError, read_header
-from .modelinfo import hf_rope_theta, hf_sliding_window
+from .modelinfo import hf_rope_theta, hf_sliding_window, hf_target_layer_ids
 
 SUPPORTED_ACTIVATIONS = ("silu", "gelu", "gelu_pytorch_tanh")   # src/models/dflash.cpp
 _ST_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}
@@ -169,9 +179,13 @@ def convert_hf_drafter(hf_dir: str | os.PathLike, target: str | os.PathLike, out
                               "refusing to guess: a wrong theta silently collapses acceptance")
     notes.append(f"rope theta {theta:g} from {source}")
 
-    ids = dcfg.get("target_layer_ids", cfg.get("target_layer_ids"))
-    if not isinstance(ids, list) or not ids:
-        raise ConversionError("config.json names no dflash_config.target_layer_ids")
+    ids, ids_source = hf_target_layer_ids(cfg, dcfg, dims["n_layer"], t_layers)
+    if not ids:
+        raise ConversionError("config.json names no dflash_config.target_layer_ids and no num_target_layers "
+                              "to derive them from")
+    if ids_source.startswith("build_target_layer_ids"):
+        notes.append(f"target_layer_ids absent: {ids} from {ids_source} (z-lab dflash/model.py); "
+                     "llama.cpp's converter would write no dflash.target_layers")
     layers = [int(i) + 1 for i in ids]    # GGUF stores the input of the next layer
     if t_layers is not None and any(not 0 <= x < int(t_layers) for x in layers):
         raise ConversionError(f"target_layer_ids {ids} do not fit the {t_layers}-layer target")
@@ -199,7 +213,31 @@ def convert_hf_drafter(hf_dir: str | os.PathLike, target: str | os.PathLike, out
     if window and len(pattern) != dims["n_layer"]:
         raise ConversionError(f"layer_types has {len(pattern)} entries for {dims['n_layer']} layers")
     if not window and any(x == "sliding_attention" for x in cfg.get("layer_types") or []):
-        notes.append("layer_types marks sliding layers but use_sliding_window is off: written as full attention")
+        notes.append("layer_types marks sliding layers but use_sliding_window is off: written as full attention, "
+                     "as the reference model runs them (transformers' Qwen3Config drops sliding_window unless "
+                     "use_sliding_window is true) and as llama.cpp's converter writes them")
+    if cfg.get("rope_is_neox_style") is False:
+        raise ConversionError("rope_is_neox_style false (interleaved rope) is not supported; use llama.cpp's "
+                              "convert_hf_to_gguf.py, which permutes q/k for it")
+    if (folder / "mask_embedding.pt").is_file():
+        raise ConversionError("mask_embedding.pt (a drafter-provided mask embedding) is not supported; use "
+                              "llama.cpp's convert_hf_to_gguf.py --target-model-dir")
+    rope = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else (
+        cfg.get("rope_scaling") if isinstance(cfg.get("rope_scaling"), dict) else {})
+    prf = rope.get("partial_rotary_factor")
+    rope_dims = int(dims["head_dim"] * float(prf)) if prf is not None else None
+    # An M-RoPE target (qwen35, qwen3vl, ...) carries rope sections; the drafter ropes on the
+    # temporal dimension only, so it gets degenerate sections, as llama.cpp's converter writes.
+    t_sections = thdr.fields.get(f"{tarch}.rope.dimension_sections")
+    mrope = t_sections is not None and any(int(x) for x in list(t_sections))
+    scalars = {
+        "dflash.attention.value_scale": dcfg.get("attention_value_scale"),
+        "dflash.logit_scale": dcfg.get("output_multiplier", cfg.get("output_multiplier")),
+        "dflash.final_logit_softcapping": dcfg.get("final_logit_softcapping", cfg.get("final_logit_softcapping")),
+        "dflash.embedding_scale": dcfg.get("input_embedding_scale", cfg.get("input_embedding_scale")),
+    }
+    if scalars["dflash.final_logit_softcapping"] is not None and float(scalars["dflash.final_logit_softcapping"]) <= 0:
+        scalars["dflash.final_logit_softcapping"] = None
 
     mapped: list[tuple[str, SafetensorsTensor]] = []
     for hf_name, t in tensors.items():
@@ -208,11 +246,24 @@ def convert_hf_drafter(hf_dir: str | os.PathLike, target: str | os.PathLike, out
             raise ConversionError(f"tensor {hf_name} has no llama.cpp DFlash counterpart")
         mapped.append((g, t))
     dspark = any(g == "markov_w1.weight" for g, _ in mapped)
+    if dspark:
+        n_vocab = int(cfg.get("vocab_size") or t_vocab)
+        draft_vocab = int(cfg.get("draft_vocab_size") or n_vocab)
+        if draft_vocab < n_vocab:
+            raise ConversionError(f"draft_vocab_size {draft_vocab} < vocab_size {n_vocab}: a reduced-vocabulary "
+                                  "DSpark drafter (d2t table) is not supported")
+        if any(g == "output.weight" for g, _ in mapped):
+            # llama.cpp's DSparkModel drops it too: a full-vocabulary DSpark drafter scores with the
+            # target's output head, and a drafter output.weight would replace that head.
+            mapped = [(g, t) for g, t in mapped if g != "output.weight"]
+            notes.append("lm_head dropped: a full-vocabulary DSpark drafter uses the target's output head")
 
     def fill(tmp: Path) -> None:
         w = GGUFWriter(str(tmp), "dflash")
+        w.add_string("general.type", "model")
         w.add_string("general.name", name or folder.name)
         w.add_uint32("general.file_type", FILE_TYPE[out_type])
+        w.add_uint32("general.quantization_version", 2)   # GGML_QNT_VERSION, as every llama.cpp converter writes
         w.add_uint32("dflash.context_length", int(cfg.get("max_position_embeddings") or thdr.fields.get(f"{tarch}.context_length") or 4096))
         w.add_uint32("dflash.embedding_length", dims["n_embd"])
         w.add_uint32("dflash.block_count", dims["n_layer"])
@@ -230,6 +281,13 @@ def convert_hf_drafter(hf_dir: str | os.PathLike, target: str | os.PathLike, out
             w.add_array("dflash.attention.sliding_window_pattern", [bool(x) for x in pattern])
         if act != "silu":
             w.add_string("dflash.hidden_activation", act)
+        if rope_dims is not None:
+            w.add_uint32("dflash.rope.dimension_count", rope_dims)
+        if mrope:
+            w.add_array("dflash.rope.dimension_sections", [dims["head_dim"] // 2, 0, 0, 0])
+        for key, value in scalars.items():
+            if value is not None:
+                w.add_float32(key, float(value))
         causal = cfg.get("is_causal", dcfg.get("causal"))
         if causal is not None:
             w.add_bool("dflash.attention.causal", bool(causal))

@@ -494,9 +494,11 @@ def _inspect_hf(folder: Path) -> ModelInfo:
         info.mask_token_id = _int(mask)
         block = dflash_cfg.get("block_size", c.get("block_size"))
         info.block_size = _int(block)
-        ids = dflash_cfg.get("target_layer_ids", c.get("target_layer_ids"))
-        if isinstance(ids, list):
+        ids, source = hf_target_layer_ids(c, dflash_cfg, info.n_layer)
+        if ids:
             info.target_layers = tuple(int(i) + 1 for i in ids)   # HF ids + 1, as in GGUF
+            if source and source.startswith("build_target_layer_ids"):
+                info.notes.append(f"target_layer_ids absent: {source}")
         if "markov_head.markov_w1.weight" in tensors:
             info.dspark = True
             shape = tensors["markov_head.markov_w1.weight"][0]
@@ -545,7 +547,11 @@ def hf_sliding_window(cfg: dict, dflash_cfg: dict, n_layer: int | None):
     """(window, per-layer pattern) the way llama.cpp's DFlash converter decides it.
 
     Field report 002: Qwen3.6 drafters mark 4 of 5 layers ``sliding_attention``; ignoring
-    ``layer_types`` silently runs them as full attention.
+    ``layer_types`` silently runs them as full attention. With ``use_sliding_window`` false the
+    reference model agrees with this rule: z-lab ``dflash/model.py`` takes ``config.sliding_window``
+    for those layers, and transformers' ``Qwen3Config`` sets it to None unless ``use_sliding_window``
+    is true, so they run full attention there too (tests/engine_bridge/test_converter_peer.py checks
+    this against transformers itself).
     """
     use = bool(cfg.get("use_sliding_window", False) or dflash_cfg.get("use_swa", False))
     window = dflash_cfg.get("swa_window_size") or cfg.get("sliding_window")
@@ -556,6 +562,38 @@ def hf_sliding_window(cfg: dict, dflash_cfg: dict, n_layer: int | None):
     else:
         pattern = tuple(lt == "sliding_attention" for lt in (cfg.get("layer_types") or []))
     return int(window), pattern
+
+
+def build_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> list[int]:
+    """The HF target layer ids the reference model uses when config.json names none.
+
+    The rule of z-lab ``dflash/model.py`` ``build_target_layer_ids``: one draft layer reads the
+    middle target layer; otherwise the draft layers spread evenly from layer 1 to
+    ``num_target_layers - 3``.
+    """
+    if num_draft_layers == 1:
+        return [num_target_layers // 2]
+    start, end = 1, num_target_layers - 3
+    return [int(round(start + i * (end - start) / (num_draft_layers - 1))) for i in range(num_draft_layers)]
+
+
+def hf_target_layer_ids(cfg: dict, dflash_cfg: dict, n_layer: int | None,
+                        n_target_layers: int | None = None) -> tuple[list[int] | None, str | None]:
+    """(HF target layer ids, where they came from): dflash_config, the top level, or the reference's
+    build_target_layer_ids(num_target_layers, num_hidden_layers) when config.json names none.
+
+    ``n_target_layers`` stands in for a missing ``num_target_layers`` (the target's block count)."""
+    ids = dflash_cfg.get("target_layer_ids", cfg.get("target_layer_ids"))
+    if isinstance(ids, list) and ids:
+        return [int(i) for i in ids], "dflash_config.target_layer_ids" if "target_layer_ids" in dflash_cfg else "target_layer_ids"
+    n_t = _int(cfg.get("num_target_layers"))
+    source = "num_target_layers"
+    if n_t is None and n_target_layers:
+        n_t, source = int(n_target_layers), "the target's block count"
+    if not n_t or not n_layer:
+        return None, None
+    return build_target_layer_ids(n_t, int(n_layer)), (
+        f"build_target_layer_ids({n_t} from {source}, {n_layer} draft layers), as the reference model fills them")
 
 
 def _hf_tokenizer(info: ModelInfo, folder: Path) -> None:

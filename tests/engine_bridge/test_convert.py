@@ -6,6 +6,8 @@ reproduce synth's file tensor for tensor, and the engine must draft identically 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -30,11 +32,15 @@ def pair(tmp_path_factory):
     return dict(dir=d, tspec=tspec, dspec=dspec, target=target, direct=direct, hf=hf)
 
 
+#: Written by the converter as llama.cpp's converter writes them; synth's direct writer omits them.
+CONVERTER_ONLY = {"general.type", "general.quantization_version"}
+
+
 def assert_same_gguf(a_path, b_path):
     a, b = read_header(a_path), read_header(b_path)
-    assert set(a.types) == set(b.types)
+    assert set(a.types) - CONVERTER_ONLY == set(b.types) - CONVERTER_ONLY
     for key in a.types:
-        if key == "general.name":
+        if key == "general.name" or key in CONVERTER_ONLY:
             continue
         va, vb = a.value(key), b.value(key)
         if isinstance(va, np.ndarray):
@@ -108,6 +114,38 @@ def test_dspark_conversion(pair, tmp_path):
     res = convert_hf_drafter(hf, pair["target"], tmp_path / "conv.gguf", "f32")
     assert_same_gguf(direct, res.path)
     assert inspect_model(res.path).role == "dspark"
+
+
+def test_missing_target_layer_ids_follow_the_reference(pair, tmp_path):
+    """z-lab dflash/model.py fills them with build_target_layer_ids(num_target_layers, n_draft_layers);
+    without num_target_layers the target's block count stands in."""
+    spec = synth.DrafterSpec(n_layer=2, target_layers=(2, 2))   # build_target_layer_ids(4, 2) = [1, 1]
+    with mf.fast_vocab():
+        hf = mf.write_hf_drafter(tmp_path / "hf", pair["tspec"], spec,
+                                 config_overrides={"dflash_config": {"mask_token_id": 5}})
+        bare = mf.write_hf_drafter(tmp_path / "bare", pair["tspec"], spec, drop_config=["num_target_layers"],
+                                   config_overrides={"dflash_config": {"mask_token_id": 5}})
+    for folder, source in ((hf, "num_target_layers"), (bare, "the target's block count")):
+        res = convert_hf_drafter(folder, pair["target"], tmp_path / f"{folder.name}.gguf")
+        assert inspect_model(res.path).target_layers == (2, 2)
+        assert any("build_target_layer_ids" in n and source in n for n in res.notes)
+
+
+def test_dspark_lm_head_dropped_and_reduced_vocab_refused(pair, tmp_path):
+    spec = synth.DrafterSpec(dspark=True)
+    with mf.fast_vocab():
+        hf = mf.write_hf_drafter(tmp_path / "hf", pair["tspec"], spec)
+    n_vocab = inspect_model(pair["target"]).vocab_size
+    st = mf.write_safetensors(tmp_path / "lm_head.safetensors",
+                              {"lm_head.weight": (np.zeros((n_vocab, pair["tspec"].n_embd), np.float32), "F32")})
+    st.rename(hf / "model-lm_head.safetensors")
+    res = convert_hf_drafter(hf, pair["target"], tmp_path / "d.gguf")
+    assert "output.weight" not in read_header(res.path).tensors and any("lm_head dropped" in n for n in res.notes)
+    cfg = json.loads((hf / "config.json").read_text())
+    (hf / "config.json").write_text(json.dumps({**cfg, "draft_vocab_size": 1000}))
+    with pytest.raises(ConversionError, match="reduced-vocabulary"):
+        convert_hf_drafter(hf, pair["target"], tmp_path / "r.gguf")
+    assert not (tmp_path / "r.gguf").exists()
 
 
 REFUSALS = {
