@@ -237,6 +237,9 @@ class Measurement:
     commit_lens: list[int]       # tokens committed by each step
     tokens: list[int]
     text: str
+    # greedy speculative runs that part from AR: where, and the target's top-2 margin there
+    # (engine_bridge.near_tie.Parting.to_dict); None when identical or not judged
+    divergence: dict | None = None
 
 
 @dataclass
@@ -453,6 +456,18 @@ class _Runner:
         eng.reset()
         return eng.generate(text, settings, cancel=self.cancel)
 
+    def _divergence(self, eng, row: BenchRow, prompt_id: str, rep: int, text: str, tokens: list[int]):
+        """Where this greedy run parts from its AR run, with the target's margin there (outside the
+        timed generation; the next one resets the KV anyway)."""
+        from . import near_tie
+
+        ref = next((m.tokens for m in self.result.measurements
+                    if m.row_id == row.ar_row and m.prompt_id == prompt_id and m.rep == rep), None)
+        if ref is None:
+            return None
+        part = near_tie.parting(eng, eng.tokenize(text), ref, tokens)
+        return part.to_dict() if part is not None else None
+
     def _run_row(self, eng, row: BenchRow, prompts: list[str]) -> None:
         spec = self.spec
         mode = "ar" if row.kind == "ar" else row.verify_mode
@@ -476,6 +491,8 @@ class _Runner:
                         row.notes.append(s.budget_note)
                     m = Measurement(row.id, p.id, rep, spec.base_seed + rep, s.to_dict(), res.phase_means(),
                                     [st.committed for st in res.steps], list(res.tokens), res.text)
+                    if row.kind == "spec" and spec.temperature <= 0:
+                        m.divergence = self._divergence(eng, row, p.id, rep, text, m.tokens)
                     self.result.measurements.append(m)
                     finished += 1
                     self.done += 1

@@ -87,7 +87,8 @@ def _mean_of(stats: dict, key: str):
 
 
 def _lossless(result: BenchResult, row: BenchRow, prompt_id: str | None = None) -> tuple[bool | None, list[str]]:
-    """Speculative tokens identical to the AR tokens for the same prompt and seed (greedy only).
+    """Speculative tokens identical to the AR tokens for the same prompt and seed (greedy only),
+    or parting from them only at a near-tie of the target's logits (``Measurement.divergence``).
 
     Returns (verdict, mismatching prompt ids); None when it cannot be judged (sampling, or no
     pair of finished runs to compare).
@@ -103,7 +104,8 @@ def _lossless(result: BenchResult, row: BenchRow, prompt_id: str | None = None) 
         if ref is None:
             continue
         compared += 1
-        if ref != m.tokens and m.prompt_id not in bad:
+        # a parting at a near-tie of the target's logits is not a loss (engine_bridge.near_tie)
+        if ref != m.tokens and not (m.divergence or {}).get("near_tie") and m.prompt_id not in bad:
             bad.append(m.prompt_id)
     return (None if compared == 0 else not bad), bad
 
@@ -269,6 +271,8 @@ def _prompt_dicts(result: BenchResult, row: BenchRow) -> list[dict]:
             if sp:
                 d.update(speedup=sp.ratio, speedup_ci_lo=sp.ci_lo, speedup_ci_hi=sp.ci_hi)
             d["lossless"] = _lossless(result, row, p.id)[0]
+            margins = [m.divergence["margin"] for m in ms if m.divergence and m.divergence["margin"] is not None]
+            d["divergence_margin"] = min(margins) if margins else None
         out.append(d)
     return out
 
@@ -279,7 +283,8 @@ def _run_dict(m: Measurement) -> dict:
             "n_prompt": s["n_prompt"], "n_gen": s["n_generated"], "n_steps": s["n_steps"],
             "draft_n": s["n_drafted"], "draft_n_accepted": s["n_accepted"], "t_prefill": s["t_prefill"],
             "t_first_token": s["t_first_token"], "t_generate": s["t_generate"], "ts": s["tok_per_s"],
-            "budget_effective": s["budget_effective"], "finish_reason": s["finish_reason"]}
+            "budget_effective": s["budget_effective"], "finish_reason": s["finish_reason"],
+            "divergence": m.divergence}
 
 
 def _finite(obj):
@@ -342,9 +347,17 @@ def prompt_table(report: dict) -> tuple[list[str], list[list[str]]]:
     rows = [[p["row_id"], p["prompt_id"], fmt(p["avg_ts"]), fmt(p["stddev_ts"]),
              _interval(p["ts_ci_lo"], p["ts_ci_hi"]), fmt(p["speedup"], 3),
              _interval(p["speedup_ci_lo"], p["speedup_ci_hi"], 3), fmt(p["ttft_ms"]),
-             fmt(p["acceptance_rate"], 3), fmt(p["mean_commit_len"], 3), fmt(p["lossless"])]
+             fmt(p["acceptance_rate"], 3), fmt(p["mean_commit_len"], 3), _lossless_cell(p)]
             for p in report["prompts"]]
     return PROMPT_HEADERS, rows
+
+
+def _lossless_cell(p: dict) -> str:
+    """'yes' / 'NO', with the target's top-2 margin where a greedy run parted from AR: a 'yes' with a
+    margin is a near-tie parting (engine_bridge.near_tie), a 'NO' with one a real divergence."""
+    cell = fmt(p["lossless"])
+    margin = p.get("divergence_margin")
+    return cell if margin is None else f"{cell} (parted, margin {margin:.3g})"
 
 
 def context_lines(report: dict) -> list[tuple[str, str]]:

@@ -72,6 +72,8 @@ PROMPT_ROW = {
         "ts_ci_lo": NUM, "ts_ci_hi": NUM, "ttft_ms": NUM, "prefill_ts": NUM, "acceptance_rate": OPT_NUM,
         "mean_commit_len": NUM, "speedup": OPT_NUM, "speedup_ci_lo": OPT_NUM, "speedup_ci_hi": OPT_NUM,
         "lossless": {"type": ["boolean", "null"]}, "stats": STATS,
+        # the smallest top-2 margin of the target where a greedy run parted from AR (None: never)
+        "divergence_margin": OPT_NUM,
     },
 }
 
@@ -81,7 +83,11 @@ RUN = {
                  "t_prefill", "t_first_token", "t_generate", "ts", "finish_reason"],
     "properties": {"row_id": STR, "prompt_id": STR, "rep": INT, "seed": {"type": "integer"}, "n_prompt": INT,
                    "n_gen": INT, "n_steps": INT, "draft_n": INT, "draft_n_accepted": INT, "t_prefill": NUM,
-                   "t_first_token": NUM, "t_generate": NUM, "ts": NUM, "finish_reason": STR},
+                   "t_first_token": NUM, "t_generate": NUM, "ts": NUM, "finish_reason": STR,
+                   # where a greedy run parted from AR (engine_bridge.near_tie.Parting), None if it did not
+                   "divergence": {"type": ["object", "null"],
+                                  "properties": {"index": INT, "margin": OPT_NUM, "tolerance": NUM,
+                                                 "near_tie": {"type": "boolean"}}}},
 }
 
 REPORT_SCHEMA = {

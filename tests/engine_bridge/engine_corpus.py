@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
+from engine_bridge import near_tie
 
-#: Batched and single-token decodes differ by ~1e-4 relative in the logits (as in upstream
-#: llama.cpp), so two greedy runs may part where the target's top two logits are this close.
-NEAR_TIE = 0.02
+#: The near-tie rule lives in engine_bridge.near_tie (the bench's lossless flag uses it too).
+NEAR_TIE = near_tie.NEAR_TIE
 
 PROMPTS = [
     "Hello world", "The quick brown fox", "def main():\n    print(", "1, 2, 3, 4,", "Once upon a time",
@@ -23,13 +22,10 @@ def assert_lossless(engine, prompt, reference: list[int], produced: list[int], w
                     tol: float = NEAR_TIE) -> None:
     """``produced`` must equal the autoregressive ``reference``, except that both may part at a
     floating-point near-tie of the target's own logits; then the shared prefix is what counts."""
-    if produced == reference:
-        return
-    k = next((i for i, (a, b) in enumerate(zip(reference, produced)) if a != b), None)
-    assert k is not None, f"{what}: lengths differ ({len(produced)} vs {len(reference)}) on a common prefix"
     prompt_tokens = engine.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
-    logits = engine.next_token_logits(prompt_tokens + reference[:k])
-    top2 = np.sort(logits)[-2:]
-    margin = float(top2[1] - top2[0])
-    assert margin < tol, (f"{what}: speculative output differs at token {k} "
-                               f"({produced[k]} vs {reference[k]}) where the target's margin is {margin:.4f}")
+    part = near_tie.parting(engine, prompt_tokens, reference, produced, tolerance=tol)
+    assert part is None or part.near_tie, (
+        f"{what}: speculative output differs at token {part.index} "
+        f"({produced[part.index] if part.index < len(produced) else 'end'} vs "
+        f"{reference[part.index] if part.index < len(reference) else 'end'}) where the target's margin is "
+        f"{part.margin:.4f}")
