@@ -182,6 +182,25 @@ LAYOUTS: dict[str, dict] = {
                   "layer_types": ["sliding_attention"] * 4 + ["full_attention"]},
         "layer_ids": "spread",
     },
+    # The optional fields upstream's DFlashModel writes and no layout above carries (DFlash variants
+    # and derived drafters set them): both converters must turn them into the same keys.
+    "qwen3-8b-optional-fields": {
+        "drafter_repo": "variant of z-lab/Qwen3-8B-DFlash-b16",
+        "documented": False,
+        "source": ("the Qwen3-8B layout plus the optional fields llama.cpp conversion/qwen.py DFlashModel reads: "
+                   "dflash_config attention_value_scale, output_multiplier, final_logit_softcapping, "
+                   "input_embedding_scale, rope_parameters.partial_rotary_factor, is_causal"),
+        "target_arch": "qwen3", "target_hf": _QWEN3_TARGET,
+        "n_layer": 5, "n_head": 4, "n_head_kv": 2, "head_dim": 16, "n_ff": 128,
+        "draft": {"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "block_size": 16,
+                  "hidden_act": "silu", "max_position_embeddings": 40960, "rms_norm_eps": 1e-06,
+                  "rope_parameters": {"rope_theta": 1000000, "rope_type": "default", "partial_rotary_factor": 0.5},
+                  "use_sliding_window": False, "sliding_window": None, "is_causal": False,
+                  "dtype": "bfloat16", "layer_types": ["full_attention"] * 5},
+        "dflash_extra": {"attention_value_scale": 0.5, "output_multiplier": 0.75, "final_logit_softcapping": 30.0,
+                         "input_embedding_scale": 2.0},
+        "layer_ids": "spread",
+    },
     "qwen3-8b-no-layer-ids": {
         "drafter_repo": "variant of z-lab/Qwen3-8B-DFlash-b16",
         "documented": False,
@@ -241,7 +260,7 @@ def write_hf_drafter(folder: Path, name: str) -> Path:
     mask = synth.default_mask_token(n_vocab)
     ids = [i - 1 for i in dspec.target_layers]
     if lay["layer_ids"] == "spread":
-        cfg["dflash_config"] = {"mask_token_id": mask, "target_layer_ids": ids}
+        cfg["dflash_config"] = {"mask_token_id": mask, "target_layer_ids": ids, **lay.get("dflash_extra", {})}
     elif lay["layer_ids"] == "absent":
         cfg["dflash_config"] = {"mask_token_id": mask}
     elif lay["layer_ids"] == "top-level":           # DSpark exports keep them at the top level

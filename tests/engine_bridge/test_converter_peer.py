@@ -145,6 +145,13 @@ def test_the_layouts_reach_the_features_they_stand_for(cases):
     llama = read_header(cases["llama3.1-8b-dflash-ultrachat"]["ours"])
     assert llama.value("dflash.rope.freq_base") == pytest.approx(5e5)
     assert llama.value("dflash.attention.layer_norm_rms_epsilon") == pytest.approx(1e-5)
+    opt = read_header(cases["qwen3-8b-optional-fields"]["ours"])
+    assert opt.value("dflash.rope.dimension_count") == 8                          # head_dim 16 * 0.5
+    assert opt.value("dflash.attention.value_scale") == pytest.approx(0.5)
+    assert opt.value("dflash.logit_scale") == pytest.approx(0.75)
+    assert opt.value("dflash.final_logit_softcapping") == pytest.approx(30.0)
+    assert opt.value("dflash.embedding_scale") == pytest.approx(2.0)
+    assert opt.value("dflash.attention.causal") is False
     derived = read_header(cases["qwen3-8b-no-layer-ids"]["ours"])
     assert list(derived.value("dflash.target_layers")) == [i + 1 for i in build_target_layer_ids(8, 5)]
     assert "dflash.target_layers" not in read_header(cases["qwen3-8b-no-layer-ids"]["upstream"]).types
