@@ -89,10 +89,11 @@ class Engine:
             # Tree verification gives each leaf a sequence id in one unified KV cache; a plain chain
             # needs one sequence. llama.cpp allows at most 256 sequences.
             n_seq = min(config.max_tree_nodes, 256, config.n_batch - 1) if (tree_ok and config.draft) else 1
-            if not config.n_ctx:    # 0: the target's own context length, capped by memory
-                config = config.replace(n_ctx=context_size.default_n_ctx(target, config.target_kv.k,
-                                                                         config.target_kv.v))
-            ctx = Context(target, n_ctx=config.n_ctx, n_batch=config.n_batch, n_ubatch=config.n_ubatch,
+            # 0: the target's own context length, capped by memory. The config keeps the 0 it was
+            # asked with (the app compares it with the settings to tell what needs a reload); the
+            # resolved size is the context's n_ctx.
+            n_ctx = config.n_ctx or context_size.default_n_ctx(target, config.target_kv.k, config.target_kv.v)
+            ctx = Context(target, n_ctx=n_ctx, n_batch=config.n_batch, n_ubatch=config.n_ubatch,
                           kv=config.target_kv, flash_attn=config.flash_attn, n_threads=config.n_threads,
                           n_seq_max=max(1, n_seq), kv_unified=True)
         except Exception:

@@ -98,7 +98,7 @@ def test_library_variants_reach_settings_and_swap_the_drafter(qtbot, make_window
     w.side_tabs.setCurrentWidget(w.settings_panel)
     assert combo.itemText(1).startswith("variant: ") and "q8_0" in combo.itemText(1)
     combo.setCurrentIndex(1)
-    assert w.settings_panel.banner.isVisible() and w.settings_panel.apply_button.text() == "Swap drafter"
+    assert w.settings_panel.banner.isVisible() and w.settings_panel.apply_button.text() == "Swap drafter", w.settings_panel.banner_text.text()
     with qtbot.waitSignal(w.engine.drafterChanged, timeout=LOAD_TIMEOUT_MS) as swapped:
         w.settings_panel.apply_button.click()
     assert swapped.args[0].describe["draft"].endswith("-q8_0.gguf")
