@@ -20,7 +20,7 @@ def register(sub) -> None:
     p.add_argument("--run-dir", default=None, help="a training run folder (e.g. brought back from the GPU machine)")
     p.add_argument("--card", default=None, help="card path (default: card.md next to OUT)")
     p.add_argument("--heldout-copy", default=None, help="also write the held-out prompts (JSONL suite) here")
-    p.add_argument("--per-category", type=int, default=1500, help="training prompts per category")
+    p.add_argument("--per-category", type=int, default=3000, help="training prompts per category")
     p.add_argument("--mask-token-id", type=int, default=None)
     p.add_argument("--eval-max-tokens", type=int, default=128)
     p.add_argument("--eval-prompts", type=int, default=None, help="held-out prompts per category (default all)")

@@ -74,7 +74,7 @@ def end_tokens(model) -> list[int]:
     return [t for t in range(model.n_vocab) if model.is_eog(t)]
 
 
-def prepare(target: str | Path, out: str | Path, *, n_per_category: int = 1500, seed: int = 0,
+def prepare(target: str | Path, out: str | Path, *, n_per_category: int = 3000, variants: int = 2, seed: int = 0,
             mask_token_id: int | None = None, heldout_copy: str | Path | None = None,
             log: Callable[[str], None] = print) -> dict:
     from ..chat_template import render_chat
@@ -93,21 +93,28 @@ def prepare(target: str | Path, out: str | Path, *, n_per_category: int = 1500, 
     bos = model.token_text(C.llama_vocab_bos(v)) if C.llama_vocab_bos(v) >= 0 else ""
     eos = model.token_text(C.llama_vocab_eos(v)) if C.llama_vocab_eos(v) >= 0 else ""
 
-    def render(text: str) -> str:
-        return render_chat(template, [{"role": "user", "content": text}], bos_token=bos, eos_token=eos,
-                           add_generation_prompt=True)
+    def render(text: str, system: str | None) -> str:
+        msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
+        return render_chat(template, msgs, bos_token=bos, eos_token=eos, add_generation_prompt=True)
 
-    train, held = chat_prompts.compose(n_per_category, seed)
+    composed, held = chat_prompts.compose(n_per_category, seed)
+    # each request once with the template's own default (what the app sends) and, for variants > 1,
+    # again under one of our system messages
+    train = []
+    for p in composed:
+        train.append({**p, "system": None})
+        if variants > 1:
+            train.append({**p, "id": p["id"] + "-s", "system": chat_prompts.system_prompt_for(p["text"])})
     ids, offsets, cats = [], [0], []
     with open(out / "prompts.jsonl", "w") as f:
         for i, p in enumerate(train):
             # the engine's own path for a chat message: template -> text -> llama_tokenize(add_special, parse_special)
-            toks = model.tokenize(render(p["text"]), add_special=True, parse_special=True)
+            toks = model.tokenize(render(p["text"], p["system"]), add_special=True, parse_special=True)
             ids.extend(toks)
             offsets.append(len(ids))
             cats.append(chat_prompts.CATEGORIES.index(p["category"]))
             f.write(json.dumps(p) + "\n")
-            if (i + 1) % 2000 == 0:
+            if (i + 1) % 5000 == 0:
                 log(f"prepare: {i + 1}/{len(train)} prompts tokenized")
     np.savez_compressed(out / "prompts.npz", ids=np.asarray(ids, dtype=np.int32),
                         offsets=np.asarray(offsets, dtype=np.int64), category=np.asarray(cats, dtype=np.int8))
@@ -137,7 +144,8 @@ def prepare(target: str | Path, out: str | Path, *, n_per_category: int = 1500, 
         "heldout_counts": {c: int(sum(1 for p in held if p["category"] == c)) for c in chat_prompts.EVAL_CATEGORIES},
         "n_prompts": len(train), "prompt_tokens": int(lens.sum()), "prompt_len_max": int(lens.max()),
         "prompt_len_mean": round(float(lens.mean()), 1),
-        "sources": chat_prompts.SOURCES, "seed": seed, "n_per_category": n_per_category,
+        "sources": chat_prompts.SOURCES, "seed": seed, "n_per_category": n_per_category, "variants": variants,
+        "distinct_requests": len(composed),
         "python": sys.version.split()[0],
         "benchmarks_excluded": ["MT-Bench", "AlpacaEval", "HumanEval", "MBPP", "GSM8K", "MATH"],
     }
@@ -160,11 +168,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--target", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--per-category", type=int, default=1500)
+    ap.add_argument("--per-category", type=int, default=3000)
+    ap.add_argument("--variants", type=int, default=2, help="renderings per request (2: also under a system message)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--mask-token-id", type=int, default=None)
     a = ap.parse_args(argv)
-    prepare(a.target, a.out, n_per_category=a.per_category, seed=a.seed, mask_token_id=a.mask_token_id)
+    prepare(a.target, a.out, n_per_category=a.per_category, variants=a.variants, seed=a.seed,
+            mask_token_id=a.mask_token_id)
     return 0
 
 

@@ -117,6 +117,20 @@ HELD_OUT_TEMPLATES = {
 }
 
 
+#: System messages (our own text) a prompt may be rendered with, besides the template's default:
+#: a second rendering of the same request gives another, equally valid, response of the target.
+SYSTEM_PROMPTS = [
+    "You are a helpful assistant.", "You are a friendly and knowledgeable assistant. Answer clearly.",
+    "You are a concise assistant. Keep answers short and to the point.",
+    "You are a patient teacher who explains things step by step.",
+    "You are an expert programmer and a careful writer.", "Answer the user's question as well as you can.",
+]
+
+
+def system_prompt_for(text: str) -> str:
+    return SYSTEM_PROMPTS[_h("system:" + text) % len(SYSTEM_PROMPTS)]
+
+
 def _h(s: str) -> int:
     return int(hashlib.sha256(s.encode()).hexdigest()[:8], 16)
 
@@ -229,7 +243,7 @@ def reasoning_prompt(rng: random.Random) -> tuple[str, str]:
     return kind, p
 
 
-def compose(n_per_category: int = 1500, seed: int = 0) -> tuple[list[dict], list[dict]]:
+def compose(n_per_category: int = 3000, seed: int = 0) -> tuple[list[dict], list[dict]]:
     """(training prompts, held-out prompts); each {"id", "category", "text", "source", "template"}.
 
     Training prompts are distinct; held-out prompts share no template with training and no topic
@@ -239,10 +253,14 @@ def compose(n_per_category: int = 1500, seed: int = 0) -> tuple[list[dict], list
     held: list[dict] = []
     seen: set[str] = set()
 
+    counts: dict[str, int] = {}
+
     def add(lst, cat, text, source, template):
         if text in seen:
             return
         seen.add(text)
+        if lst is train:
+            counts[cat] = counts.get(cat, 0) + 1
         lst.append({"id": f"{cat}-{len(lst):05d}", "category": cat, "text": text, "source": source,
                     "template": template})
 
@@ -253,7 +271,7 @@ def compose(n_per_category: int = 1500, seed: int = 0) -> tuple[list[dict], list
     funcs_held = [f for f in funcs if topic_is_held_out(f"{f[0]}.{f[1]}")]
 
     def count(cat):
-        return sum(p["category"] == cat for p in train)
+        return counts.get(cat, 0)
 
     for cat in ("chat", "instructions", "writing"):
         pairs = [(ti, t) for ti in range(len(TRAIN_TEMPLATES[cat])) for t in topics_train]

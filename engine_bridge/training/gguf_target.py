@@ -78,6 +78,8 @@ class TargetAttention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q.transpose(1, 2), cos, sin), apply_rope(k.transpose(1, 2), cos, sin)
         v = self.v_proj(x).view(B, T, c.n_head_kv, c.head_dim).transpose(1, 2)
+        if cache is not None and isinstance(pos0, torch.Tensor):
+            return self._decode_static(q, k, v, cache, pos0, mask, x.dtype)
         if cache is not None:
             kc, vc = cache
             kc[:, :, pos0:pos0 + T] = k.to(kc.dtype)
@@ -96,6 +98,21 @@ class TargetAttention(nn.Module):
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **kw)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, c.n_head * c.head_dim).to(x.dtype))
+
+    def _decode_static(self, q, k, v, cache, slot, mask, dtype):
+        """One token per row written at cache slot ``slot`` (a device tensor), attending over the
+        whole cache under ``mask`` (B, 1, 1, Lmax): every step has the same shapes, so a CUDA graph
+        can replay it. GQA without copying the cache: the query heads sharing a KV head become
+        that head's query rows (llama.cpp's mapping: query head h reads KV head h // r)."""
+        B, H, _, D = q.shape
+        c = self.c
+        kc, vc = cache
+        kc.index_copy_(2, slot.view(1), k.to(kc.dtype))
+        vc.index_copy_(2, slot.view(1), v.to(vc.dtype))
+        r = c.n_head // c.n_head_kv
+        qg = q.to(kc.dtype).reshape(B, c.n_head_kv, r, D)
+        y = F.scaled_dot_product_attention(qg, kc, vc, attn_mask=mask)            # (B, Hkv, r, D)
+        return self.o_proj(y.reshape(B, 1, H * D).to(dtype))
 
 
 class TargetBlock(nn.Module):
@@ -161,23 +178,24 @@ class GGUFTarget(nn.Module):
         return out, [feats[i] for i in layer_inputs]
 
     @torch.no_grad()
-    def generate(self, prompts: list[list[int]], max_new: int, stop_ids, pad_id: int = 0,
-                 exact: bool = True) -> list[list[int]]:
-        """Greedy responses to a batch of prompts of different lengths (left-padded, one KV cache);
-        each response ends with its stop token, or after ``max_new`` tokens.
+    def generate(self, prompts: list[list[int]], max_new: int, stop_ids, pad_id: int = 0, exact: bool = False,
+                 graph: bool = False) -> list[list[int]]:
+        """Greedy responses to a batch of prompts of different lengths (left-padded, one static KV
+        cache); each response ends with its stop token, or after ``max_new`` tokens.
 
-        ``exact``: float32 throughout, TF32 off, as llama.cpp computes: the responses are the
-        drafter's labels, and a bf16 target would flip llama.cpp's near-ties (decoding a 135 M
-        model is bound by kernel launches, so this costs little). ``exact=False``: bf16 on CUDA."""
+        ``exact``: float32 throughout with TF32 off (llama.cpp's precision; slower on a GPU); else
+        bf16 on CUDA (float32 on the CPU either way). ``graph`` (CUDA): the decode step is captured
+        once as a CUDA graph and replayed, so a step costs no Python or launch overhead; the host
+        looks at the stop flags every 16 steps only."""
         tf32 = torch.backends.cuda.matmul.allow_tf32
         if exact:
             torch.backends.cuda.matmul.allow_tf32 = False
         try:
-            return self._generate(prompts, max_new, stop_ids, pad_id, exact)
+            return self._generate(prompts, max_new, stop_ids, pad_id, exact, graph)
         finally:
             torch.backends.cuda.matmul.allow_tf32 = tf32
 
-    def _generate(self, prompts, max_new, stop_ids, pad_id, exact):
+    def _generate(self, prompts, max_new, stop_ids, pad_id, exact, graph):
         dev = self.embed_tokens.weight.device
         B = len(prompts)
         P = max(len(p) for p in prompts)
@@ -197,24 +215,34 @@ class GGUFTarget(nn.Module):
         causal = slots[:P, None] >= slots[None, :P]
         # a padded query row sees itself, so no row is all -inf (NaN would reach the cache)
         m = (causal[None] & key_ok[:, None, :P]) | torch.eye(P, dtype=torch.bool, device=dev)[None]
-        stop = torch.as_tensor(sorted(set(int(s) for s in stop_ids)), device=dev)
+        stop = torch.as_tensor(sorted(set(int(s) for s in stop_ids)) or [-1], device=dev)
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=low):
             logits, _ = self(toks, positions=pos, mask=m[:, None], caches=caches, pos0=0, last_only=True)
-            nxt = logits[:, -1].float().argmax(-1)
-            out = [nxt]
-            done = torch.isin(nxt, stop)
-            for i in range(1, max_new):
-                if bool(done.all()):
-                    break
-                cur = P + i - 1                      # cache slot of the token being fed
-                mi = key_ok[:, None, None, :cur + 1]
-                pi = (cur - pad)[:, None]
-                logits, _ = self(nxt[:, None], positions=pi, mask=mi, caches=caches, pos0=cur)
-                nxt = logits[:, -1].float().argmax(-1)
-                nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
-                out.append(nxt)
-                done = done | torch.isin(nxt, stop)
-        gen = torch.stack(out, 1).cpu().tolist()
+        out = torch.full((B, max_new), pad_id, dtype=torch.long, device=dev)
+        nxt = logits[:, -1].float().argmax(-1)
+        out[:, 0] = nxt
+        done = (nxt[:, None] == stop[None]).any(-1)
+        cur = torch.tensor(P, device=dev)              # cache slot of the token being fed
+
+        def step():
+            mask = (key_ok & (slots[None, :] <= cur))[:, None, None, :]
+            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=low, cache_enabled=False):
+                lg, _ = self(nxt[:, None], positions=(cur - pad)[:, None], mask=mask, caches=caches, pos0=cur)
+            new = torch.where(done, torch.full_like(nxt, pad_id), lg[:, -1].float().argmax(-1))
+            nxt.copy_(new)
+            out.index_copy_(1, (cur - P + 1).view(1), new[:, None])
+            done.logical_or_(((new[:, None] == stop[None]).any(-1)))
+            cur.add_(1)
+
+        n_steps = max_new - 1
+        run = step
+        if graph and dev.type == "cuda" and n_steps > 2:
+            run = self._capture(step, (nxt, done, cur))
+        for i in range(n_steps):
+            if i % 16 == 0 and bool(done.all()):
+                break
+            run()
+        gen = out.cpu().tolist()
         stops = set(stop.tolist())
         res = []
         for row in gen:
@@ -225,6 +253,26 @@ class GGUFTarget(nn.Module):
                     break
             res.append(r)
         return res
+
+    @staticmethod
+    def _capture(step, state):
+        """``step`` as a CUDA graph. Warm-up runs (needed before capture) advance the state, so
+        it is saved and restored around them (cache slots they wrote are rewritten before use)."""
+        saved = [t.clone() for t in state]
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(2):
+                step()
+        torch.cuda.current_stream().wait_stream(s)
+        for t, v in zip(state, saved):
+            t.copy_(v)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            step()
+        for t, v in zip(state, saved):      # capture does not run the step, but be certain
+            t.copy_(v)
+        return g.replay
 
 
 # -- loading from GGUF ------------------------------------------------------------------------------------------

@@ -32,8 +32,9 @@ from typing import Callable
 
 import numpy as np
 
-DEFAULTS = dict(gen_seconds=180.0, seconds=540.0, max_new=384, gen_batch=512, n_layer=3, n_target_layers=5,
-                block_size=16, batch=32, anchors=32, lr=1e-3, gamma=7.0, ckpt_every=120.0, val_frac=0.03)
+DEFAULTS = dict(gen_seconds=180.0, seconds=540.0, max_new=384, gen_batch=1024, n_layer=3, n_target_layers=5,
+                block_size=16, batch=32, anchors=32, lr=1e-3, gamma=7.0, ckpt_every=120.0, val_frac=0.03,
+                weight_decay=0.1, patience=12)
 
 
 class NoCudaError(RuntimeError):
@@ -88,7 +89,7 @@ def _fmt(s: float) -> str:
 
 # -- 1. generation ----------------------------------------------------------------------------------------
 def generate(target, data: Path, out: Path, *, seconds: float, max_new: int, batch: int, max_prompts: int | None,
-             log, progress, cancel) -> dict:
+             log, progress, cancel, exact: bool = False) -> dict:
     from .chat_data import load_prompts
 
     gdir = out / "gen"
@@ -105,6 +106,19 @@ def generate(target, data: Path, out: Path, *, seconds: float, max_new: int, bat
     chunks = [order[i:i + batch] for i in range(0, len(order), batch)]
     rng.shuffle(chunks)
     stop = meta["stop_ids"]
+    graph = False
+    dev = target.embed_tokens.weight.device
+    if dev.type == "cuda":
+        # CUDA graphs remove the per-step launch overhead; used only when a small batch decodes to
+        # the same tokens with and without them
+        probe = [prompts[i].tolist() for i in order[:4]]
+        try:
+            a = target.generate(probe, 24, stop, pad_id=meta["pad_id"], exact=exact)
+            b = target.generate(probe, 24, stop, pad_id=meta["pad_id"], exact=exact, graph=True)
+            graph = a == b
+            log(f"generate: CUDA graphs {'on' if graph else 'off (they decoded differently)'}")
+        except Exception as e:       # capture unsupported here: the eager loop is correct, only slower
+            log(f"generate: CUDA graphs off ({type(e).__name__}: {e})")
     t0 = time.time()
     done_idx, resp = [], []
     for ci, ch in enumerate(chunks):
@@ -113,7 +127,8 @@ def generate(target, data: Path, out: Path, *, seconds: float, max_new: int, bat
         if ci and time.time() - t0 > seconds:
             log(f"generate: time budget reached after {len(done_idx)}/{n} prompts")
             break
-        r = target.generate([prompts[i].tolist() for i in ch], max_new, stop, pad_id=meta["pad_id"])
+        r = target.generate([prompts[i].tolist() for i in ch], max_new, stop, pad_id=meta["pad_id"], exact=exact,
+                            graph=graph)
         done_idx.extend(ch)
         resp.extend(r)
         el = time.time() - t0
@@ -139,7 +154,8 @@ def generate(target, data: Path, out: Path, *, seconds: float, max_new: int, bat
                             "ended": round(float(ended[sel].mean()), 3)}
     stats = {"n": len(done_idx), "of": n, "tokens": int(lens.sum()), "mean_len": round(float(lens.mean()), 1) if resp else 0,
              "ended_with_stop": round(float(ended.mean()), 3) if resp else 0, "max_new": max_new, "seconds": round(el, 1),
-             "tokens_per_s": round(float(lens.sum()) / max(el, 1e-9), 1), "batch": batch, "by_category": by_cat}
+             "tokens_per_s": round(float(lens.sum()) / max(el, 1e-9), 1), "batch": batch, "by_category": by_cat,
+             "precision": "float32" if exact or dev.type != "cuda" else "bfloat16", "cuda_graphs": graph}
     (gdir / "gen-stats.json").write_text(json.dumps(stats, indent=1))
     log(f"generate: done, {stats['n']} responses, {stats['tokens']} tokens (mean {stats['mean_len']}, "
         f"{100 * stats['ended_with_stop']:.0f}% ended) in {_fmt(el)}")
@@ -207,7 +223,8 @@ def block_loss(logits, labels, valid, weights):
 
 def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, target_layers: list[int],
           block_size: int, batch: int, anchors: int, lr: float, gamma: float, ckpt_every: float, val_frac: float,
-          max_steps: int | None, seed: int, resume: bool, log, progress, cancel) -> dict:
+          max_steps: int | None, seed: int, resume: bool, log, progress, cancel, weight_decay: float = 0.1,
+          patience: int = 0) -> dict:
     import torch
 
     from .ckpt import load_sharded, save_sharded
@@ -237,7 +254,7 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
         # 1/rms|e| starts them at std ~1 (loss ~ log V).
         head = target.lm_head_weight.float()
         drafter.norm.weight.fill_(float(head.pow(2).sum(-1).mean().rsqrt()))
-    opt = torch.optim.AdamW(drafter.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01, fused=cuda)
+    opt = torch.optim.AdamW(drafter.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay, fused=cuda)
     state = {"step": 0, "elapsed": 0.0, "hist": [], "best": -1.0, "best_step": 0}
     gen = torch.Generator().manual_seed(seed)
     if resume and (ckdir / "state.json").exists():
@@ -297,15 +314,26 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
         save_sharded(flat, ckdir, "optim")
         (ckdir / "state.json").write_text(json.dumps({"config": cfg.to_dict(), "state": state}))
 
+    def save_drafter(summary: dict) -> None:
+        """The drafter for export: f16 shards (<= 15 MB each) + drafter.json, in the run folder."""
+        save_sharded(drafter.state_dict(), out, "drafter", dtype=torch.float16,
+                     config={"config": cfg.to_dict(), "vocab_size": int(tc.vocab_size), "n_target_layers": tc.n_layer,
+                             "target": meta["target"], "train": summary})
+
     t_start = time.time() - state["elapsed"]
     last_ckpt = time.time()
     next_log = state["elapsed"]
     best_state = None
     cancelled = False
+    stale = 0           # evaluations since the held-out acceptance last improved
     drafter.train()
     while True:
         el = time.time() - t_start
         if el >= seconds or (max_steps is not None and state["step"] >= max_steps):
+            break
+        if patience and stale >= patience:
+            log(f"train: stopping early: no held-out improvement in {stale} evaluations (best {state['best']:.2f} "
+                f"at step {state['best_step']})")
             break
         if cancel is not None and cancel.is_set():
             cancelled = True
@@ -326,6 +354,12 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
             if vlen > state["best"]:
                 state["best"], state["best_step"] = vlen, state["step"]
                 best_state = {k: v.detach().clone() for k, v in drafter.state_dict().items()}
+                # a run stopped from outside still leaves its best drafter ready for export
+                save_drafter({"steps": state["step"], "kept_step": state["step"], "seconds": round(el, 1),
+                              "val_accepted_per_block": round(vlen, 3), "history": state["hist"], "partial": True})
+                stale = 0
+            else:
+                stale += 1
             rate = state["step"] / max(el, 1e-9)
             eta = max(0.0, seconds - el)
             if max_steps is not None:
@@ -345,21 +379,22 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
             last_ckpt = time.time()
     vl, vacc, vlen = validate()
     kept = state["step"]
-    if best_state is not None and vlen < state["best"]:
+    if vlen < state["best"] and (best_state is not None or list(out.glob("drafter-*.safetensors"))):
         log(f"train: keeping step {state['best_step']} (held-out accepted/block {state['best']:.2f} > {vlen:.2f})")
+        if best_state is None:                      # resumed: the best so far is the one saved in the run folder
+            best_state = {k: v.to(dev) for k, v in load_sharded(out, "drafter")[0].items()}
         drafter.load_state_dict(best_state)
         kept = state["best_step"]
         vl, vacc, vlen = validate()
     checkpoint()
     summary = {"params": n_params, "steps": state["step"], "kept_step": kept, "seconds": round(state["elapsed"], 1),
-               "batch": batch, "anchors_per_seq": anchors, "lr": lr, "gamma": gamma, "val_loss": round(vl, 4),
+               "batch": batch, "anchors_per_seq": anchors, "lr": lr, "gamma": gamma, "weight_decay": weight_decay,
+               "best_step": state["best_step"], "val_loss": round(vl, 4),
                "val_accepted_per_block": round(vlen, 3), "val_slot_acc": [round(a, 3) for a in vacc],
                "train_sequences": int(len(tr_idx)), "val_sequences": int(len(va_idx)), "cancelled": cancelled,
                "history": state["hist"],
                "device": torch.cuda.get_device_name(0) if cuda else str(dev)}
-    save_sharded(drafter.state_dict(), out, "drafter", dtype=torch.float16,
-                 config={"config": cfg.to_dict(), "vocab_size": int(tc.vocab_size), "n_target_layers": tc.n_layer,
-                         "target": meta["target"], "train": summary})
+    save_drafter(summary)
     log(f"train: {'cancelled' if cancelled else 'done'}: {state['step']} steps in {_fmt(state['elapsed'])}; held-out "
         f"accepted drafts per block ({block_size}) {vlen:.2f}; drafter -> {out}/drafter-*.safetensors")
     return summary
@@ -368,11 +403,13 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
 def run(target: str | Path, data: str | Path, out: str | Path, *, stages=("generate", "train"), device: str | None = None,
         gen_seconds: float = DEFAULTS["gen_seconds"], seconds: float = DEFAULTS["seconds"],
         max_new: int = DEFAULTS["max_new"], gen_batch: int = DEFAULTS["gen_batch"], max_prompts: int | None = None,
+        gen_fp32: bool = False,
         n_layer: int = DEFAULTS["n_layer"], target_layers: list[int] | None = None,
         n_target_layers: int = DEFAULTS["n_target_layers"], block_size: int = DEFAULTS["block_size"],
         batch: int = DEFAULTS["batch"], anchors: int = DEFAULTS["anchors"], lr: float = DEFAULTS["lr"],
         gamma: float = DEFAULTS["gamma"], ckpt_every: float = DEFAULTS["ckpt_every"],
-        val_frac: float = DEFAULTS["val_frac"], max_steps: int | None = None, seed: int = 0, resume: bool = True,
+        val_frac: float = DEFAULTS["val_frac"], weight_decay: float = DEFAULTS["weight_decay"],
+        patience: int = DEFAULTS["patience"], max_steps: int | None = None, seed: int = 0, resume: bool = True,
         threads: int | None = None, progress: Callable[[dict], None] | None = None, cancel=None,
         log: Callable[[str], None] | None = None) -> dict:
     """Generate the target's responses and train its drafter; returns a summary dict.
@@ -413,11 +450,13 @@ def run(target: str | Path, data: str | Path, out: str | Path, *, stages=("gener
     try:
         if "generate" in stages:
             summary["generate"] = generate(model, data, out, seconds=gen_seconds, max_new=max_new, batch=gen_batch,
-                                           max_prompts=max_prompts, log=log_, progress=progress, cancel=cancel)
+                                           max_prompts=max_prompts, log=log_, progress=progress, cancel=cancel,
+                                           exact=gen_fp32)
         if "train" in stages:
             summary["train"] = train(model, data, out, dev=dev, seconds=seconds, n_layer=n_layer, target_layers=layers,
                                      block_size=block_size, batch=batch, anchors=anchors, lr=lr, gamma=gamma,
                                      ckpt_every=ckpt_every, val_frac=val_frac, max_steps=max_steps, seed=seed,
+                                     weight_decay=weight_decay, patience=patience,
                                      resume=resume, log=log_, progress=progress, cancel=cancel)
     except Cancelled:
         log_("cancelled during generation; nothing saved")
@@ -432,6 +471,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--seconds", type=float, default=DEFAULTS["seconds"], help="training time budget")
     ap.add_argument("--max-new", type=int, default=DEFAULTS["max_new"], help="response length cap (tokens)")
     ap.add_argument("--gen-batch", type=int, default=DEFAULTS["gen_batch"])
+    ap.add_argument("--gen-fp32", action="store_true", help="generate in float32, TF32 off (default: bf16 on CUDA)")
     ap.add_argument("--max-prompts", type=int, default=None)
     ap.add_argument("--layers", type=int, default=DEFAULTS["n_layer"], help="drafter layers")
     ap.add_argument("--target-layers", default=None, help="GGUF ids (input of layer k), comma-separated")
@@ -441,6 +481,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--anchors", type=int, default=DEFAULTS["anchors"], help="blocks per sequence per step")
     ap.add_argument("--lr", type=float, default=DEFAULTS["lr"])
     ap.add_argument("--max-steps", type=int, default=None)
+    ap.add_argument("--weight-decay", type=float, default=DEFAULTS["weight_decay"])
+    ap.add_argument("--patience", type=int, default=DEFAULTS["patience"],
+                    help="stop after this many held-out evaluations without improvement (0: never)")
     ap.add_argument("--ckpt-every", type=float, default=DEFAULTS["ckpt_every"])
     ap.add_argument("--no-resume", action="store_true")
     ap.add_argument("--threads", type=int, default=None)
@@ -449,10 +492,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def kwargs_from(a) -> dict:
     return dict(device=a.device, gen_seconds=a.gen_seconds, seconds=a.seconds, max_new=a.max_new, gen_batch=a.gen_batch,
-                max_prompts=a.max_prompts, n_layer=a.layers,
+                max_prompts=a.max_prompts, gen_fp32=a.gen_fp32, n_layer=a.layers,
                 target_layers=[int(x) for x in a.target_layers.split(",")] if a.target_layers else None,
                 n_target_layers=a.n_target_layers, block_size=a.block_size, batch=a.batch, anchors=a.anchors, lr=a.lr,
-                max_steps=a.max_steps, ckpt_every=a.ckpt_every, resume=not a.no_resume, threads=a.threads, seed=a.seed)
+                max_steps=a.max_steps, weight_decay=a.weight_decay, patience=a.patience, ckpt_every=a.ckpt_every, resume=not a.no_resume, threads=a.threads, seed=a.seed)
 
 
 def main(argv=None) -> int:

@@ -32,7 +32,7 @@ def work_dir_for(out: str | Path) -> Path:
 
 def run(target: str | Path, out: str | Path, *, stages=STAGES, work: str | Path | None = None,
         run_dir: str | Path | None = None, data_dir: str | Path | None = None, card: str | Path | None = None, heldout_copy: str | Path | None = None,
-        n_per_category: int = 1500, mask_token_id: int | None = None, eval_max_tokens: int = 128,
+        n_per_category: int = 3000, mask_token_id: int | None = None, eval_max_tokens: int = 128,
         eval_n_per_category: int | None = None, eval_gpu_layers: int = -1, command: str | None = None,
         progress: Callable[[dict], None] | None = None, cancel=None, log: Callable[[str], None] = print,
         **train_kwargs) -> dict:
@@ -85,6 +85,9 @@ def export(target: Path, rdir: Path, out: Path, work: Path, log: Callable[[str],
     """The drafter as GGUF, q8_0 at ``out`` and f16 next to it, through ``convert_hf_drafter``."""
     from .export import export_drafter
 
+    if not (rdir / "drafter.json").exists() and (rdir / "state.json").exists():
+        rdir = _run_from_checkpoint(target, rdir, work / "run-from-ckpt")
+        log(f"export: no final drafter in the run folder; using its resumable checkpoint ({rdir})")
     meta = json.loads((rdir / "drafter.json").read_text())
     name = f"DFlash drafter for {meta.get('target', {}).get('name') or target.stem} (DFlash Studio)"
     q8 = export_drafter(rdir, target, out, work / "hf-drafter", "q8_0", name=name)
@@ -93,6 +96,27 @@ def export(target: Path, rdir: Path, out: Path, work: Path, log: Callable[[str],
     for r in (q8, f16):
         log(f"export: {r.path} ({r.path.stat().st_size / 1e6:.1f} MB, {r.tensors} tensors)")
     return {"q8_0": str(q8.path), "f16": str(f16.path)}
+
+
+def _run_from_checkpoint(target: Path, ckdir: Path, dest: Path) -> Path:
+    """A resumable checkpoint folder (drafter-NN f32 shards + state.json, e.g. a run stopped early)
+    as a run folder export can read (the shards linked, drafter.json written)."""
+    from .gguf_target import read_config
+
+    st = json.loads((ckdir / "state.json").read_text())
+    tc, _ = read_config(target)
+    dest.mkdir(parents=True, exist_ok=True)
+    for old in dest.glob("drafter-*.safetensors"):
+        old.unlink()
+    for p in sorted(ckdir.glob("drafter-*.safetensors")):
+        (dest / p.name).symlink_to(p.resolve())
+    hist = st["state"].get("hist", [])
+    (dest / "drafter.json").write_text(json.dumps({
+        "config": st["config"], "vocab_size": tc.vocab_size, "n_target_layers": tc.n_layer,
+        "train": {"steps": st["state"]["step"], "kept_step": st["state"]["step"], "seconds": round(st["state"]["elapsed"], 1),
+                  "val_accepted_per_block": hist[-1]["val_accepted_per_block"] if hist else None,
+                  "history": hist, "note": "exported from a resumable checkpoint (the run was stopped)"}}, indent=1))
+    return dest
 
 
 def write_card(path: Path, target: Path, out: Path, data: Path, rdir: Path, res: dict, command: str | None) -> Path:

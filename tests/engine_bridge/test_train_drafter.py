@@ -65,6 +65,7 @@ def test_composed_prompts_are_distinct_and_held_out_apart():
         assert all(part in chat_prompts.SOURCES for part in p["source"].split("+"))
     # the same seed, the same prompts (the card's command reproduces the data)
     assert chat_prompts.compose(n_per_category=120, seed=0)[0] == train
+    assert chat_prompts.system_prompt_for(texts[0]) in chat_prompts.SYSTEM_PROMPTS
 
 
 # -- prepare on the real target ----------------------------------------------------------------------------
@@ -82,15 +83,20 @@ def test_prepare_tokenizes_like_the_apps_chat_path(smol_data):
 
     folder, meta = smol_data
     ids, cats, meta2 = load_prompts(folder)
-    assert meta2 == meta and len(ids) == 24 == meta["n_prompts"]
-    texts = [json.loads(line)["text"] for line in (folder / "prompts.jsonl").read_text().splitlines()]
+    assert meta2 == meta and len(ids) == 48 == meta["n_prompts"] and meta["distinct_requests"] == 24
+    rows = [json.loads(line) for line in (folder / "prompts.jsonl").read_text().splitlines()]
     eng = engine_for(smollm2_path())
     try:
-        for i in (0, 5, 13, 23):
-            want = eng.tokenize(eng.format_chat([{"role": "user", "content": texts[i]}]))
-            assert ids[i].tolist() == want
+        for i in (0, 5, 13, 23, 46):
+            text, system = rows[i]["text"], rows[i]["system"]
+            msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
+            assert ids[i].tolist() == eng.tokenize(eng.format_chat(msgs))
             shown = b"".join(eng.target.piece(t, special=True) for t in ids[i].tolist()).decode()
-            assert f"<|im_start|>user\n{texts[i]}<|im_end|>\n<|im_start|>assistant\n" in shown
+            assert f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n" in shown
+            if system:       # the second rendering of a request carries one of our system messages
+                assert shown.startswith(f"<|im_start|>system\n{system}<|im_end|>")
+            else:            # the first is what the app sends: the template's own default system message
+                assert "You are a helpful AI assistant named SmolLM" in shown
     finally:
         eng.close()
     assert meta["mask_id"] == 16 and meta["mask_token"] == "<empty_output>"   # SmolLM2 has no mask token
@@ -204,6 +210,19 @@ def test_tiny_end_to_end_exports_a_drafter_that_pairs_and_is_lossless(tiny_run, 
     run = Path(res["work"]) / "run"
     shards = sorted(run.glob("drafter-*.safetensors")) + sorted((run / "ckpt").glob("*.safetensors"))
     assert shards and all(p.stat().st_size <= 15_000_000 for p in shards)
+
+
+@needs_torch
+def test_exported_drafter_drafts_what_the_torch_drafter_drafts(tiny_run, tiny_target):
+    """llama.cpp's dflash.cpp on the exported f16 GGUF, fed by llama.cpp's target features, against
+    the PyTorch drafter fed by the torch target: the same logits (an f32 target: up to rounding)."""
+    from engine_bridge.training.evaluate_chat import check_drafter
+
+    out, res, _ = tiny_run
+    r = check_drafter(tiny_target, out.with_name("drafter-f16.gguf"), Path(res["work"]) / "run",
+                      ["<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\nHi", "def add(a, b):\n    return"])
+    assert r["draft_tokens_equal"] == 1.0
+    assert r["max_abs_logit_diff"] < 1e-3 * max(1.0, r["max_abs_logit"])
 
 
 @needs_torch
