@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml packaging/build_engine.sh packaging/apply_patches.py $(
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
+	# the train extra's needs for the training tests: torch pinned to 2.13.0, whose CPU wheel lies on
+	# these machines' disk (PIP_FIND_LINKS); an unpinned torch would pull a multi-GB CUDA build
+	$(PY) -m pip install -q 'torch==2.13.0' safetensors 'tokenizers>=0.19'
 	packaging/build_engine.sh --python $(PY)
 	touch $@
 
