@@ -31,5 +31,5 @@ def test_cancel_storm_fast(tmp_path):
 @pytest.mark.faults_long
 def test_cancel_storm_long(tmp_path):
     target, drafter = demo_pair()
-    res = run_storm(target, drafter, tmp_path, runs=200, seed=2)
+    res = run_storm(target, drafter, tmp_path, runs=200, seed=2, n_threads=1)
     _check(res, 200)
