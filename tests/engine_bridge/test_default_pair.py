@@ -25,16 +25,6 @@ CHAT_PROMPTS = ["Give me three tips for staying healthy.", "Write a short poem a
 MAX_TOKENS = 32
 
 
-def smollm2_shaped_drafter(target, folder):
-    """A random-weight DFlash drafter with SmolLM2's shape and the target's tokenizer."""
-    t = inspect_model(target)
-    spec = synth.TargetSpec(arch="llama", vocab=str(target), n_embd=t.n_embd, n_layer=t.n_layer, n_head=t.n_head,
-                            n_head_kv=t.n_head_kv, head_dim=t.head_dim, n_ff=t.n_ff, n_ctx=t.context_length,
-                            rope_theta=t.rope_theta, chat_template=None)
-    return synth.write_drafter(folder / "smollm2-synthetic-dflash.gguf", spec,
-                               synth.DrafterSpec(n_layer=1, block_size=16, name="synthetic SmolLM2-shaped drafter"))
-
-
 @pytest.fixture(scope="module")
 def smollm2(tmp_path_factory):
     """(target, drafter, trained?) for SmolLM2; skips when the target was not fetched."""
@@ -44,7 +34,9 @@ def smollm2(tmp_path_factory):
     trained = demo.smollm2_drafter()
     if trained is not None:
         return target, trained, True
-    return target, smollm2_shaped_drafter(target, tmp_path_factory.mktemp("smol")), False
+    drafter = synth.write_drafter_for(target, tmp_path_factory.mktemp("smol") / "smollm2-synthetic-dflash.gguf",
+                                      synth.DrafterSpec(n_layer=1, block_size=16))
+    return target, drafter, False
 
 
 # -- which pair is the default -------------------------------------------------------------------------
