@@ -20,6 +20,27 @@ def private_dirs(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.fixture(autouse=True)
+def no_modal_boxes(monkeypatch):
+    """A modal message box in an offscreen test waits forever for a click nobody makes (it hung a CI
+    run once: "The engine did not stop in time." at close). Here each one answers its default at
+    once and the test fails at teardown naming it; a test that expects one patches it itself."""
+    from PySide6.QtWidgets import QMessageBox
+
+    shown = []
+
+    def fake(kind):
+        def box(parent, title, text, *args, **kwargs):
+            shown.append(f"{kind}: {text}")
+            return QMessageBox.StandardButton.No if kind == "question" else QMessageBox.StandardButton.Ok
+        return box
+
+    for kind in ("warning", "critical", "information", "question"):
+        monkeypatch.setattr(QMessageBox, kind, fake(kind))
+    yield shown
+    assert not shown, f"unexpected modal message boxes: {shown}"
+
+
 @pytest.fixture
 def settings_file(tmp_path):
     return tmp_path / "settings.ini"
