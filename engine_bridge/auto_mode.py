@@ -15,9 +15,19 @@ the current choice (each failed probe of it doubles its wait).
 
 The run (``AutoGeneration``) switches between modes only between steps, and every step commits
 exactly the target's own tokens, so greedy output is the target's whatever is chosen. Speculation
-needs the drafter to hold the target's features of every committed token, so feature extraction
-stays on during AR steps: each AR step's row is copied to the host, and the rows are decoded into
-the drafter in one batch when speculation resumes (or every n_ubatch rows, or at the end of the run).
+needs the drafter to hold the target's features of every committed token. AR steps decode with
+feature extraction off, exactly as a plain AR generation does (on a GPU, extraction and a
+per-step host copy of its row made each AR step of auto cost ~1.4 plain AR steps). When auto
+turns to a speculative step after AR steps, the drafter is caught up first
+(``Engine.catch_up_drafter``): the target's K/V of the tokens committed since the drafter was
+last fed is removed and those tokens are decoded again in one batch with extraction on, their
+features going into the drafter. The span is not bounded: the drafter attends to every injected
+position, and a hole in its context (only the last N tokens re-decoded) would cost acceptance on
+exactly the steps that decide whether speculation pays. The catch-up's time is charged to the
+speculative step it precedes (its record's inject phase and wall time), so per-step costs stay
+honest; the run's counts are in the summary's auto note. A recurrent or hybrid target cannot drop
+a span of positions, so for one extraction stays on during AR steps and each step's feature row is
+kept on the host, decoded into the drafter in one batch when speculation resumes.
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ from . import breakeven
 from . import llama_ffi as ffi
 from . import calibration
 from . import tree as tree_mod
-from .generation import Generation
+from .generation import Generation, now
 
 PROBE_STEPS = 2               # steps per probe
 PROBE_MAX_COST = 4.0          # AR probes use chain budgets whose step costs at most this many AR steps
@@ -209,7 +219,11 @@ class AutoGeneration(Generation):
         self.used: Counter = Counter()
         self._pending = None
         self._feats: np.ndarray | None = None    # features of AR-committed rows not yet in the drafter
-        self._n_feats = 0
+        self._n_feats = 0                          # (kept only for targets without span rollback)
+        self.lazy_features = bool(getattr(engine, "span_rollback", False))
+        self.catchups = 0            # catch-ups run (each before a speculative step that followed AR)
+        self.catchup_rows = 0        # tokens decoded again for them
+        self._catchup_s = 0.0        # time of the catch-up not yet charged to a step record
         super().__init__(engine, settings, on_token, on_step, cancel)
 
     def _effective_budget(self) -> tuple[int, str]:
@@ -242,6 +256,11 @@ class AutoGeneration(Generation):
         if (mode, budget) != (self.mode, self.budget):
             self._switch(mode, budget)
         probing = bool(getattr(self.policy, "probing", False))
+        if self.lazy_features:
+            if self.mode == "ar":
+                self.e._set_extraction(False)    # a no-op unless prefill or the last step turned it on
+            elif self.e.dft_valid != len(self.e.kv) and self.tree_seqs == 1:
+                self._catch_up()                 # (_switch has done it; this only guards the invariant)
         n = len(self.steps)
         fn = {"ar": self._ar_step, "chain": self._chain_step, "tree": self._tree_step}[self.mode]
         last, done = fn(last, t0)
@@ -249,15 +268,40 @@ class AutoGeneration(Generation):
             rec = self.steps[-1]
             self.used[(self.mode, self.budget)] += 1
             if self.mode == "ar":
-                self._keep_features()
+                if not self.lazy_features:
+                    self._keep_features()
             elif not done:
                 kind = "tree" if rec.tree_nodes else "chain"
                 self.policy.observe(kind, self.budget, rec.drafted, rec.accepted, probing=probing)
         return last, done
 
     # -- keeping the drafter's context whole across AR steps ------------------------------------------
+    def _catch_up(self) -> None:
+        """Before a speculative step: feeds the drafter the tokens committed by AR steps since it was
+        last fed (none after a speculative step: then this only checks). Timed, and charged to the
+        step that follows (``_record``)."""
+        e = self.e
+        if e.dft_valid == len(e.kv) and e._extracting:
+            return
+        t = now()
+        n = e.catch_up_drafter()
+        if n:
+            self.catchups += 1
+            self.catchup_rows += n
+        self._catchup_s += now() - t
+
+    def _record(self, rec) -> None:
+        if self._catchup_s:
+            # the catch-up fed the drafter (inject) in llama.cpp calls, for this step
+            rec.t_inject += self._catchup_s
+            rec.t_native += self._catchup_s
+            rec.wall += self._catchup_s
+            self._catchup_s = 0.0
+        super()._record(rec)
+
     def _keep_features(self) -> None:
-        """After an AR step: keeps the target features of the row it decoded (extraction stays on in
+        """Only for targets that cannot drop a span of positions (recurrent, hybrid). After an AR
+        step: keeps the target features of the row it decoded (extraction stays on in
         auto mode), to be decoded into the drafter in one batch when speculation resumes, or every
         n_ubatch rows. A per-step drafter decode would cost a little on every AR token."""
         e, d = self.e, self.e.drafter
@@ -286,7 +330,10 @@ class AutoGeneration(Generation):
             e.target_ctx.seq_keep(0)          # back to one sequence: AR and chain steps use seq 0
             self.tree_seqs, self.all_seqs = 1, [0]
         if mode != "ar":
-            self._flush_features()
+            if self.lazy_features:
+                self._catch_up()     # on sequence 0, before a tree's leaf sequences copy it
+            else:
+                self._flush_features()
         self.mode, self.budget = mode, budget
         self._choose_samplers()
         if mode == "tree":
@@ -296,8 +343,9 @@ class AutoGeneration(Generation):
         try:
             res = super().run(prompt)
         finally:
-            if self.e.drafter is not None:
+            if self.e.drafter is not None and not self.lazy_features:
                 self._flush_features()         # the next request reuses the whole context
+            # (lazy: the next request's prefill feeds the drafter from dft_valid on, as a catch-up)
         s = res.summary
         s.mode = "auto"
         if self.used:
@@ -306,6 +354,9 @@ class AutoGeneration(Generation):
             s.budget_effective = top[0][0][1]
             s.auto_note = "auto: " + ", ".join(
                 ("AR" if m == "ar" else f"{m} {b}") + f" x{n}" for (m, b), n in top)
+            if self.catchups:
+                s.auto_note += (f"; drafter caught up {self.catchups} time{'s' if self.catchups > 1 else ''} "
+                                f"on {self.catchup_rows} AR tokens")
         return res
 
 

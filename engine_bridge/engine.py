@@ -58,6 +58,9 @@ class Engine:
         self.dft_valid = 0
         self._extracting = False
         ok, reason = _tree_support(target)
+        # a transformer's KV drops any span of positions; a recurrent/hybrid state cannot be rolled
+        # back by an arbitrary number of tokens (auto mode's drafter catch-up needs the former)
+        self.span_rollback = ok
         self.tree_max_nodes = int(C.llama_n_seq_max(target_ctx.ptr)) if ok else 0
         self.tree_capable = ok and self.tree_max_nodes > 1
         self.tree_reason = reason if not ok else ("" if self.tree_capable else "the context has one sequence")
@@ -238,22 +241,55 @@ class Engine:
         todo = tokens[reuse:]
         if len(todo) + reuse >= self.target_ctx.n_ctx:
             raise ContextOverflowError(f"{len(tokens)} tokens do not fit a context of {self.target_ctx.n_ctx}")
-        b = self.target_batch
-        step = self.target_ctx.n_batch
-        for off in range(0, len(todo), step):
-            chunk = todo[off:off + step]
-            pos0 = reuse + off
-            b.clear()
-            for i, tok in enumerate(chunk):
-                b.add_token(tok, pos0 + i, 0, False)
-            self.target_ctx.process(b)
-            if need_features:
-                self.drafter.inject(self.target_ctx, 0, len(chunk), pos0)
-            self.kv.extend(chunk)
-            if need_features:
-                self.dft_valid = len(self.kv)
+        self._decode_span(todo, reuse, need_features)
         self.target_ctx.synchronize()
         return reuse
+
+    def _decode_span(self, tokens: list[int], pos0: int, features: bool) -> None:
+        """Decodes ``tokens`` into the target at pos0.. in n_batch chunks (no outputs) and appends
+        them to ``kv``; with ``features`` (extraction must be on) each chunk's features go into the
+        drafter at the same positions. Asynchronous: the caller synchronises."""
+        b = self.target_batch
+        step = self.target_ctx.n_batch
+        for off in range(0, len(tokens), step):
+            chunk = tokens[off:off + step]
+            p = pos0 + off
+            b.clear()
+            for i, tok in enumerate(chunk):
+                b.add_token(tok, p + i, 0, False)
+            self.target_ctx.process(b)
+            if features:
+                self.drafter.inject(self.target_ctx, 0, len(chunk), p)
+            self.kv.extend(chunk)
+            if features:
+                self.dft_valid = len(self.kv)
+
+    def catch_up_drafter(self) -> int:
+        """Gives the drafter the target features of every committed token it lacks (positions
+        ``dft_valid .. len(kv)-1``, decoded by the target with extraction off), and turns
+        extraction on. Those tokens' target K/V is removed and decoded again in one batch with
+        extraction on: the same tokens at the same positions, so the cache holds what a chain
+        step's verify batch would have written for them. Returns how many tokens were decoded
+        again; 0 when nothing was missing.
+
+        Raises RuntimeError when the target cannot drop that span (a recurrent or hybrid state
+        cannot be rolled back by an arbitrary number of tokens): the caller must then keep
+        extraction on while it decodes (auto mode does, for such targets)."""
+        if self.drafter is None:
+            return 0
+        self._set_extraction(True)
+        lo = self.dft_valid
+        span = self.kv[lo:]
+        if not span:
+            return 0
+        if not self.target_ctx.seq_rm(0, lo, -1):
+            raise RuntimeError(f"the target cannot remove positions {lo}.. to re-decode them")
+        self.drafter.ctx.seq_rm(0, lo, -1)
+        del self.kv[lo:]
+        self._decode_span(span, lo, True)
+        self.target_ctx.synchronize()
+        self.drafter.ctx.synchronize()      # the drafter's decodes belong to the catch-up's time
+        return len(span)
 
     def reset(self) -> None:
         """Forgets every cached token (both caches)."""

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 
+import numpy as np
 import pytest
 
 from engine_bridge import auto_mode, calibration, synth
@@ -133,11 +134,13 @@ def test_auto_switching_every_few_steps_is_lossless(tiny_engine):
     eng.reset()
     eng.auto_policy = ScriptedPolicy(SCRIPT)
     turn1 = eng.generate(first, GenerationSettings(mode="auto", max_tokens=40))
-    assert eng.dft_valid == len(eng.kv)
+    # AR steps do not feed the drafter: the next request's prefill feeds it from where it stopped
+    fed = eng.dft_valid
+    assert fed <= len(eng.kv)
     follow = eng.tokenize(first) + turn1.tokens + eng.tokenize(" and then", add_special=False)
     eng.auto_policy = ScriptedPolicy(list(reversed(SCRIPT)))
     turn2 = eng.generate(follow, GenerationSettings(mode="auto", max_tokens=40))
-    assert turn2.summary.n_prompt_reused >= len(follow) - 12
+    assert turn2.summary.n_prompt_reused == fed >= len(eng.tokenize(first))
     eng.reset()
     ref = eng.generate(follow, GenerationSettings(mode="ar", max_tokens=40))
     assert turn2.tokens == ref.tokens
@@ -207,3 +210,133 @@ def test_cli_calibrate_prints_the_table_and_advice_and_generate_auto_reports(dea
     assert "give a drafter" in capsys.readouterr().err
     assert cli_main(["calibrate", "--target", t, "--draft", d, "--chain-budgets", "0,x"]) != 0
     assert "dflash-studio calibrate:" in capsys.readouterr().err
+
+
+# -- AR steps of auto decode as plain AR does; the drafter is caught up before speculation -----------
+SWITCHES = ([("ar", 0)] * 6 + [("chain", 4)] * 3 + [("ar", 0)] * 9 + [("tree", 8)] * 3 + [("ar", 0)] * 5
+            + [("chain", 7)] * 2)
+
+
+class _ExtractionWatch:
+    """on_step: the engine's extraction state and the drafter's fill level after every step."""
+
+    def __init__(self, eng):
+        self.eng = eng
+        self.rows = []
+
+    def __call__(self, rec):
+        self.rows.append((self.eng._extracting, self.eng.dft_valid, len(self.eng.kv), rec))
+
+
+def test_auto_ar_steps_do_not_extract_and_switches_stay_lossless(tiny_engine):
+    eng = tiny_engine
+    assert eng.span_rollback
+    for prompt in PROMPTS:
+        eng.reset()
+        ar = eng.generate(prompt, GenerationSettings(mode="ar", max_tokens=72))
+        eng.reset()
+        eng.auto_policy = ScriptedPolicy(SWITCHES)
+        watch = _ExtractionWatch(eng)
+        res = eng.generate(prompt, GenerationSettings(mode="auto", max_tokens=72), on_step=watch)
+        assert res.tokens == ar.tokens, prompt
+        # step i ran the script's i-th choice (the first is asked once, before prefill)
+        kinds = [SWITCHES[i % len(SWITCHES)][0] for i in range(len(watch.rows))]
+        assert {"ar", "chain", "tree"} <= set(kinds)
+        assert any(r.tree_nodes for *_, r in watch.rows) and any(r.drafted for *_, r in watch.rows)
+        for i, (extracting, dft_valid, kv_len, rec) in enumerate(watch.rows):
+            if kinds[i] == "ar":
+                # decoded with extraction off, and nothing handed to the drafter
+                assert not extracting and rec.drafted == 0, (prompt, i)
+                assert dft_valid < kv_len, (prompt, i)
+            else:
+                # a speculative step runs with extraction on and leaves the drafter whole
+                assert extracting and dft_valid == kv_len, (prompt, i)
+        # each AR -> speculative switch caught the drafter up on exactly the AR steps' tokens (each
+        # AR step adds one token to the target's cache), charged to the speculative step after it
+        switches = [i for i in range(1, len(kinds)) if kinds[i] != "ar" and kinds[i - 1] == "ar"]
+        assert len(switches) >= 3
+        last_spec = max(i for i, k in enumerate(kinds) if k != "ar")
+        note = res.summary.auto_note
+        assert f"drafter caught up {len(switches)} times on " in note, note
+        caught = int(note.split(" on ")[-1].split()[0])
+        assert caught == sum(1 for k in kinds[:last_spec] if k == "ar")
+        for i in switches:
+            rec = watch.rows[i][3]
+            assert rec.t_inject > 0 and rec.wall >= rec.t_inject
+    # after the run the engine goes on as usual: a plain AR request, then a chain one, lossless
+    eng.auto_policy = None
+    eng.reset()
+    ar = eng.generate(PROMPTS[0], GenerationSettings(mode="ar", max_tokens=40))
+    eng.reset()
+    assert eng.generate(PROMPTS[0], GenerationSettings(mode="chain", budget=4, max_tokens=40)).tokens == ar.tokens
+
+
+class _DraftSpy:
+    """Records every chain draft the drafter makes, with its logits (the real method runs)."""
+
+    def __init__(self, drafter):
+        self.calls = []
+        self._real = drafter.draft
+        drafter.draft = self
+
+    def __call__(self, last, pos, n, p_min=0.0):
+        draft, logits = self._real(last, pos, n, p_min)
+        self.calls.append((int(last), int(pos), int(n), [int(x) for x in draft], np.array(logits)))
+        return draft, logits
+
+
+def test_after_a_catch_up_the_drafter_drafts_as_if_it_never_left_speculation(tiny_pair):
+    """Each chain draft after AR stretches equals the draft (tokens, and logits up to rounding) of a
+    drafter fed the whole committed text by prefill, as a run that never left speculation feeds it;
+    a drafter that missed the AR stretch's features (zeros in their place) drafts with other logits,
+    so the comparison can fail."""
+    script = [("chain", 4)] * 2 + [("ar", 0)] * 10 + [("chain", 4)] * 4 + [("ar", 0)] * 7 + [("chain", 7)] * 4
+    # host-side argmax: the drafter's logits come back to compare
+    with _load(*tiny_pair, backend_sampling=False) as eng:
+        checked = differs = 0
+        for prompt in PROMPTS:
+            toks = eng.tokenize(prompt)
+            eng.reset()
+            eng.auto_policy = ScriptedPolicy(script)
+            spy = _DraftSpy(eng.drafter)
+            res = eng.generate(toks, GenerationSettings(mode="auto", max_tokens=60))
+            del eng.drafter.draft
+            assert "drafter caught up" in res.summary.auto_note
+            text = toks + res.tokens          # the committed text: the token at position p is text[p]
+            for last, pos, n, draft, logits in spy.calls[2:]:     # the drafts after the first AR stretch
+                assert text[pos] == last
+                scale = float(np.abs(logits).max())
+                # reference: a fresh drafter fed every committed token before pos by prefill
+                eng.reset()
+                eng._prefill(text[:pos], need_features=True)
+                ref, ref_logits = eng.drafter.draft(last, pos, n)
+                assert [int(x) for x in ref] == draft, (prompt, pos)
+                assert np.allclose(ref_logits, logits, atol=1e-3 * scale), (prompt, pos)
+                checked += 1
+                # contrast: a drafter that missed the last 8 positions' features (llama.cpp wants
+                # the drafter's positions contiguous, so zeros stand in for them)
+                eng.reset()
+                eng._prefill(text[:pos - 8], need_features=True)
+                eng.drafter.inject_features(np.zeros((8, eng.drafter.n_embd_enc), np.float32), 8, pos - 8)
+                _, holey = eng.drafter.draft(last, pos, n)
+                differs += not np.allclose(holey, logits, atol=1e-3 * scale)
+        eng.auto_policy = None
+        assert checked >= 6 and differs >= checked // 2
+
+
+def test_targets_without_span_rollback_keep_extraction_on_during_ar(tiny_engine, monkeypatch):
+    """A recurrent or hybrid target cannot drop a span to decode it again: auto then keeps
+    extraction on during AR steps and hands their rows to the drafter in batches (still lossless)."""
+    eng = tiny_engine
+    monkeypatch.setattr(eng, "span_rollback", False)
+    eng.reset()
+    ar = eng.generate(PROMPTS[1], GenerationSettings(mode="ar", max_tokens=48))
+    eng.reset()
+    eng.auto_policy = ScriptedPolicy(SWITCHES)
+    watch = _ExtractionWatch(eng)
+    res = eng.generate(PROMPTS[1], GenerationSettings(mode="auto", max_tokens=48), on_step=watch)
+    eng.auto_policy = None
+    assert res.tokens == ar.tokens
+    assert all(extracting for extracting, *_ in watch.rows)
+    assert "caught up" not in res.summary.auto_note
+    assert eng.dft_valid == len(eng.kv)       # the run's end flushed the kept rows
