@@ -10,6 +10,8 @@ as in a chat session; one untimed auto warm-up generation comes first (it holds 
     python benchmarks/bench_auto.py                                  # the shipped pair + SmolLM2
     python benchmarks/bench_auto.py --pairs shipped --rounds 3 --json out.json
     python benchmarks/bench_auto.py --smol-target T.gguf --smol-draft D.gguf
+    python benchmarks/bench_auto.py --pairs smol --smol-draft D.gguf \
+        --suite resources/models/smollm2/prompts.jsonl --category math   # held-out suite rows
 
 SmolLM2's target is read from /tmp/smol/... (or --smol-target). Without --smol-draft a synthetic
 DFlash drafter with SmolLM2's shapes (1 layer, block 16, random weights: it accepts ~nothing) is
@@ -59,18 +61,45 @@ def shipped_prompts(n: int) -> list[str]:
     return [x["prompt"] for x in lines][:n]
 
 
-def run_pair(name: str, target: Path, draft: Path, prompts: list[str], chat: bool, args) -> dict:
+def suite_conversations(path: Path, category: str | None, n: int) -> list[list[dict]]:
+    """The first ``n`` conversations ("messages") of a JSONL suite, of one "category" if given."""
+    out = []
+    for i, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SystemExit(f"{path}:{i}: not JSON ({exc})")
+        if category and row.get("category") != category:
+            continue
+        msgs = row.get("messages")
+        if not isinstance(msgs, list) or not msgs:
+            raise SystemExit(f"{path}:{i}: no \"messages\" list")
+        out.append(msgs)
+        if len(out) == n:
+            break
+    if not out:
+        raise SystemExit(f"{path}: no rows" + (f" of category {category!r}" if category else ""))
+    return out
+
+
+def run_pair(name: str, target: Path, draft: Path, prompts: list, chat: bool, args) -> dict:
     cfg = EngineConfig(target=target, draft=draft, n_ctx=args.n_ctx, n_threads=args.threads)
     with Engine.load(cfg) as eng:
         t0 = time.perf_counter()
         table = calibration.ensure(eng, force=args.recalibrate)
         cal_s = time.perf_counter() - t0
-        texts = [eng.format_chat([{"role": "user", "content": p}]) if chat else p for p in prompts]
+        # chat: a prompt is a user message, or a whole conversation (a suite row's "messages"),
+        # rendered with the target's chat template as the engine does for chat
+        texts = [eng.format_chat(p if isinstance(p, list) else [{"role": "user", "content": p}]) if chat else p
+                 for p in prompts]
         base = GenerationSettings(max_tokens=args.max_tokens)
         eng.reset()
         eng.generate(texts[0], base.replace(mode="auto"))            # warm-up (auto's first probe)
         sums = {m: [0, 0.0] for m in ("ar", "auto")}
         used: Counter = Counter()
+        catchup = [0, 0]          # auto's drafter catch-ups after AR stretches, and tokens decoded again
         lossless = True
         for _ in range(args.rounds):
             for text in texts:
@@ -82,7 +111,12 @@ def run_pair(name: str, target: Path, draft: Path, prompts: list[str], chat: boo
                     sums[mode][1] += r.summary.t_generate
                     toks[mode] = r.tokens
                     if mode == "auto":       # "auto: chain 4 x30, AR x5": steps per choice
-                        for part in r.summary.auto_note.removeprefix("auto: ").split(", "):
+                        steps_note, _, caught = r.summary.auto_note.removeprefix("auto: ").partition("; ")
+                        if caught:    # "drafter caught up 3 times on 120 AR tokens"
+                            words = caught.split()
+                            catchup[0] += int(words[3])
+                            catchup[1] += int(words[-3])
+                        for part in steps_note.split(", "):
                             label, _, n = part.rpartition(" x")
                             if label:
                                 used[label] += int(n)
@@ -110,6 +144,8 @@ def run_pair(name: str, target: Path, draft: Path, prompts: list[str], chat: boo
             "advice": breakeven.advice(pol.costs, pol.estimates(), pol.margin),
             "probe": {"per_budget": per_budget, "advice": breakeven.advice(probed.costs, pest, probed.margin)},
             "steps_by_choice": dict(used.most_common()),
+            "catch_ups": {"count": catchup[0], "tokens": catchup[1]},
+            "prompts": {"suite": args.suite, "category": args.category, "n": len(texts)},
             "tok_per_s": tps, "auto_over_ar": tps["auto"] / tps["ar"], "lossless": lossless,
         }
 
@@ -125,11 +161,17 @@ def main(argv=None) -> int:
     ap.add_argument("--n-ctx", type=int, default=4096)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--recalibrate", action="store_true", help="measure the cost tables again")
+    ap.add_argument("--suite", help="a JSONL prompt suite (rows with \"messages\"), e.g. "
+                    "resources/models/smollm2/prompts.jsonl: its first --prompts rows replace the smol "
+                    "pair's built-in chat prompts")
+    ap.add_argument("--category", help="with --suite: only rows of this \"category\" (chat, code, math)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     out = {"command": " ".join(["python", "benchmarks/bench_auto.py"] + list(argv if argv is not None else sys.argv[1:])),
            "machine": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version()},
            "pairs": []}
+    if args.category and not args.suite:
+        ap.error("--category filters a --suite")
     for name in [p.strip() for p in args.pairs.split(",") if p.strip()]:
         if name == "shipped":
             pair = shipped_pair()
@@ -140,7 +182,9 @@ def main(argv=None) -> int:
         elif name == "smol":
             target = Path(args.smol_target)
             draft = Path(args.smol_draft) if args.smol_draft else smol_synthetic_drafter(target)
-            out["pairs"].append(run_pair("smollm2", target, draft, CHAT_PROMPTS[: args.prompts], True, args))
+            convs = (suite_conversations(Path(args.suite), args.category, args.prompts) if args.suite
+                     else CHAT_PROMPTS[: args.prompts])
+            out["pairs"].append(run_pair("smollm2", target, draft, convs, True, args))
         else:
             ap.error(f"unknown pair {name!r}")
     for p in out["pairs"]:
@@ -149,7 +193,11 @@ def main(argv=None) -> int:
         print(f"calibration: {'cached' if cal['from_cache'] else 'measured'} ({cal['measured_seconds']:.1f} s to measure)")
         print("  " + "  ".join(f"{r['mode']}{' ' + str(r['budget']) if r['budget'] else ''}={r['cost_ar']:.2f}"
                                for r in cal["rows"]))
-        print(f"auto chooses: {p['auto_choice']}; steps run: {p['steps_by_choice']}")
+        if p["prompts"]["suite"]:
+            print(f"prompts: {p['prompts']['n']} from {p['prompts']['suite']}"
+                  + (f" (category {p['prompts']['category']})" if p["prompts"]["category"] else ""))
+        print(f"auto chooses: {p['auto_choice']}; steps run: {p['steps_by_choice']}; drafter catch-ups: "
+              f"{p['catch_ups']['count']} ({p['catch_ups']['tokens']} tokens decoded again)")
         if p["best_speculative"]:
             b = p["best_speculative"]
             print(f"best speculative: {b['choice']} break-even {b['break_even']:.2f}, commit {b['commit']:.2f} "
