@@ -465,7 +465,7 @@ class _Runner:
                     if m.row_id == row.ar_row and m.prompt_id == prompt_id and m.rep == rep), None)
         if ref is None:
             return None
-        part = near_tie.parting(eng, eng.tokenize(text), ref, tokens)
+        part = near_tie.parting(eng, eng.tokenize(text), ref, tokens, replay=True)
         return part.to_dict() if part is not None else None
 
     def _run_row(self, eng, row: BenchRow, prompts: list[str]) -> None:

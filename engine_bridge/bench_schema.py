@@ -87,7 +87,12 @@ RUN = {
                    # where a greedy run parted from AR (engine_bridge.near_tie.Parting), None if it did not
                    "divergence": {"type": ["object", "null"],
                                   "properties": {"index": INT, "margin": OPT_NUM, "tolerance": NUM,
-                                                 "near_tie": {"type": "boolean"}}}},
+                                                 "near_tie": {"type": "boolean"},
+                                                 # the target's AR-minus-speculative logit gap per
+                                                 # replayed batch shape (near_tie.replay_gaps)
+                                                 "shape_gaps": {"type": ["object", "null"],
+                                                                "additionalProperties": NUM},
+                                                 "picked_by_target": {"type": "boolean"}}}},
 }
 
 REPORT_SCHEMA = {

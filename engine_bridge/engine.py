@@ -219,6 +219,38 @@ class Engine:
         self.kv.append(tokens[-1])
         return self.target_ctx.logits(1)[0].copy()
 
+    def replay_logits(self, prompt_tokens: list[int], generated: list[int], rows: int, follow: list[int] = (),
+                      history_rows: int | None = None):
+        """The target's logits for the token after ``prompt_tokens + generated``, with the generated
+        tokens decoded in batches of ``rows`` (1 = as autoregressive decoding wrote them; 8 = as a
+        chain-7 verify does), the prompt prefilled as a request does. The last batch ends at the
+        end, so the logits come from its last row -- or, with ``follow``, the last batch goes on with
+        those tokens (as a verify batch goes on with drafts after the row that is read) and the row
+        read is the one of the last generated token. ``history_rows`` (default ``rows``) sets the
+        batch size of the earlier batches. Batched and single-row decodes round differently, so this
+        tells whether the target itself picks differently by batch shape."""
+        if not prompt_tokens:
+            raise ValueError("empty prompt")
+        toks = list(prompt_tokens) + list(generated)
+        self.target_ctx.set_backend_greedy(False)
+        # the prompt (minus its last token, which opens the first generated batch) as one request
+        self._prefill(toks[:len(prompt_tokens) - 1], need_features=False)
+        tail = toks[len(prompt_tokens) - 1:]
+        b = self.target_batch
+        hrows = history_rows or rows
+        last_n = max(1, rows - len(follow))          # the generated tokens in the last batch
+        head, end = tail[:-last_n], tail[-last_n:]
+        first = len(head) % hrows or hrows           # a first, shorter batch keeps the others full
+        spans = ([head[:first]] if head else []) + [head[i:i + hrows] for i in range(first, len(head), hrows)]
+        for span in spans + [end + list(follow)]:
+            b.clear()
+            pos = len(self.kv)
+            for i, tok in enumerate(span):
+                b.add_token(tok, pos + i, 0, i == len(end) - 1)
+            self.target_ctx.process(b)
+            self.kv.extend(span)
+        return self.target_ctx.logits(1)[0].copy()
+
     def _set_extraction(self, on: bool) -> None:
         if self.drafter is not None and on != self._extracting:
             self.drafter.enable_extraction(self.target_ctx, on)

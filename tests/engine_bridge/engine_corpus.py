@@ -19,13 +19,16 @@ LONG_PROMPT = " ".join(f"token{i} and" for i in range(120))
 
 
 def assert_lossless(engine, prompt, reference: list[int], produced: list[int], what: str = "",
-                    tol: float = NEAR_TIE) -> None:
+                    tol: float = NEAR_TIE, replay: bool = True) -> None:
     """``produced`` must equal the autoregressive ``reference``, except that both may part at a
-    floating-point near-tie of the target's own logits; then the shared prefix is what counts."""
+    floating-point near-tie of the target's own logits, or where the target itself, replayed in one
+    of the verify's batch shapes, picks what ``produced`` holds (near_tie.replay_gaps); then the
+    shared prefix is what counts."""
     prompt_tokens = engine.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
-    part = near_tie.parting(engine, prompt_tokens, reference, produced, tolerance=tol)
+    part = near_tie.parting(engine, prompt_tokens, reference, produced, tolerance=tol, replay=replay)
     assert part is None or part.near_tie, (
         f"{what}: speculative output differs at token {part.index} "
         f"({produced[part.index] if part.index < len(produced) else 'end'} vs "
         f"{reference[part.index] if part.index < len(reference) else 'end'}) where the target's margin is "
-        f"{part.margin:.4f}")
+        f"{part.margin:.4f}" + (f"; replayed, the target keeps its pick under every batch shape "
+                                f"(gaps {part.shape_gaps})" if part.shape_gaps else ""))

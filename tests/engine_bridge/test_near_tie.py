@@ -113,3 +113,33 @@ def test_the_bench_runner_records_no_divergence_for_a_lossless_greedy_row(tiny_p
     assert spec_ms and all(m.divergence is None or m.divergence["near_tie"] for m in spec_ms)
     rep = build_report(res)
     assert rep["rows"][1]["lossless"] is True
+
+
+def test_replayed_shapes_reproduce_ar_and_judge_a_forced_parting(tiny_engine, ar_run):
+    """Engine.replay_logits with one-row batches is the AR run itself (its pick at every position is
+    the AR token); batched replays of this f32 target stay within rounding of it; and a parting forced
+    where the target is sure is replayed under every shape and still judged a real divergence."""
+    prompt, ref, tops = ar_run
+    k = len(ref) - 3
+    single = tiny_engine.replay_logits(prompt, ref[:k], 1)
+    assert int(np.argmax(single)) == ref[k]
+    for rows in (2, 4, 8):
+        tiny_engine.reset()
+        batched = tiny_engine.replay_logits(prompt, ref[:k], rows)
+        assert np.abs(batched - single).max() < 1e-2 * max(1.0, float(np.abs(single).max()))
+        tiny_engine.reset()
+        shaped = tiny_engine.replay_logits(prompt, ref[:k], rows, follow=ref[k:k + rows - 1])
+        assert int(np.argmax(shaped)) == ref[k]
+    sure = max(range(len(ref)), key=lambda i: tops[i][2])
+    produced = _second_choice_at(ref, tops, sure)
+    part = near_tie.parting(tiny_engine, prompt, ref, produced, replay=True)
+    assert part.index == sure and part.margin > part.tolerance
+    assert set(part.shape_gaps) == {"b1", "b2", "b4", "b8", "b16", "v2", "v4", "v8", "v16"}
+    # every shape keeps the AR token ahead by about the target's own margin: not picked by the target
+    assert all(g > 0.5 * part.margin for g in part.shape_gaps.values()), part.shape_gaps
+    assert not part.picked_by_target and not part.near_tie
+    d = part.to_dict()
+    assert d["shape_gaps"] == part.shape_gaps and d["picked_by_target"] is False
+    # a parting the target itself makes under a shape is rounding, whatever the margin
+    assert near_tie.Parting(3, 5.0, 0.1, {"b1": 0.4, "v8": -0.01}).near_tie
+    assert not near_tie.Parting(3, 5.0, 0.1, {"b1": 0.4, "v8": 0.01}).near_tie
