@@ -92,7 +92,8 @@ RUN = {
                                                  # replayed batch shape (near_tie.replay_gaps)
                                                  "shape_gaps": {"type": ["object", "null"],
                                                                 "additionalProperties": NUM},
-                                                 "picked_by_target": {"type": "boolean"}}}},
+                                                 "picked_by_target": {"type": "boolean"},
+                                                 "within_shape_spread": {"type": "boolean"}}}},
 }
 
 REPORT_SCHEMA = {
