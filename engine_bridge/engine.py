@@ -220,19 +220,22 @@ class Engine:
         return self.target_ctx.logits(1)[0].copy()
 
     def replay_logits(self, prompt_tokens: list[int], generated: list[int], rows: int, follow: list[int] = (),
-                      history_rows: int | None = None):
+                      history_rows: int | None = None, prompt_split: int = 0):
         """The target's logits for the token after ``prompt_tokens + generated``, with the generated
         tokens decoded in batches of ``rows`` (1 = as autoregressive decoding wrote them; 8 = as a
         chain-7 verify does), the prompt prefilled as a request does. The last batch ends at the
         end, so the logits come from its last row -- or, with ``follow``, the last batch goes on with
         those tokens (as a verify batch goes on with drafts after the row that is read) and the row
         read is the one of the last generated token. ``history_rows`` (default ``rows``) sets the
-        batch size of the earlier batches. Batched and single-row decodes round differently, so this
-        tells whether the target itself picks differently by batch shape."""
+        batch size of the earlier batches. ``prompt_split`` > 0 prefills the prompt in two requests,
+        split there, as a request that reuses a cached prefix does. Batched and single-row decodes
+        round differently, so this tells whether the target itself picks differently by batch shape."""
         if not prompt_tokens:
             raise ValueError("empty prompt")
         toks = list(prompt_tokens) + list(generated)
         self.target_ctx.set_backend_greedy(False)
+        if 0 < prompt_split < len(prompt_tokens) - 1:
+            self._prefill(toks[:prompt_split], need_features=False)   # then reused below
         # the prompt (minus its last token, which opens the first generated batch) as one request
         self._prefill(toks[:len(prompt_tokens) - 1], need_features=False)
         tail = toks[len(prompt_tokens) - 1:]

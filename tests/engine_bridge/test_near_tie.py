@@ -134,7 +134,8 @@ def test_replayed_shapes_reproduce_ar_and_judge_a_forced_parting(tiny_engine, ar
     produced = _second_choice_at(ref, tops, sure)
     part = near_tie.parting(tiny_engine, prompt, ref, produced, replay=True)
     assert part.index == sure and part.margin > part.tolerance
-    assert set(part.shape_gaps) == {"b1", "b2", "b4", "b8", "b16", "v2", "v4", "v8", "v16"}
+    assert {"b1", "b2", "b4", "b8", "b16", "v2", "v4", "v8", "v16"} <= set(part.shape_gaps)
+    assert set(part.shape_gaps) - {"b1", "b2", "b4", "b8", "b16", "v2", "v4", "v8", "v16"} <= {"p50", "p75"}
     # every shape keeps the AR token ahead by about the target's own margin: not picked by the target
     assert all(g > 0.5 * part.margin for g in part.shape_gaps.values()), part.shape_gaps
     assert not part.picked_by_target and not part.within_shape_spread and not part.near_tie

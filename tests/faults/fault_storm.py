@@ -101,11 +101,16 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
         for p in prompts:
             eng.reset()
             reference[p] = eng.generate(p, GenerationSettings(mode="ar", max_tokens=max_tokens)).tokens
-        # Warm both modes and both drafters before the RSS baseline (first-use allocations are not growth).
+        # Warm both modes and both drafters before the RSS baseline, at the widest budgets and
+        # top-k a settings change can pick: llama.cpp sizes its compute buffers to the largest
+        # graph it has met, and that first-use high-water mark is not growth.
         for d in reversed(drafters):
             eng.swap_drafter(d)
-            for mode in ("chain", "tree"):
-                eng.generate(prompts[0], GenerationSettings(mode=mode, max_tokens=8))
+            for mode, budgets in (("chain", CHAIN_BUDGETS), ("tree", TREE_BUDGETS)):
+                for budget in (min(budgets), max(budgets)):
+                    for top_k in (2, 4):
+                        eng.generate(prompts[0], GenerationSettings(mode=mode, budget=budget, tree_top_k=top_k,
+                                                                    max_tokens=8))
         if max_delay is None:   # delays up to 1.5x a whole run: some cancelled runs finish first
             t = time.monotonic()
             eng.generate(prompts[0], GenerationSettings(mode="tree", budget=12, max_tokens=max_tokens))
