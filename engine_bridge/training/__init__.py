@@ -13,5 +13,5 @@ Pipeline (README.md in this folder has the commands):
    [anchor, mask, ...]; random anchors; loss weighted toward early block positions; the target's
    embeddings and lm_head frozen and shared).
 4. ``export``: target -> GGUF (qwen3), drafter -> Hugging Face DFlash folder -> GGUF through
-   ``engine_bridge.convert.convert_hf_drafter``.
+   ``engine_bridge.models.convert.convert_hf_drafter``.
 """

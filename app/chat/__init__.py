@@ -1,0 +1,1 @@
+"""The chat tab: session, transcript, conversation list and the conversation store."""

@@ -1,0 +1,1 @@
+"""Diagnostics: the live plots and the per-step profiler table."""

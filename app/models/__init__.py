@@ -1,0 +1,1 @@
+"""The Models tab: the library, the catalog, Hub search and downloads."""

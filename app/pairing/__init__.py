@@ -1,0 +1,1 @@
+"""The pairing panel: target and drafter slots, the compatibility report, the K/V advisor."""

@@ -1,0 +1,1 @@
+"""The application shell: entry point, main window, settings, status bar, engine worker, install helpers."""

@@ -1,0 +1,1 @@
+"""The bench: runner, machine info, statistics, the report schema and the reports."""
