@@ -31,7 +31,8 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGridLayout,
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from engine_bridge.bench.runner import BenchProgress, BenchSpec, parse_sweep, run_bench
-from engine_bridge.bench.report import build_report, summary_table, write_report
+from engine_bridge.bench.export import write_report
+from engine_bridge.bench.report import build_report, summary_table
 from engine_bridge.bench.suites import builtin_names, load_suite
 from engine_bridge.runtime.config import EngineConfig
 

@@ -1,7 +1,8 @@
-"""Turns a BenchResult into the report (a JSON-ready dict) and writes it as JSON, CSV, Markdown.
+"""Turns a BenchResult into the report (a JSON-ready dict) and renders it as JSON, CSV, Markdown.
 
 Every export renders from the one report dict, and the Markdown / HTML tables come from the
-same table functions, so the formats cannot disagree. The HTML page lives in report_html.
+same table functions, so the formats cannot disagree. The HTML page lives in report_html, which
+uses the tables here (never the other way round); export writes the files.
 
 Aggregation (per row, per repetition, over the whole suite; a repetition counts only when every
 prompt of it finished, so a cancelled run never mixes half a repetition into the statistics):
@@ -24,7 +25,6 @@ import io
 import json
 import math
 from collections import Counter
-from pathlib import Path
 
 from . import stats as st
 from .runner import BenchResult, BenchRow, Measurement, variant_label
@@ -475,18 +475,3 @@ def to_markdown(report: dict) -> str:
     parts += ["## Per prompt", "", md_table(*prompt_table(report)), ""]
     return "\n".join(parts)
 
-
-def write_report(report: dict, *, json_path=None, csv_path=None, md_path=None, html_path=None) -> list[Path]:
-    """Writes the formats asked for; returns the paths written."""
-    written = []
-    for path, render in ((json_path, to_json), (csv_path, to_csv), (md_path, to_markdown), (html_path, None)):
-        if not path:
-            continue
-        if render is None:
-            from .report_html import to_html
-            render = to_html
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(render(report), encoding="utf-8")
-        written.append(p)
-    return written

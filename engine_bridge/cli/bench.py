@@ -85,7 +85,8 @@ class _Progress:
 
 def run(args) -> int:
     from ..bench.runner import BenchSpec, SweepError, parse_sweep, run_bench
-    from ..bench.report import advice_lines, build_report, md_table, summary_table, write_report
+    from ..bench.export import write_report
+    from ..bench.report import advice_lines, build_report, md_table, summary_table
     from ..bench.suites import SuiteError, load_suite
 
     try:

@@ -14,6 +14,7 @@ import sys
 #: Modules that contribute subcommands, in help order.
 COMMAND_MODULES = (
     "engine_bridge.cli.engine",     # generate, doctor
+    "engine_bridge.cli.calibrate",  # calibrate (cli.calibrate uses cli.engine's options, not the reverse)
     "engine_bridge.cli.models",     # inspect, check, convert, quantize, pull, search, library
     "engine_bridge.cli.bench",      # bench
     "engine_bridge.models.registry_models",  # fetch-default

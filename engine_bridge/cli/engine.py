@@ -34,10 +34,6 @@ def register(sub) -> None:
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_doctor)
 
-    from .calibrate import register as register_calibrate   # calibrate: step costs, break-even
-
-    register_calibrate(sub)
-
 
 def add_engine_args(p) -> None:
     """Options shared by every command that loads a pair (generate, bench)."""
