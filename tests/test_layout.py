@@ -21,6 +21,9 @@ The rules, each the one its package's ``__init__.py`` docstring states:
 from __future__ import annotations
 
 import ast
+import fnmatch
+import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -324,3 +327,51 @@ def test_the_rules_catch_a_violation():
     assert len(app_violations(planted)) == len(app_violations(ALL)) + 1
     assert cycles(planted, module_level_only=True) == cycles(ALL, module_level_only=True)
     assert ["engine_bridge.bench.report", "engine_bridge.bench.report_html"] in cycles(planted, module_level_only=False)
+
+
+# --- README's layout table -----------------------------------------------------------------------
+#: rows whose every module must be named (the roots describe their sub-packages; training has its README)
+SUMMARY_ROWS = {"engine_bridge/", "app/", "engine_bridge/training/"}
+
+
+def readme_layout() -> dict[str, str]:
+    """README.md's "## Layout" table: folder -> its description."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`") and cells[0].endswith("/`"):
+            rows[cells[0].strip("`")] = cells[1]
+    return rows
+
+
+def _ignored(name: str) -> bool:
+    patterns = [p.strip().strip("/") for p in (ROOT / ".gitignore").read_text().splitlines()
+                if p.strip() and not p.startswith("#")]
+    return name.startswith(".") or any(fnmatch.fnmatch(name, p) for p in patterns)
+
+
+def test_readme_layout_table_matches_the_tree():
+    rows = readme_layout()
+    packages = {f"{p.parent.relative_to(ROOT)}/" for top in TOPS for p in (ROOT / top).rglob("__init__.py")}
+    top_folders = {f"{p.name}/" for p in ROOT.iterdir() if p.is_dir() and not _ignored(p.name)}
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if tracked.returncode == 0 and tracked.stdout:     # a checkout: folders git does not know are not ours
+        top_folders &= {line.split("/", 1)[0] + "/" for line in tracked.stdout.splitlines() if "/" in line}
+    missing = sorted((packages | top_folders) - set(rows))
+    assert not missing, f"README's layout table has no row for {missing}"
+    for folder, text in rows.items():
+        assert (ROOT / folder).is_dir(), f"README's layout table names {folder}, which does not exist"
+        named = set()
+        for name in (n for n in re.findall(r"`([^`\s]+)`", text) if "." in n or n.endswith("/")):
+            if not name.endswith((".py", ".sh", ".md", "/")):
+                continue
+            assert (ROOT / folder / name).exists() or (ROOT / name).exists(), \
+                f"README's layout row {folder} names {name}, which is neither in {folder} nor at the root"
+            named.add(name)
+        if folder in SUMMARY_ROWS or not ((ROOT / folder / "__init__.py").exists() or folder == "gpu/"):
+            continue
+        files = {p.name for p in (ROOT / folder).iterdir()
+                 if p.suffix in (".py", ".sh") and p.name not in ("__init__.py", "__main__.py")}
+        assert files <= named, f"README's layout row {folder} does not name {sorted(files - named)}"

@@ -31,7 +31,7 @@ def test_the_table_covers_every_system_library_the_xcb_plugin_loads():
     assert not [so for so in missing_here if so not in deps.SONAME_PACKAGES], missing_here
     # and those this machine provides, so the table also holds on a machine that lacks them
     uncovered = sorted(so for so in libs if so not in deps.SONAME_PACKAGES and not so.startswith("ld-linux"))
-    assert not uncovered, f"add these sonames to app/qt_system_deps.SONAME_PACKAGES: {uncovered}"
+    assert not uncovered, f"add these sonames to app/shell/qt_system_deps.SONAME_PACKAGES: {uncovered}"
 
 
 @pytest.mark.skipif(not shutil.which("dpkg"), reason="dpkg is Debian's; the table names Debian packages")
