@@ -26,21 +26,21 @@ engine: ## rebuild (or reuse the cached wheel of) the engine
 fetch-default: setup
 	$(VENV)/bin/dflash-studio fetch-default
 
-# Qt's xcb plugin needs X libraries the PySide6 wheel does not ship (app/qt_system_deps.py): as root
+# Qt's xcb plugin needs X libraries the PySide6 wheel does not ship (app/shell/qt_system_deps.py): as root
 # with apt they are installed, otherwise the exact apt-get line is printed and make stops.
 run: setup fetch-default
-	$(PY) -m app.qt_system_deps --for run
+	$(PY) -m app.shell.qt_system_deps --for run
 	$(VENV)/bin/dflash-studio
 
 test: setup fetch-default
-	$(PY) -m app.qt_system_deps --for test
+	$(PY) -m app.shell.qt_system_deps --for test
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
 
 doctor: setup
 	$(VENV)/bin/dflash-studio doctor
 
 install-desktop: setup
-	$(PY) -m app.desktop_entry install
+	$(PY) -m app.shell.desktop_entry install
 
 clean:
 	rm -rf $(VENV) build *.egg-info

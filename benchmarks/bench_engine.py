@@ -5,7 +5,7 @@ overhead per step (time outside llama.cpp calls / step wall time). Warm-up runs 
 
     python benchmarks/bench_engine.py [--target T --draft D] [--budgets 4,15] [--max-tokens 256] [--json out.json]
 
-Without --target it writes the tiny generated pair (engine_bridge.synth) into a temporary folder.
+Without --target it writes the tiny generated pair (engine_bridge.models.synth) into a temporary folder.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import statistics
 import sys
 import tempfile
 
-from engine_bridge import drafter as drafter_mod
-from engine_bridge import generation as gen_mod
-from engine_bridge import synth
-from engine_bridge.config import EngineConfig, GenerationSettings, KVTypes
-from engine_bridge.engine import Engine
+from engine_bridge.runtime import drafter as drafter_mod
+from engine_bridge.runtime import generation as gen_mod
+from engine_bridge.models import synth
+from engine_bridge.runtime.config import EngineConfig, GenerationSettings, KVTypes
+from engine_bridge.runtime.engine import Engine
 
 PROMPTS = ["Hello world", "def fibonacci(n):", "The history of the", "1, 2, 3, 4,", "Dear team,"]
 
@@ -115,7 +115,7 @@ def main(argv=None) -> int:
                        n_threads=args.threads)
     out = {"command": " ".join(["python", "benchmarks/bench_engine.py"] + list(argv or sys.argv[1:])),
            "machine": {"cpu": cpu_model(), "python": platform.python_version()}, "rows": []}
-    from engine_bridge.cli_engine import doctor_report
+    from engine_bridge.cli.engine import doctor_report
 
     out["build"] = {k: v for k, v in doctor_report().items() if k != "system_info"}
     top_k_on, argmax_on = drafter_mod.TREE_TOP_K_ON, gen_mod.TREE_ARGMAX_ON

@@ -84,8 +84,8 @@ class Child:
 
 def headless_child(args) -> int:
     """A warm headless process: the engine API exactly as the CLI's ``generate --chat`` drives it."""
-    from engine_bridge.config import EngineConfig, GenerationSettings
-    from engine_bridge.engine import Engine
+    from engine_bridge.runtime.config import EngineConfig, GenerationSettings
+    from engine_bridge.runtime.engine import Engine
 
     eng = Engine.load(EngineConfig(target=args.target, draft=args.draft, n_ctx=args.n_ctx))
     settings = GenerationSettings(mode="chain", budget=args.budget, max_tokens=args.max_tokens)
@@ -105,10 +105,10 @@ def gui_child(args) -> int:
     """Inside the GUI process: the real app, offscreen; answers on request from stdin."""
     from PySide6.QtCore import QSocketNotifier
 
-    from app.app_settings import StudioSettings, open_settings
-    from app.conversations import ConversationStore
-    from app.main import make_application
-    from app.main_window import MainWindow
+    from app.shell.app_settings import StudioSettings, open_settings
+    from app.chat.conversations import ConversationStore
+    from app.shell.main import make_application
+    from app.shell.main_window import MainWindow
 
     app = make_application()
     tmp = tempfile.TemporaryDirectory(prefix="gui-bench-")
@@ -175,7 +175,7 @@ def main() -> int:
     if args.headless_child:
         return headless_child(args)
     if not args.target:
-        from engine_bridge.demo import demo_pair
+        from engine_bridge.models.demo import demo_pair
 
         t, d = demo_pair()
         args.target, args.draft = str(t), str(d)

@@ -58,7 +58,7 @@ def _finish(w: GGUFWriter, path: Path, tensors: list[tuple[str, tuple[int, ...],
     w.write_ti_data_to_file()
     w.close()
     # The data section is sparse: extend the file to the size the header promises.
-    from engine_bridge.gguf_header import read_header
+    from engine_bridge.models.gguf_header import read_header
     hdr = read_header(path)
     os.truncate(path, hdr.data_needed)
 
@@ -133,8 +133,8 @@ def main() -> int:
     ap.add_argument("--gguf-reader", action="store_true")
     args = ap.parse_args()
 
-    from engine_bridge import compat
-    from engine_bridge.modelinfo import inspect_model
+    from engine_bridge.models import compat
+    from engine_bridge.models.modelinfo import inspect_model
 
     folder = Path(args.dir or tempfile.mkdtemp(prefix="bench-inspect-"))
     folder.mkdir(parents=True, exist_ok=True)

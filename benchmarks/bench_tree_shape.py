@@ -16,9 +16,9 @@ import sys
 
 import numpy as np
 
-from engine_bridge import tree as tree_mod
-from engine_bridge.config import EngineConfig, GenerationSettings
-from engine_bridge.engine import Engine
+from engine_bridge.runtime import tree as tree_mod
+from engine_bridge.runtime.config import EngineConfig, GenerationSettings
+from engine_bridge.runtime.engine import Engine
 
 _build, _top = tree_mod.build_tree, tree_mod.top_candidates
 knobs = {"chain_frac": None, "temp": 1.0, "renorm": 0}

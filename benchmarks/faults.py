@@ -5,7 +5,7 @@ message, an exception, a dead process).
     .venv/bin/python benchmarks/faults.py                      # the full run (docs/benchmarks.md)
     .venv/bin/python benchmarks/faults.py --storm-runs 20 --kills 5   # a quick one
 
-Families: a cancel storm on the default pair (engine_bridge.demo.demo_pair()), kill -9 of the
+Families: a cancel storm on the default pair (engine_bridge.models.demo.demo_pair()), kill -9 of the
 conversation store's and the library's writers, two processes on one store, a hostile Hub on
 127.0.0.1, hostile chat templates, model files changed between check and load, a full disk.
 The same case functions back the tests (tests/faults), which assert what these count.
@@ -31,7 +31,7 @@ from fault_outcomes import Tally  # noqa: E402
 
 
 def storm(args, work: Path) -> Tally:
-    from engine_bridge.demo import demo_pair
+    from engine_bridge.models.demo import demo_pair
 
     from fault_storm import run_storm
 
@@ -103,7 +103,7 @@ def templates(args, work: Path, base: Path) -> Tally:
 
 
 def model_files(args, work: Path, pair: tuple[Path, Path]) -> Tally:
-    from engine_bridge import hub
+    from engine_bridge.models import hub
 
     from fault_files import ACTIONS, case_changed_before_load, case_file_size_limit, case_full_tmpfs, mount_tmpfs, unmount
     from fault_hub import quiet
@@ -161,7 +161,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     only = set(args.only or ["storm", "kills", "hub", "templates", "files"])
 
-    from engine_bridge import synth
+    from engine_bridge.models import synth
 
     t0 = time.monotonic()
     tallies: list[Tally] = []

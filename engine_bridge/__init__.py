@@ -1,7 +1,6 @@
-"""DFlash Studio's engine bridge: everything that is not Qt.
-
-The FFI over llama-cpp-python, the speculative loop and its statistics, model inspection, pairing
-checks, conversion, downloads, bench and reports, and the CLI. Never imports Qt.
+"""DFlash Studio's engine bridge: everything that is not Qt, in six sub-packages.
+common (shared basics), runtime (FFI, speculative loop), models (files, checks, conversion, Hub, library), bench, cli, training.
+May import: never Qt (PySide6, shiboken, pyqtgraph) nor app; each sub-package's rule is in its __init__ (tests/test_layout.py holds them).
 """
 
 __version__ = "0.1.0"

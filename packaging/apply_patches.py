@@ -1,6 +1,6 @@
 """Applies packaging/patches/*.patch, in name order, to a llama.cpp tree; strict, no fuzz.
 
-The engine build (packaging/build_engine.sh) and the GPU peer build (packaging/gpu_bench.sh) both
+The engine build (packaging/build_engine.sh) and the GPU peer build (gpu/gpu_bench.sh) both
 use it, so the same patches reach our llama-cpp-python wheel and upstream's tools. It needs neither
 git nor patch(1) (the GPU machine and slim CI images may lack them): a unified diff whose context
 and removed lines do not match the tree exactly fails, naming the patch, file and hunk, and leaves

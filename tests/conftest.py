@@ -1,4 +1,4 @@
-"""Shared fixtures: real tiny GGUF models written with the `gguf` package (engine_bridge.synth)."""
+"""Shared fixtures: real tiny GGUF models written with the `gguf` package (engine_bridge.models.synth)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from engine_bridge import synth  # noqa: E402
+from engine_bridge.models import synth  # noqa: E402
 
 
 # --- engine fixtures ---
@@ -34,8 +34,8 @@ def tiny_llama_pair(models_dir):
 @pytest.fixture(scope="session")
 def tiny_engine(tiny_pair):
     """One loaded pair shared by the tests that only read from it (each test resets the KV)."""
-    from engine_bridge.config import EngineConfig
-    from engine_bridge.engine import Engine
+    from engine_bridge.runtime.config import EngineConfig
+    from engine_bridge.runtime.engine import Engine
 
     target, draft = tiny_pair
     eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=2048, n_batch=512, n_ubatch=64))

@@ -1,4 +1,8 @@
-"""Training a small llama-family target and a DFlash drafter for it (the shipped reference pair).
+"""Training DFlash drafters: for a llama/qwen3 GGUF target (``train-drafter``, the Train tab) and the reference pair.
+train_for_target, train_chat, chat_data, chat_prompts, gguf_target, evaluate_chat; data, train_target, train_drafter, export, ...
+May import: common, runtime, models (torch only inside the modules that use it); never bench, cli, app or Qt.
+
+The reference pair: a small llama-family target and a DFlash drafter for it.
 
 Optional: needs the ``train`` extra (PyTorch, safetensors) and, for the tokenizer, ``tokenizers``.
 Importing this package needs neither; the modules that use torch import it themselves.
@@ -13,5 +17,5 @@ Pipeline (README.md in this folder has the commands):
    [anchor, mask, ...]; random anchors; loss weighted toward early block positions; the target's
    embeddings and lm_head frozen and shared).
 4. ``export``: target -> GGUF (qwen3), drafter -> Hugging Face DFlash folder -> GGUF through
-   ``engine_bridge.convert.convert_hf_drafter``.
+   ``engine_bridge.models.convert.convert_hf_drafter``.
 """

@@ -45,7 +45,7 @@ def pick_mask_token(model, template: str) -> int:
     not appear in the chat template. An explicit ``<mask>``-like token wins when the vocab has one.
     A vocabulary without a spare control token (GPT-2's) gets its highest-id ordinary token, the
     last BPE merge, about the rarest piece of text there is."""
-    from ..llama_ffi import C
+    from ..runtime.llama_ffi import C
 
     v = model.vocab
     own = int(C.llama_vocab_mask(v))
@@ -77,9 +77,9 @@ def end_tokens(model) -> list[int]:
 def prepare(target: str | Path, out: str | Path, *, n_per_category: int = 3000, variants: int = 2, seed: int = 0,
             mask_token_id: int | None = None, heldout_copy: str | Path | None = None,
             log: Callable[[str], None] = print) -> dict:
-    from ..chat_template import render_chat
-    from ..llama_ffi import C
-    from ..native import Model
+    from ..runtime.chat_template import render_chat
+    from ..runtime.llama_ffi import C
+    from ..runtime.native import Model
 
     target = Path(target)
     out = Path(out)

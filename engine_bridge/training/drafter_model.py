@@ -12,7 +12,7 @@ o_proj -> residual -> ffn_norm -> SwiGLU -> residual``; then ``norm`` and the *t
 The output at block slot ``i >= 1`` is the draft for the token at position ``P + i``.
 
 Weights are named as in Hugging Face DFlash checkpoints (``fc``, ``hidden_norm``, ``norm``,
-``layers.N.self_attn.q_proj`` ...), which ``engine_bridge.dflash_names`` maps to GGUF.
+``layers.N.self_attn.q_proj`` ...), which ``engine_bridge.models.dflash_names`` maps to GGUF.
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ def load_heldout(path: str | Path) -> list[dict]:
 def evaluate(target: str | Path, draft: str | Path, prompts: str | Path, *, budgets=(7, 15), tree_budgets=(7, 15),
              max_tokens: int = 128, n_per_category: int | None = None, n_gpu_layers: int = -1,
              log: Callable[[str], None] = print, cancel=None) -> dict:
-    from ..config import EngineConfig, GenerationSettings
-    from ..engine import Engine
+    from ..runtime.config import EngineConfig, GenerationSettings
+    from ..runtime.engine import Engine
 
     items = load_heldout(prompts)
     cats: dict[str, list[dict]] = {}
@@ -119,8 +119,8 @@ def check_drafter(target: str | Path, draft: str | Path, run_dir: str | Path, te
     import numpy as np
     import torch
 
-    from ..config import EngineConfig
-    from ..engine import Engine
+    from ..runtime.config import EngineConfig
+    from ..runtime.engine import Engine
     from .gguf_target import load_gguf_target
     from .train_drafter import load_drafter
 

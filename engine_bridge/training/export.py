@@ -3,10 +3,10 @@
 * Target: a ``qwen3`` GGUF written with the gguf package: the tokenizer from ``tokenizer.json``
   (a ``gpt2``-model BPE tokenizer, see ``data.gguf_tokenizer``), tied lm_head (no
   ``output.weight``), matrices in the requested type with the project's storage policy
-  (``engine_bridge.convert_quant.storage_type``: norms F32).
+  (``engine_bridge.models.convert_quant.storage_type``: norms F32).
 * Drafter: written as a Hugging Face DFlash folder (config.json with ``dflash_config`` +
   model.safetensors), then converted by the project's own converter
-  (``engine_bridge.convert.convert_hf_drafter``), exactly as a downloaded drafter would be.
+  (``engine_bridge.models.convert.convert_hf_drafter``), exactly as a downloaded drafter would be.
 
     python -m engine_bridge.training.export --ckpt DIR --data DIR --out resources/models [--type q8_0]
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..dflash_names import LAYER_NAMES
+from ..models.dflash_names import LAYER_NAMES
 from . import data as tdata
 
 # The layer tensor names are a qwen3 target's and a DFlash drafter's alike: one table serves both.
@@ -59,7 +59,7 @@ def export_target(ckpt: str | Path, tokenizer_json: str | Path, out: str | Path,
                   chat_template: str | None = COMPLETION_TEMPLATE) -> Path:
     from gguf import GGUFWriter
 
-    from ..convert_quant import FILE_TYPE, encode, storage_type
+    from ..models.convert_quant import FILE_TYPE, encode, storage_type
 
     state, meta = load_shards(ckpt, "target")
     c = meta["config"]
@@ -150,7 +150,7 @@ def write_hf_drafter(ckpt: str | Path, folder: str | Path) -> Path:
 
 def export_drafter(ckpt: str | Path, target_gguf: str | Path, out: str | Path, hf_dir: str | Path,
                    out_type: str = "q8_0", name: str = "DFlash Studio reference drafter (pycode-16M DFlash)"):
-    from ..convert import convert_hf_drafter
+    from ..models.convert import convert_hf_drafter
 
     write_hf_drafter(ckpt, hf_dir)
     return convert_hf_drafter(hf_dir, target_gguf, out, out_type, overwrite=True, name=name)

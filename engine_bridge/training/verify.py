@@ -30,7 +30,7 @@ def load_prompts(path: str | Path, n: int | None = None) -> list[str]:
 
 
 def check_tokenizer(target_gguf, tokenizer_json, texts: list[str]) -> dict:
-    from ..native import Model
+    from ..runtime.native import Model
     from .data import load_tokenizer
 
     tok = load_tokenizer(tokenizer_json)
@@ -47,8 +47,8 @@ def check_tokenizer(target_gguf, tokenizer_json, texts: list[str]) -> dict:
 
 
 def _engine(target, draft=None, **kw):
-    from ..config import EngineConfig
-    from ..engine import Engine
+    from ..runtime.config import EngineConfig
+    from ..runtime.engine import Engine
 
     return Engine.load(EngineConfig(target=Path(target), draft=Path(draft) if draft else None, n_ctx=2048,
                                     n_gpu_layers=kw.pop("n_gpu_layers", 0), draft_n_gpu_layers=kw.pop("draft_n_gpu_layers", 0),
@@ -58,7 +58,7 @@ def _engine(target, draft=None, **kw):
 def check_target(ckpt, target_gguf, prompts: list[str], n: int = 48) -> dict:
     import torch
 
-    from ..config import GenerationSettings
+    from ..runtime.config import GenerationSettings
     from .train_target import load_target
 
     model = load_target(ckpt)
@@ -124,7 +124,7 @@ def check_drafter(ckpt, target_gguf, drafter_gguf, prompts: list[str], n: int = 
 def measure(target_gguf, drafter_gguf, prompts: list[str], budgets=(7, 15), max_tokens: int = 128,
             n_gpu_layers: int = 0) -> dict:
     """Lossless check and mean commit length (chain, temperature 0) per budget."""
-    from ..config import GenerationSettings
+    from ..runtime.config import GenerationSettings
 
     eng = _engine(target_gguf, drafter_gguf, n_gpu_layers=n_gpu_layers, draft_n_gpu_layers=n_gpu_layers)
     out = {"prompts": len(prompts), "max_tokens": max_tokens, "budgets": {}}

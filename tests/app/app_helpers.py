@@ -1,4 +1,4 @@
-"""Helpers the app tests share (imported by name: pytest puts this folder on sys.path)."""
+"""Helpers the app tests share (imported by name: tests/app/conftest.py puts this folder on sys.path)."""
 
 from __future__ import annotations
 

@@ -6,10 +6,19 @@ tmp_path, conversations to a SQLite file there, and DFLASH_DATA_DIR / XDG_* poin
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
-from app.app_settings import StudioSettings, open_settings
-from app.conversations import ConversationStore
+# The app tests live in sub-folders that mirror app/; their shared helpers (app_helpers.py) stay here
+# and are imported by bare name.
+HERE = str(Path(__file__).resolve().parent)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+from app.shell.app_settings import StudioSettings, open_settings
+from app.chat.conversations import ConversationStore
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +63,7 @@ def store_file(tmp_path):
 @pytest.fixture
 def make_window(qtbot, settings_file, store_file):
     """Builds a MainWindow on the test's settings and store; pytest-qt closes it at teardown."""
-    from app.main_window import MainWindow
+    from app.shell.main_window import MainWindow
 
     def make(**settings):
         qs = open_settings(settings_file)

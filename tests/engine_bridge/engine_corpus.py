@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from engine_bridge import near_tie
+from engine_bridge.runtime import near_tie
 
-#: The near-tie rule lives in engine_bridge.near_tie (the bench's lossless flag uses it too).
+#: The near-tie rule lives in engine_bridge.runtime.near_tie (the bench's lossless flag uses it too).
 NEAR_TIE = near_tie.NEAR_TIE
 
 PROMPTS = [

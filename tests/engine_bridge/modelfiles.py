@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 from gguf import GGUFValueType, GGUFWriter
 
-from engine_bridge import dflash_names, synth
-from engine_bridge.convert_quant import copy_fields
-from engine_bridge.gguf_header import read_header
+from engine_bridge.models import dflash_names, synth
+from engine_bridge.models.convert_quant import copy_fields
+from engine_bridge.models.gguf_header import read_header
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ closest documented layout stands in (named in ``source``).
 For each layout the test gets three things:
 
 * the drafter folder (config.json + model.safetensors, BF16 like the published checkpoints),
-* the target as GGUF (engine_bridge.synth; ours reads the tokenizer and the target's shape there),
+* the target as GGUF (engine_bridge.models.synth; ours reads the tokenizer and the target's shape there),
 * the target as an HF folder (config.json of the real target's architecture + the GPT-2 tokenizer
   as vocab.json / merges.txt / tokenizer_config.json): upstream's converter takes the tokenizer
   from ``--target-model-dir`` and decides M-RoPE from the target's config. The tokenizer files are
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine_bridge import dflash_names, synth
+from engine_bridge.models import dflash_names, synth
 
 import modelfiles as mf
 

@@ -45,8 +45,8 @@ ACTIONS = {
 
 
 def load_child(target: str, drafter: str, bad: str, action: str) -> dict:
-    from engine_bridge.config import EngineConfig, GenerationSettings
-    from engine_bridge.engine import Engine
+    from engine_bridge.runtime.config import EngineConfig, GenerationSettings
+    from engine_bridge.runtime.engine import Engine
 
     wait_for, _ = ACTIONS[action]
 
@@ -75,7 +75,7 @@ def download_child(models: str, repo: str, filename: str, limit: int) -> dict:
     import resource
     import signal
 
-    from engine_bridge import hub
+    from engine_bridge.models import hub
 
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # EFBIG instead of death when the limit is reached
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
@@ -102,7 +102,7 @@ def _run_child(*args, env: dict | None = None, timeout: float = 120) -> tuple[di
 def bad_drafter(drafter: Path, target: Path, dst: Path) -> Path:
     """The drafter with a target layer id one past the target's last layer: passes nothing in
     the check, and aborts llama.cpp at the first decode when loaded unchecked."""
-    from engine_bridge.gguf_header import read_header
+    from engine_bridge.models.gguf_header import read_header
 
     from modelfiles import rewrite_gguf
 
@@ -134,7 +134,7 @@ def case_changed_before_load(target: Path, drafter: Path, workdir: Path, action:
 
 def case_file_size_limit(hub_url: str, models: Path, repo: str, filename: str, size: int, keep: Path) -> Outcome:
     """A download in a process whose file-size limit is a third of the file."""
-    from engine_bridge import hub
+    from engine_bridge.models import hub
 
     limit = size // 3
     env = {"HF_ENDPOINT": hub_url, "HF_HOME": str(models.parent / "hf-home"), "HF_TOKEN": ""}
@@ -166,7 +166,7 @@ def unmount(where: Path) -> None:
 
 def case_full_tmpfs(small: Path, repo: str, filename: str, size: int, small_file: str) -> Outcome:
     """On a 4 MiB tmpfs: the disk fills up while the transfer runs (another file takes the space)."""
-    from engine_bridge import hub
+    from engine_bridge.models import hub
 
     models = small / "models"
     keep = hub.download_file(repo, small_file, models)     # an earlier download that must survive

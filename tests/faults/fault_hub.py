@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
-from engine_bridge import hub
-from engine_bridge.library import Library
+from engine_bridge.models import hub
+from engine_bridge.models.library import Library
 
 from fault_outcomes import RECOVERED, REFUSED, Outcome
 from hubserver import COMMIT, FakeHub, start_isolated

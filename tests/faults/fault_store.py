@@ -1,5 +1,5 @@
-"""kill -9 while the app's stores are written: the conversation store (app/conversations.py) and
-the model library (engine_bridge/library.py), each real SQLite in a real child process.
+"""kill -9 while the app's stores are written: the conversation store (app/chat/conversations.py) and
+the model library (engine_bridge/models/library.py), each real SQLite in a real child process.
 
 A writer child acknowledges on stdout each write *after* it returned (the transaction committed);
 the parent kills it with SIGKILL at a random moment, then reopens the store and checks that it
@@ -49,7 +49,7 @@ def _ack(**rec) -> None:
 
 def conversations_writer(db: str, seed: int, ops: int | None) -> None:
     """What the chat does: a conversation, the user's turn, the answer streamed in updates."""
-    from app.conversations import ConversationStore, Message
+    from app.chat.conversations import ConversationStore, Message
 
     rng = random.Random(seed)
     store = ConversationStore(db)
@@ -78,7 +78,7 @@ def conversations_writer(db: str, seed: int, ops: int | None) -> None:
 
 def library_writer(data_dir: str, model_dir: str, seed: int, ops: int | None) -> None:
     """What the library does while models change on disk: re-inspections and pair checks."""
-    from engine_bridge.library import Library
+    from engine_bridge.models.library import Library
 
     rng = random.Random(seed)
     lib = Library(data_dir)
@@ -149,7 +149,7 @@ def db_health(path: Path) -> tuple[str, str]:
 
 def check_conversations(db: Path, acks: list[dict]) -> int:
     """Opens the store as the app does; returns how many acknowledged writes are missing."""
-    from app.conversations import ConversationStore
+    from app.chat.conversations import ConversationStore
 
     integrity, mode = db_health(db)
     assert integrity == "ok", f"integrity_check: {integrity}"
@@ -185,7 +185,7 @@ def check_conversations(db: Path, acks: list[dict]) -> int:
 
 
 def check_library(data_dir: Path, acks: list[dict]) -> int:
-    from engine_bridge.library import Library
+    from engine_bridge.models.library import Library
 
     integrity, mode = db_health(Path(data_dir) / "library.sqlite")
     assert integrity == "ok", f"integrity_check: {integrity}"
@@ -205,7 +205,7 @@ def check_library(data_dir: Path, acks: list[dict]) -> int:
 
 def library_models(folder: Path) -> Path:
     """Copies of the shipped pair's headers' owners: two targets and two drafters the writer touches."""
-    from engine_bridge.demo import demo_pair, shipped_pair
+    from engine_bridge.models.demo import demo_pair, shipped_pair
 
     target, drafter = shipped_pair() or demo_pair()
     folder.mkdir(parents=True, exist_ok=True)

@@ -19,10 +19,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine_bridge.config import EngineConfig, GenerationSettings
-from engine_bridge.convert_quant import quantize_drafter
-from engine_bridge.engine import Engine
-from engine_bridge.resources import resource
+from engine_bridge.runtime.config import EngineConfig, GenerationSettings
+from engine_bridge.models.convert_quant import quantize_drafter
+from engine_bridge.runtime.engine import Engine
+from engine_bridge.common.resources import resource
 
 from engine_corpus import assert_lossless
 

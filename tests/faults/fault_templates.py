@@ -11,10 +11,10 @@ from __future__ import annotations
 import resource
 from pathlib import Path
 
-from engine_bridge import chat_template
-from engine_bridge.chat_template import ChatTemplateError
-from engine_bridge.config import EngineConfig, GenerationSettings
-from engine_bridge.engine import Engine
+from engine_bridge.runtime import chat_template
+from engine_bridge.runtime.chat_template import ChatTemplateError
+from engine_bridge.runtime.config import EngineConfig, GenerationSettings
+from engine_bridge.runtime.engine import Engine
 
 from fault_outcomes import REFUSED, Outcome
 from modelfiles import rewrite_gguf

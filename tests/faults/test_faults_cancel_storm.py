@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine_bridge.demo import demo_pair, shipped_pair
+from engine_bridge.models.demo import demo_pair, shipped_pair
 
 from fault_storm import run_storm
 

@@ -37,7 +37,7 @@ def test_hostile_hub_case(hostile, tmp_path, name):
 def test_every_case_in_one_session(hostile, tmp_path):
     """All cases one after another on one Hub and one models folder: no case leaves state behind
     that breaks the next, and an honest download still works at the end."""
-    from engine_bridge import hub
+    from engine_bridge.models import hub
 
     from fault_hub import PAYLOAD, REPO
 
@@ -61,7 +61,7 @@ def test_every_case_in_one_session(hostile, tmp_path):
     ("https://huggingface.co/a/b/resolve/main/x.gguf", "file:///etc/passwd", False),
 ])
 def test_redirect_policy(monkeypatch, source, target, allowed):
-    from engine_bridge import hub
+    from engine_bridge.models import hub
 
     monkeypatch.setenv("HF_ENDPOINT", "https://huggingface.co")
     assert hub.redirect_allowed(source, target) is allowed

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine_bridge import hub
+from engine_bridge.models import hub
 
 from fault_files import ACTIONS, case_changed_before_load, case_file_size_limit, case_full_tmpfs, mount_tmpfs, unmount
 from hubserver import start_isolated

@@ -1,0 +1,137 @@
+"""The app's persistent choices, kept in QSettings, and how they become engine objects.
+
+``StudioSettings`` is the one typed view of what the user chose; the widgets edit it and the
+main window turns it into an ``EngineConfig`` (needs a load) and ``GenerationSettings`` (apply to
+the next request). Which changed fields need a reload is decided by comparing EngineConfigs, so
+the rule lives in one place: the engine's own split between config and generation settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PySide6.QtCore import QSettings
+
+from engine_bridge.runtime.config import EngineConfig, GenerationSettings, KVTypes
+
+ORGANIZATION = "DFlashStudio"
+APPLICATION = "DFlash Studio"
+
+
+def open_settings(path: str | Path | None = None) -> QSettings:
+    """The user's settings, or an ini file at ``path`` (tests, portable installs)."""
+    if path is not None:
+        return QSettings(str(path), QSettings.Format.IniFormat)
+    return QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, ORGANIZATION, APPLICATION)
+
+
+@dataclass
+class StudioSettings:
+    # the pair
+    target: str = ""
+    drafter: str = ""                          # the pair's base drafter
+    draft_variant: str = ""                    # a quantised variant in use instead ('' = base)
+    adapters: list = field(default_factory=list)   # [[path, scale], ...] on the drafter
+    # loading (a change needs a reload)
+    n_ctx: int = 0                             # 0: the target's own context length, capped by memory
+    n_gpu_layers: int = -1
+    flash_attn: str = "auto"
+    target_k: str = "f16"
+    target_v: str = "f16"
+    draft_k: str = "f16"
+    draft_v: str = "f16"
+    # generation (applies to the next request)
+    mode: str = "chain"
+    budget: int = 15
+    temperature: float = 0.0
+    top_k: int = 40
+    top_p: float = 1.0
+    max_tokens: int = 512
+    seed: int = 0
+    # view
+    highlight_drafts: bool = True
+
+    # -- engine objects ---------------------------------------------------------------------------
+    @property
+    def has_pair(self) -> bool:
+        return bool(self.target)
+
+    @property
+    def active_drafter(self) -> str:
+        return self.draft_variant or self.drafter
+
+    def engine_config(self) -> EngineConfig:
+        return EngineConfig(
+            target=Path(self.target), draft=Path(self.active_drafter) if self.active_drafter else None,
+            n_ctx=self.n_ctx, n_gpu_layers=self.n_gpu_layers, draft_n_gpu_layers=self.n_gpu_layers,
+            flash_attn=self.flash_attn, target_kv=KVTypes(self.target_k, self.target_v),
+            draft_kv=KVTypes(self.draft_k, self.draft_v),
+            adapters=tuple((Path(p), float(s)) for p, s in self.adapters))
+
+    def generation_settings(self, has_drafter: bool = True) -> GenerationSettings:
+        mode = self.mode if has_drafter else "ar"
+        return GenerationSettings(mode=mode, budget=self.budget, max_tokens=self.max_tokens,
+                                  temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
+                                  seed=self.seed)
+
+    def replace(self, **changes) -> "StudioSettings":
+        return dataclasses.replace(self, **changes)
+
+    # -- persistence ------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, qs: QSettings) -> "StudioSettings":
+        out = cls()
+        for f in dataclasses.fields(cls):
+            key = f"studio/{f.name}"
+            if not qs.contains(key):
+                continue
+            raw = qs.value(key)
+            default = getattr(out, f.name)
+            try:
+                setattr(out, f.name, _decode(raw, default))
+            except (TypeError, ValueError):
+                pass   # a hand-edited or older value: keep the default rather than fail to start
+        return out
+
+    def save(self, qs: QSettings) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            qs.setValue(f"studio/{f.name}", json.dumps(value) if isinstance(value, list) else value)
+        qs.sync()
+
+
+def _decode(raw, default):
+    """QSettings' ini backend returns strings; convert back to the field's type."""
+    if isinstance(default, bool):
+        return raw if isinstance(raw, bool) else str(raw).lower() in ("true", "1", "yes")
+    if isinstance(default, int):
+        return int(raw)
+    if isinstance(default, float):
+        return float(raw)
+    if isinstance(default, list):
+        value = json.loads(raw) if isinstance(raw, str) else raw
+        if not isinstance(value, list):
+            raise ValueError("not a list")
+        return value
+    return "" if raw is None else str(raw)
+
+
+#: EngineConfig fields that swap_drafter / set_adapters change without reloading the target.
+DRAFTER_FIELDS = ("draft", "adapters")
+
+
+def config_changes(loaded: EngineConfig | None, wanted: EngineConfig) -> tuple[list[str], list[str]]:
+    """(fields needing a full reload, drafter fields that a swap can apply) between two configs."""
+    if loaded is None:
+        return [], []
+    reload, swap = [], []
+    for f in dataclasses.fields(EngineConfig):
+        if getattr(loaded, f.name) != getattr(wanted, f.name):
+            (swap if f.name in DRAFTER_FIELDS else reload).append(f.name)
+    if "draft" in swap and (loaded.draft is None or wanted.draft is None):
+        reload.append("draft")       # adding or removing the drafter changes the target's context
+        swap.remove("draft")
+    return reload, swap

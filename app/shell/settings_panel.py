@@ -1,0 +1,323 @@
+"""Settings: generation (next request), loading (needs a reload) and the drafter variant.
+
+Every edit updates a ``StudioSettings`` and emits ``changed``; the main window saves it with
+QSettings and decides, by comparing engine configs, whether the loaded engine still matches. When
+it does not, ``show_pending`` puts up a banner naming what changed and a button that applies it
+(a reload, or only a drafter swap) on request.
+
+K/V cache types the build cannot run with the chosen model and flash-attention mode are disabled,
+the reason in the item's tooltip. The rule is the model library's (compat's KV check); the panel
+asks it through ``kv_verdict(which, k, v, flash_attn)``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Callable
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QStandardItemModel
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QFrame, QGroupBox, QHBoxLayout, QLabel,
+                               QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
+
+from engine_bridge.runtime.config import KV_TYPES
+
+from .app_settings import StudioSettings
+
+MODE_LABELS = {"chain": "chain (DFlash)", "tree": "tree (DFlash)", "ar": "autoregressive (target only)",
+               "auto": "auto (fastest here: AR, chain or tree)"}
+WARN_MARK = " ⚠"
+
+
+def tree_supported() -> bool:
+    """Tree verification exists once the engine ships engine_bridge/runtime/tree.py or says so itself."""
+    try:
+        from engine_bridge.runtime import generation
+    except ImportError:
+        return False
+    flag = getattr(generation, "TREE_SUPPORTED", None)
+    if flag is not None:
+        return bool(flag)
+    return importlib.util.find_spec("engine_bridge.runtime.tree") is not None
+
+
+#: kv_verdict(which: 'target'|'drafter', k, v, flash_attn) -> (status 'PASS'|'WARN'|'FAIL', reason)
+KVVerdict = Callable[[str, str, str, str], tuple[str, str]]
+
+
+class SettingsPanel(QScrollArea):
+    changed = Signal(object)           # StudioSettings
+    applyRequested = Signal()          # the banner's button: reload or swap, as the banner says
+
+    def __init__(self, settings: StudioSettings, parent=None):
+        super().__init__(parent)
+        self.setObjectName("settingsPanel")
+        self.setWidgetResizable(True)
+        self.settings = settings
+        self.kv_verdict: KVVerdict | None = None
+        self._updating = False
+        body = QWidget(self)
+        self.setWidget(body)
+
+        # -- pending-change banner
+        self.banner = QFrame(body, objectName="reloadBanner")
+        self.banner.setStyleSheet("#reloadBanner { background: #fff4dc; border: 1px solid #e0b050; }")
+        self.banner_text = QLabel("", self.banner, objectName="reloadBannerText")
+        self.banner_text.setWordWrap(True)
+        self.apply_button = QPushButton("Reload now", self.banner, objectName="reloadButton")
+        self.apply_button.clicked.connect(self.applyRequested)
+        bl = QHBoxLayout(self.banner)
+        bl.addWidget(self.banner_text, 1)
+        bl.addWidget(self.apply_button)
+        self.banner.hide()
+
+        # -- generation
+        gen = QGroupBox("Generation (applies to the next message)", body)
+        gf = QFormLayout(gen)
+        self.mode = QComboBox(gen, objectName="modeCombo")
+        modes = ["chain"] + (["tree"] if tree_supported() else []) + ["ar", "auto"]
+        for m in modes:
+            self.mode.addItem(MODE_LABELS[m], m)
+        self.mode.setToolTip("How drafts are verified. Tree verification appears here once the engine supports it.\n"
+                             "auto measures what a step costs on this machine (a few seconds, once per pair) and "
+                             "picks AR, chain or tree and the budget that is fastest with this pair's acceptance.")
+        self.budget = _spin(gen, "budgetSpin", 1, 256, "draft tokens per step (chain); node budget (tree)")
+        self.temperature = _dspin(gen, "temperatureSpin", 0.0, 2.0, 0.05, 2, "0 = greedy")
+        self.top_k = _spin(gen, "topKSpin", 0, 1000, "0 = off")
+        self.top_p = _dspin(gen, "topPSpin", 0.0, 1.0, 0.05, 2, "1 = off")
+        self.max_tokens = _spin(gen, "maxTokensSpin", 1, 65536, "longest answer, in tokens")
+        self.seed = _spin(gen, "seedSpin", 0, 2**31 - 1, "sampling seed (temperature > 0)")
+        gf.addRow("Verify mode", self.mode)
+        gf.addRow("Budget", self.budget)
+        gf.addRow("Temperature", self.temperature)
+        gf.addRow("Top-k", self.top_k)
+        gf.addRow("Top-p", self.top_p)
+        gf.addRow("Max tokens", self.max_tokens)
+        gf.addRow("Seed", self.seed)
+
+        # -- loading
+        load = QGroupBox("Loading (a change needs a reload)", body)
+        lf = QFormLayout(load)
+        self.n_ctx = _spin(load, "nCtxSpin", 0, 1 << 20, "context size in tokens (0: the model's own length, "
+                           "capped by memory)")
+        self.n_ctx.setSpecialValueText("model's own")
+        self.n_ctx.setSingleStep(1024)
+        self.gpu_layers = _spin(load, "gpuLayersSpin", -1, 1000, "-1 = all layers (ignored by CPU builds)")
+        self.flash_attn = QComboBox(load, objectName="flashAttnCombo")
+        for fa in ("auto", "on", "off"):
+            self.flash_attn.addItem(fa, fa)
+        self.kv = {}
+        for which in ("target", "drafter"):
+            for part in ("k", "v"):
+                combo = QComboBox(load, objectName=f"{which}{part.upper()}Combo")
+                for t in KV_TYPES:
+                    combo.addItem(t, t)
+                self.kv[(which, part)] = combo
+        lf.addRow("Context size", self.n_ctx)
+        lf.addRow("GPU layers", self.gpu_layers)
+        lf.addRow("Flash attention", self.flash_attn)
+        lf.addRow("Target K cache", self.kv[("target", "k")])
+        lf.addRow("Target V cache", self.kv[("target", "v")])
+        lf.addRow("Drafter K cache", self.kv[("drafter", "k")])
+        lf.addRow("Drafter V cache", self.kv[("drafter", "v")])
+
+        # -- drafter variant
+        var = QGroupBox("Drafter", body)
+        vf = QFormLayout(var)
+        self.variant = QComboBox(var, objectName="draftVariantCombo")
+        self.variant.setToolTip("The base drafter, a quantised variant of it, or the base with a LoRA adapter "
+                                "(from the library). Applied by swapping the drafter, without reloading the target.")
+        vf.addRow("Draft variant", self.variant)
+
+        lay = QVBoxLayout(body)
+        lay.addWidget(self.banner)
+        lay.addWidget(gen)
+        lay.addWidget(load)
+        lay.addWidget(var)
+        lay.addStretch(1)
+
+        self._variants: list[tuple[str, str, list]] = []    # (label, draft_variant, adapters)
+        self.show_settings(settings)
+        for w in (self.budget, self.top_k, self.max_tokens, self.seed, self.n_ctx, self.gpu_layers):
+            w.valueChanged.connect(self._edited)
+        for w in (self.temperature, self.top_p):
+            w.valueChanged.connect(self._edited)
+        for w in (self.mode, self.flash_attn, self.variant, *self.kv.values()):
+            w.currentIndexChanged.connect(self._edited)
+
+    # -- showing ----------------------------------------------------------------------------------
+    def show_settings(self, s: StudioSettings) -> None:
+        self._updating = True
+        try:
+            self.settings = s
+            _select(self.mode, s.mode if self.mode.findData(s.mode) >= 0 else "chain")
+            self.budget.setValue(s.budget)
+            self.temperature.setValue(s.temperature)
+            self.top_k.setValue(s.top_k)
+            self.top_p.setValue(s.top_p)
+            self.max_tokens.setValue(s.max_tokens)
+            self.seed.setValue(s.seed)
+            self.n_ctx.setValue(s.n_ctx)
+            self.gpu_layers.setValue(s.n_gpu_layers)
+            _select(self.flash_attn, s.flash_attn)
+            _select(self.kv[("target", "k")], s.target_k)
+            _select(self.kv[("target", "v")], s.target_v)
+            _select(self.kv[("drafter", "k")], s.draft_k)
+            _select(self.kv[("drafter", "v")], s.draft_v)
+            self._fill_variants()
+        finally:
+            self._updating = False
+        self.refresh_kv()
+
+    def set_variants(self, variants: list[tuple[str, str, list]]) -> None:
+        """Drafter choices: (label, draft_variant path or '' for the base, adapters [[path, scale]])."""
+        self._variants = list(variants)
+        self._updating = True
+        try:
+            self._fill_variants()
+        finally:
+            self._updating = False
+
+    def _fill_variants(self) -> None:
+        s = self.settings
+        self.variant.clear()
+        base = [("base drafter" + (f": {_name(s.drafter)}" if s.drafter else " (none chosen)"), "", [])]
+        entries = base + [v for v in self._variants if v[1] or v[2]]
+        current = 0
+        for i, (label, path, adapters) in enumerate(entries):
+            self.variant.addItem(label, (path, adapters))
+            if path == s.draft_variant and [list(a) for a in adapters] == [list(a) for a in s.adapters]:
+                current = i
+        self.variant.setCurrentIndex(current)
+        self.variant.setEnabled(bool(s.drafter))
+
+    # -- K/V availability -------------------------------------------------------------------------
+    def refresh_kv(self) -> None:
+        """Disables the K/V types that cannot run with the current K (or V) choice, with reasons."""
+        fa = self.flash_attn.currentData()
+        self._updating = True
+        try:
+            for which in ("target", "drafter"):
+                kc, vc = self.kv[(which, "k")], self.kv[(which, "v")]
+                k = kc.currentData()
+                for i in range(vc.count()):
+                    status, reason = self._verdict(which, k, vc.itemData(i), fa)
+                    _set_item(vc, i, status, reason)
+                # a K type is offered when some V type works with it
+                for i in range(kc.count()):
+                    verdicts = [self._verdict(which, kc.itemData(i), vc.itemData(j), fa) for j in range(vc.count())]
+                    ok = [v for v in verdicts if v[0] != "FAIL"]
+                    if ok:
+                        _set_item(kc, i, "WARN" if all(v[0] == "WARN" for v in ok) else "PASS",
+                                  "" if any(v[0] == "PASS" for v in ok) else ok[0][1])
+                    else:
+                        _set_item(kc, i, "FAIL", verdicts[0][1])
+                if not _enabled(vc, vc.currentIndex()):          # the chosen V no longer works
+                    for prefer in (k, "f16"):
+                        j = vc.findData(prefer)
+                        if j >= 0 and _enabled(vc, j):
+                            vc.setCurrentIndex(j)
+                            break
+        finally:
+            self._updating = False
+
+    def _verdict(self, which: str, k: str, v: str, fa: str) -> tuple[str, str]:
+        if self.kv_verdict is None:
+            return "PASS", ""
+        try:
+            return self.kv_verdict(which, k, v, fa)
+        except Exception as exc:  # noqa: BLE001 - an unknown answer must not disable choices
+            return "PASS", f"not checked: {exc}"
+
+    # -- editing ----------------------------------------------------------------------------------
+    def _edited(self, *args) -> None:
+        if self._updating:
+            return
+        if self.sender() in (self.flash_attn, self.kv[("target", "k")], self.kv[("drafter", "k")]):
+            self.refresh_kv()
+        variant, adapters = self.variant.currentData() or ("", [])
+        s = self.settings.replace(
+            mode=self.mode.currentData(), budget=self.budget.value(), temperature=self.temperature.value(),
+            top_k=self.top_k.value(), top_p=self.top_p.value(), max_tokens=self.max_tokens.value(),
+            seed=self.seed.value(), n_ctx=self.n_ctx.value(), n_gpu_layers=self.gpu_layers.value(),
+            flash_attn=self.flash_attn.currentData(),
+            target_k=self.kv[("target", "k")].currentData(), target_v=self.kv[("target", "v")].currentData(),
+            draft_k=self.kv[("drafter", "k")].currentData(), draft_v=self.kv[("drafter", "v")].currentData(),
+            draft_variant=variant, adapters=[list(a) for a in adapters])
+        self.settings = s
+        self.changed.emit(s)
+
+    def show_pending(self, reload_fields: list[str], swap_fields: list[str]) -> None:
+        """The banner: what differs from the loaded engine, and how the button applies it."""
+        if reload_fields:
+            self.banner_text.setText("Changed since the pair was loaded: " + ", ".join(_field_names(reload_fields))
+                                     + ". These take effect after a reload.")
+            self.apply_button.setText("Reload now")
+            self.banner.show()
+        elif swap_fields:
+            self.banner_text.setText("Changed: " + ", ".join(_field_names(swap_fields))
+                                     + ". Applied by swapping the drafter (the target stays loaded).")
+            self.apply_button.setText("Swap drafter")
+            self.banner.show()
+        else:
+            self.banner.hide()
+
+
+FIELD_NAMES = {"n_ctx": "context size", "n_gpu_layers": "GPU layers", "draft_n_gpu_layers": "GPU layers",
+               "flash_attn": "flash attention", "target_kv": "target K/V cache", "draft_kv": "drafter K/V cache",
+               "draft": "drafter", "adapters": "LoRA adapters", "target": "target"}
+
+
+def _field_names(fields: list[str]) -> list[str]:
+    out = []
+    for f in fields:
+        name = FIELD_NAMES.get(f, f)
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def _name(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _spin(parent, name: str, lo: int, hi: int, tip: str) -> QSpinBox:
+    w = QSpinBox(parent, objectName=name)
+    w.setRange(lo, hi)
+    w.setToolTip(tip)
+    w.setKeyboardTracking(False)
+    return w
+
+
+def _dspin(parent, name: str, lo: float, hi: float, step: float, decimals: int, tip: str) -> QDoubleSpinBox:
+    w = QDoubleSpinBox(parent, objectName=name)
+    w.setRange(lo, hi)
+    w.setSingleStep(step)
+    w.setDecimals(decimals)
+    w.setToolTip(tip)
+    w.setKeyboardTracking(False)
+    return w
+
+
+def _select(combo: QComboBox, data) -> None:
+    i = combo.findData(data)
+    if i >= 0:
+        combo.setCurrentIndex(i)
+
+
+def _set_item(combo: QComboBox, i: int, status: str, reason: str) -> None:
+    """Enables or disables one combo entry; the reason goes in its tooltip."""
+    model = combo.model()
+    item = model.item(i) if isinstance(model, QStandardItemModel) else None
+    if item is None:
+        return
+    name = combo.itemData(i)
+    item.setEnabled(status != "FAIL")
+    item.setText(name + (WARN_MARK if status == "WARN" else ""))
+    item.setToolTip(reason if status != "PASS" else "")
+
+
+def _enabled(combo: QComboBox, i: int) -> bool:
+    model = combo.model()
+    item = model.item(i) if isinstance(model, QStandardItemModel) and i >= 0 else None
+    return item is None or bool(item.flags() & Qt.ItemFlag.ItemIsEnabled)

@@ -1,0 +1,190 @@
+"""CLI subcommands that drive the engine: ``generate`` and ``doctor``."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+
+from ..runtime.config import MODES, EngineConfig, GenerationSettings, KVTypes
+
+EXIT_OK, EXIT_FAIL, EXIT_UNREADABLE = 0, 1, 2
+
+
+def register(sub) -> None:
+    g = sub.add_parser("generate", help="generate text with a target (+ drafter)",
+                       description="Generate a continuation; prints the text, or with --json the "
+                                   "summary and every step record.")
+    add_engine_args(g)
+    g.add_argument("--prompt", required=True, help="prompt text")
+    g.add_argument("--chat", action="store_true", help="wrap the prompt as a user turn with the chat template")
+    g.add_argument("--mode", choices=MODES, default=None,
+                   help="ar | chain | tree | auto (auto: picks per step from measured costs; default: chain with a drafter)")
+    g.add_argument("--budget", type=int, default=15, help="draft tokens per step (tree: node budget)")
+    g.add_argument("--p-min", type=float, default=0.0, help="stop drafting below this drafter probability")
+    g.add_argument("--max-tokens", type=int, default=128)
+    g.add_argument("--temp", type=float, default=0.0, help="temperature (0: greedy)")
+    g.add_argument("--top-k", type=int, default=40)
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--json", action="store_true", help="print the result as JSON (summary + steps)")
+    g.set_defaults(func=cmd_generate)
+
+    d = sub.add_parser("doctor", help="what engine was built and which devices it sees")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(func=cmd_doctor)
+
+
+def add_engine_args(p) -> None:
+    """Options shared by every command that loads a pair (generate, bench)."""
+    p.add_argument("--target", help="target GGUF (default: the embedded demo pair)")
+    p.add_argument("--draft", help="drafter GGUF (DFlash or DSpark)")
+    p.add_argument("--n-ctx", type=int, default=0,
+                   help="context size in tokens (default 0: the target's own context length, capped by memory)")
+    p.add_argument("--ngl", type=int, default=-1, help="GPU layers (-1: all)")
+    p.add_argument("--flash-attn", choices=("auto", "on", "off"), default="auto")
+    p.add_argument("--kv-k", default="f16", help="target K cache type")
+    p.add_argument("--kv-v", default="f16", help="target V cache type")
+    p.add_argument("--draft-kv-k", default=None, help="drafter K cache type (default: the target's)")
+    p.add_argument("--draft-kv-v", default=None, help="drafter V cache type (default: the target's)")
+    p.add_argument("--adapter", action="append", default=[], metavar="PATH[:SCALE]",
+                   help="LoRA adapter for the drafter (repeatable)")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--no-check", action="store_true", help="skip the pairing checks (unsafe: llama.cpp may abort)")
+
+
+def config_from_args(args) -> EngineConfig:
+    target, draft = args.target, args.draft
+    if target is None:
+        from ..models.demo import demo_pair
+
+        target, demo_draft = demo_pair()
+        draft = draft or demo_draft
+    adapters = []
+    for spec in args.adapter:
+        path, _, scale = spec.partition(":")
+        adapters.append((path, float(scale) if scale else 1.0))
+    tkv = KVTypes(args.kv_k, args.kv_v)
+    dkv = KVTypes(args.draft_kv_k or args.kv_k, args.draft_kv_v or args.kv_v)
+    return EngineConfig(target=target, draft=draft, n_ctx=args.n_ctx, n_gpu_layers=args.ngl,
+                        draft_n_gpu_layers=args.ngl, flash_attn=args.flash_attn, target_kv=tkv,
+                        draft_kv=dkv, adapters=tuple(adapters), n_threads=args.threads)
+
+
+def cmd_generate(args) -> int:
+    from ..runtime.engine import Engine
+    from ..common.errors import EngineError, IncompatiblePairError, ModelLoadError
+
+    try:
+        cfg = config_from_args(args)
+        mode = args.mode or ("chain" if cfg.draft else "ar")
+        settings = GenerationSettings(mode=mode, budget=args.budget, p_min=args.p_min, max_tokens=args.max_tokens,
+                                      temperature=args.temp, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"dflash-studio generate: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    try:
+        eng = Engine.load(cfg, check=not args.no_check)
+    except IncompatiblePairError as exc:
+        print("dflash-studio generate: the pair cannot run together:\n" + str(exc), file=sys.stderr)
+        return EXIT_FAIL
+    except ModelLoadError as exc:
+        print(f"dflash-studio generate: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    _say_llama(eng)
+    cancel = threading.Event()
+    try:
+        try:   # the chat template is the model's code: it may refuse, loop or blow up (ChatTemplateError)
+            prompt = eng.format_chat([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
+        except EngineError as exc:
+            print(f"dflash-studio generate: {exc}", file=sys.stderr)
+            return EXIT_FAIL
+        stream = None if args.json else (lambda ev: (sys.stdout.write(ev.piece), sys.stdout.flush()))
+        try:
+            res = eng.generate(prompt, settings, on_token=stream, cancel=cancel)
+        except KeyboardInterrupt:
+            cancel.set()
+            raise
+        except EngineError as exc:
+            print(f"\ndflash-studio generate: {exc}", file=sys.stderr)
+            return EXIT_FAIL
+        _say_llama(eng)
+        if args.json:
+            out = res.to_dict()
+            out["engine"] = eng.describe()
+            out["host_overhead"] = res.host_overhead()
+            json.dump(out, sys.stdout, indent=1)
+            sys.stdout.write("\n")
+        else:
+            sys.stdout.write("\n")
+            s = res.summary
+            note = f"; {s.budget_note}" if s.budget_note else ""
+            print(f"[{s.mode}] {s.n_generated} tokens in {s.n_steps} steps, {s.tok_per_s:.1f} tok/s, "
+                  f"mean commit {s.mean_commit_len:.2f}, acceptance {s.acceptance_rate:.1%}, "
+                  f"finish {s.finish_reason}{note}", file=sys.stderr)
+            if s.auto_note:
+                print(s.auto_note, file=sys.stderr)
+            if s.break_even:
+                verdict = "pays" if s.break_even_commit > s.break_even else "does not pay"
+                print(f"break-even commit {s.break_even:.2f} for {s.break_even_label}, measured "
+                      f"{s.break_even_commit:.2f}: speculation {verdict} here", file=sys.stderr)
+    finally:
+        eng.close()
+    return EXIT_OK
+
+
+def _say_llama(eng) -> None:
+    """llama.cpp's warnings, as our lines on stderr (its own log is quiet: engine_bridge.runtime.llama_log)."""
+    for line in eng.llama_messages():
+        print(f"dflash-studio: {line}", file=sys.stderr)
+
+
+def doctor_report() -> dict:
+    from ..runtime import llama_ffi
+
+    info = llama_ffi.build_info()
+    version = info.get("llama_cpp_python", "unknown")
+    cmake = info.get("cmake_args", "")
+    return {
+        "llama_cpp_python": version,
+        "llama_cpp_commit": info.get("llama_cpp_commit", "unknown"),
+        "backend": info.get("backend", "unknown"),
+        "cuda_architectures": info.get("cuda_architectures", ""),
+        "fa_all_quants": "GGML_CUDA_FA_ALL_QUANTS=ON" in cmake,
+        "cmake_args": cmake,
+        "build_seconds": info.get("seconds"),
+        # packaging/patches applied to the vendored llama.cpp by build_engine.sh (name, sha256)
+        "patches": list(info.get("patches", [])),
+        "system_info": info.get("system_info", ""),
+        "gpu_offload": bool(llama_ffi.C.llama_supports_gpu_offload()),
+        "devices": llama_ffi.devices(),
+    }
+
+
+def cmd_doctor(args) -> int:
+    try:
+        rep = doctor_report()
+    except ImportError as exc:
+        print(f"dflash-studio doctor: the engine is not installed: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    if args.json:
+        json.dump(rep, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    print(f"llama-cpp-python  {rep['llama_cpp_python']} (llama.cpp {rep['llama_cpp_commit']})")
+    arch = f" (architectures {rep['cuda_architectures']})" if rep["cuda_architectures"] else ""
+    print(f"backend           {rep['backend'].upper()}{arch}")
+    print(f"FA all quants     {'on' if rep['fa_all_quants'] else 'off'}")
+    print(f"GPU offload       {'yes' if rep['gpu_offload'] else 'no'}")
+    print(f"CMake flags       {rep['cmake_args']}")
+    if not rep["patches"]:
+        print("llama.cpp patches none")
+    for p in rep["patches"]:
+        print(f"llama.cpp patch   {p.get('name', '?')} (sha256 {str(p.get('sha256', '?'))[:16]})")
+    print(f"CPU features      {rep['system_info'].strip()}")
+    for dev in rep["devices"]:
+        gib = dev["memory_total"] / 2**30
+        free = dev["memory_free"] / 2**30
+        print(f"device            {dev['type'].upper()} {dev['name']}: {dev['description']} "
+              f"({free:.1f} of {gib:.1f} GiB free)")
+    return EXIT_OK

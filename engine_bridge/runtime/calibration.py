@@ -1,0 +1,269 @@
+"""What a speculative step costs on this machine, in autoregressive steps: measured once, cached.
+
+The cost of a step depends on the machine, the build, the threads, the K/V types and the shapes
+(model sizes, budget), hardly on acceptance: the verify decode processes ``budget + 1`` rows
+whether the drafts are accepted or not. So calibration runs the loaded engine itself -- the same
+``Engine.generate`` the user runs, through its step records -- on a fixed short prompt with forced
+budgets (no stop at end-of-generation; a run is cut after a fixed number of steps), and keeps the
+step wall time per configuration. It takes a few seconds per pair and device.
+
+Noise: configurations are measured in interleaved rounds (a drift of the machine spreads over all
+of them), the first step of each run is dropped (shape changes re-plan the graph), and the cost of
+a configuration is the lower quartile of its steps (contention only ever adds time).
+
+The table is cached as JSON in the user's data folder, keyed by everything it depends on: target
+and drafter file identity (path, size, mtime), adapters, backend and devices, threads, engine build,
+K/V types, flash attention, GPU layers. Any change gives a new key and a new measurement.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import statistics
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .config import EngineConfig, GenerationSettings
+from ..common.paths import data_dir
+
+SCHEMA = 1
+CHAIN_BUDGETS = (1, 2, 3, 4, 7, 11, 15)
+TREE_BUDGETS = (4, 8, 16, 32)
+STEPS = 6                 # timed steps per configuration and round (after the dropped first one)
+ROUNDS = 2
+#: Fixed, plain text: acceptance does not matter for the cost, only that every run drafts.
+PROMPT = "The history of the city begins with a small settlement on the river, where"
+
+
+@dataclass
+class CostTable:
+    """Step wall times (ms) per configuration; ``cost`` turns them into AR-step units."""
+
+    key: dict
+    ar_ms: float
+    chain_ms: dict[int, float] = field(default_factory=dict)
+    tree_ms: dict[int, float] = field(default_factory=dict)
+    measured_at: float = 0.0          # unix time
+    seconds: float = 0.0              # how long measuring took
+    from_cache: bool = False          # this object was read from the cache, not measured now
+
+    def costs(self) -> dict[tuple[str, int], float]:
+        """{(mode, budget): step time / AR step time} -- each is that step's break-even commit length."""
+        out = {("chain", b): ms / self.ar_ms for b, ms in self.chain_ms.items()}
+        out.update({("tree", b): ms / self.ar_ms for b, ms in self.tree_ms.items()})
+        return out
+
+    def cost(self, mode: str, budget: int) -> float | None:
+        """Cost of one step in AR steps; budgets between calibrated ones are interpolated linearly,
+        beyond the largest one extrapolated from the last two. None: mode not calibrated."""
+        if mode == "ar":
+            return 1.0
+        ms = {"chain": self.chain_ms, "tree": self.tree_ms}.get(mode) or {}
+        if not ms:
+            return None
+        xs = sorted(ms)
+        if budget in ms:
+            return ms[budget] / self.ar_ms
+        if budget < xs[0]:
+            return ms[xs[0]] / self.ar_ms
+        lo = max([x for x in xs if x < budget], default=xs[0])
+        hi = min([x for x in xs if x > budget], default=None)
+        if hi is None:
+            if len(xs) < 2:
+                return ms[xs[-1]] / self.ar_ms
+            lo, hi = xs[-2], xs[-1]
+        y = ms[lo] + (ms[hi] - ms[lo]) * (budget - lo) / (hi - lo)
+        return max(y, ms[xs[0]]) / self.ar_ms
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d.pop("from_cache")
+        d["chain_ms"] = {str(k): v for k, v in self.chain_ms.items()}
+        d["tree_ms"] = {str(k): v for k, v in self.tree_ms.items()}
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "CostTable":
+        return cls(key=d["key"], ar_ms=float(d["ar_ms"]),
+                   chain_ms={int(k): float(v) for k, v in d["chain_ms"].items()},
+                   tree_ms={int(k): float(v) for k, v in d["tree_ms"].items()},
+                   measured_at=float(d.get("measured_at", 0.0)), seconds=float(d.get("seconds", 0.0)),
+                   from_cache=True)
+
+    def rows(self) -> list[tuple[str, int, float, float]]:
+        """(mode, budget, step ms, cost in AR steps), AR first: what the CLI prints."""
+        out = [("ar", 0, self.ar_ms, 1.0)]
+        out += [("chain", b, ms, ms / self.ar_ms) for b, ms in sorted(self.chain_ms.items())]
+        out += [("tree", b, ms, ms / self.ar_ms) for b, ms in sorted(self.tree_ms.items())]
+        return out
+
+
+# -- the key --------------------------------------------------------------------------------------
+def _file_id(path) -> dict | None:
+    if path is None:
+        return None
+    p = Path(path).resolve()
+    st = p.stat()
+    return {"path": str(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+@functools.lru_cache(maxsize=1)
+def _build_id() -> dict:
+    from .llama_ffi import build_info, devices
+
+    info = build_info()
+    return {"llama_cpp_python": info.get("llama_cpp_python", "unknown"),
+            "llama_cpp_commit": info.get("llama_cpp_commit", "unknown"),
+            "backend": info.get("backend", "unknown"), "cmake_args": info.get("cmake_args", ""),
+            "devices": [f"{d['type']}:{d['name']}:{d['description']}" for d in devices()]}
+
+
+def calibration_key(config: EngineConfig) -> dict:
+    """Everything a step's cost depends on, as plain JSON values."""
+    return {
+        "schema": SCHEMA,
+        "target": _file_id(config.target), "draft": _file_id(config.draft),
+        "adapters": [[_file_id(p), s] for p, s in config.adapters],
+        "build": _build_id(),
+        "n_threads": config.n_threads or os.cpu_count() or 0,
+        "n_gpu_layers": config.n_gpu_layers, "draft_n_gpu_layers": config.draft_n_gpu_layers,
+        "flash_attn": config.flash_attn, "target_kv": str(config.target_kv), "draft_kv": str(config.draft_kv),
+        "n_ubatch": config.n_ubatch,
+    }
+
+
+def _key_hash(key: dict) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def cache_dir() -> Path:
+    d = data_dir() / "calibration"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def cache_path(key: dict) -> Path:
+    return cache_dir() / f"{_key_hash(key)}.json"
+
+
+def load_cached(key: dict) -> CostTable | None:
+    """The cached table for exactly this key, or None (absent, unreadable, or another key)."""
+    path = cache_path(key)
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+        table = CostTable.from_json(d)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if table.key != key or table.ar_ms <= 0:
+        return None
+    return table
+
+
+def save(table: CostTable) -> Path:
+    path = cache_path(table.key)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(table.to_json(), indent=1), encoding="utf-8")
+    tmp.replace(path)     # atomic: a reader never sees half a file
+    return path
+
+
+# -- measuring ------------------------------------------------------------------------------------
+def _step_walls(engine, tokens: list[int], mode: str, budget: int, steps: int) -> list[float]:
+    """Step wall times of one forced run: ``steps`` timed steps after one dropped step."""
+    cancel = threading.Event()
+    n = [0]
+
+    def on_step(_rec):
+        n[0] += 1
+        if n[0] >= steps + 1:
+            cancel.set()              # the loop stops before the next step
+
+    settings = GenerationSettings(mode=mode, budget=max(1, budget), max_tokens=1_000_000, stop_at_eog=False)
+    engine.reset()
+    res = engine.generate(tokens, settings, on_step=on_step, cancel=cancel)
+    return [s.wall for s in res.steps[1:]]
+
+
+def lower_quartile(xs: list[float]) -> float:
+    """Contention (other processes, a busy GPU) only ever adds time to a step, so the lower quartile
+    of a configuration's steps estimates its own cost better than the mean or the median."""
+    xs = sorted(xs)
+    return statistics.quantiles(xs, n=4, method="inclusive")[0] if len(xs) > 1 else xs[0]
+
+
+def configurations(engine, chain_budgets=CHAIN_BUDGETS, tree_budgets=TREE_BUDGETS) -> list[tuple[str, int]]:
+    """What can be measured on this engine: chain budgets up to the drafter's block, tree budgets
+    up to the sequences the context was made for (and none where tree verification is unavailable)."""
+    cfgs = [("ar", 0)]
+    d = engine.drafter
+    if d is None:
+        return cfgs
+    cfgs += [("chain", b) for b in sorted(set(chain_budgets)) if b <= d.max_draft]
+    if engine.tree_capable:
+        cfgs += [("tree", b) for b in sorted(set(tree_budgets)) if b <= engine.tree_max_nodes]
+    return cfgs
+
+
+def measure(engine, *, chain_budgets=CHAIN_BUDGETS, tree_budgets=TREE_BUDGETS, steps: int = STEPS,
+            rounds: int = ROUNDS, prompt: str = PROMPT, progress=None) -> CostTable:
+    """Measures the cost table on a loaded engine (its KV caches are reset afterwards)."""
+    t0 = time.perf_counter()
+    key = calibration_key(engine.config)
+    cfgs = configurations(engine, chain_budgets, tree_budgets)
+    n_ctx = engine.target_ctx.n_ctx
+    tokens = engine.tokenize(prompt)
+    # every run must fit the context: prompt + (steps + 1) steps of at most budget + 1 tokens
+    longest = max(b for _, b in cfgs) + 1
+    if len(tokens) + (steps + 2) * longest >= n_ctx:
+        tokens = tokens[: max(2, n_ctx - (steps + 2) * longest - 2)]
+    walls: dict[tuple[str, int], list[float]] = {c: [] for c in cfgs}
+    for mode, b in cfgs[:2]:          # untimed warm-up: first touches of weights and buffers
+        _step_walls(engine, tokens, mode, b, 2)
+    for r in range(rounds):
+        for c in cfgs:
+            if progress is not None:
+                progress(f"calibrating {c[0]} {c[1] or ''} (round {r + 1}/{rounds})".replace("  ", " "))
+            walls[c] += _step_walls(engine, tokens, c[0], c[1], steps)
+    engine.reset()
+    ms = {c: 1000.0 * lower_quartile(v) for c, v in walls.items() if v}
+    table = CostTable(key=key, ar_ms=ms[("ar", 0)],
+                      chain_ms={b: v for (m, b), v in ms.items() if m == "chain"},
+                      tree_ms={b: v for (m, b), v in ms.items() if m == "tree"},
+                      measured_at=time.time(), seconds=time.perf_counter() - t0)
+    return table
+
+
+def ensure(engine, *, force: bool = False, progress=None, **measure_kw) -> CostTable:
+    """The engine's cost table: the one it holds, else the cached one, else measured now (and
+    cached). ``force`` measures again. The table is kept on the engine (``engine.calibration``)."""
+    key = calibration_key(engine.config)
+    held = getattr(engine, "calibration", None)
+    if not force and held is not None and held.key == key:
+        return held
+    table = None if force else load_cached(key)
+    if table is None:
+        table = measure(engine, progress=progress, **measure_kw)
+        save(table)
+        engine.auto_policy = None      # its costs were another table's
+    engine.calibration = table
+    return table
+
+
+def cached_for(engine) -> CostTable | None:
+    """The engine's table if it holds one or one is cached for its key; never measures."""
+    try:
+        key = calibration_key(engine.config)
+    except OSError:
+        return None
+    held = getattr(engine, "calibration", None)
+    if held is not None and held.key == key:
+        return held
+    table = load_cached(key)
+    if table is not None:
+        engine.calibration = table
+    return table

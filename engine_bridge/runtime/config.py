@@ -1,0 +1,95 @@
+"""What the engine is asked to load and how it is asked to generate."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: KV cache types llama.cpp accepts (its CLI's list), with their ggml type ids.
+KV_TYPES: dict[str, int] = {
+    "f32": 0, "f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2, "q4_1": 3, "iq4_nl": 20, "q5_0": 6, "q5_1": 7,
+}
+QUANTISED_KV = frozenset(k for k in KV_TYPES if k not in ("f32", "f16", "bf16"))
+
+FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}
+#: "auto" picks ar, chain or tree and the budget per step from the measured step costs and the
+#: pair's running commit lengths (engine_bridge.runtime.auto_mode); greedy output stays the target's.
+MODES = ("ar", "chain", "tree", "auto")
+
+
+@dataclass(frozen=True)
+class KVTypes:
+    k: str = "f16"
+    v: str = "f16"
+
+    def __post_init__(self):
+        for t in (self.k, self.v):
+            if t not in KV_TYPES:
+                raise ValueError(f"unknown KV cache type {t!r}; choose from {', '.join(KV_TYPES)}")
+
+    def __str__(self) -> str:
+        return f"{self.k}/{self.v}"
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Everything that needs a (re)load when it changes."""
+
+    target: Path
+    draft: Path | None = None
+    n_ctx: int = 0                        # 0: the target's own context length, capped by memory
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    n_threads: int | None = None          # None: all cores
+    n_gpu_layers: int = -1                # -1: all (ignored by CPU builds)
+    draft_n_gpu_layers: int = -1
+    flash_attn: str = "auto"              # auto | on | off
+    target_kv: KVTypes = field(default_factory=KVTypes)
+    draft_kv: KVTypes = field(default_factory=KVTypes)
+    adapters: tuple[tuple[Path, float], ...] = ()   # LoRA adapters on the drafter, with scales
+    max_tree_nodes: int = 64              # sequences / batch room reserved for tree verification
+    backend_sampling: bool = True         # greedy argmax inside the graph (no logits copy to host)
+
+    def __post_init__(self):
+        object.__setattr__(self, "target", Path(self.target))
+        if self.draft is not None:
+            object.__setattr__(self, "draft", Path(self.draft))
+        if self.flash_attn not in FLASH_ATTN:
+            raise ValueError(f"flash_attn must be one of {', '.join(FLASH_ATTN)}")
+        if self.n_ctx and self.n_ctx < 16:
+            raise ValueError("n_ctx must be 0 (the model's own) or at least 16")
+
+    def replace(self, **changes) -> "EngineConfig":
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """What may change from one request to the next without a reload."""
+
+    mode: str = "chain"                   # ar | chain | tree | auto
+    budget: int = 15                      # chain: draft tokens per step; tree: node budget
+    p_min: float = 0.0                    # stop a chain draft below this drafter probability
+    max_tokens: int = 128
+    temperature: float = 0.0              # 0: greedy
+    top_k: int = 40
+    top_p: float = 1.0
+    seed: int = 0
+    tree_top_k: int = 4                   # tree: candidates per block position
+    stop_at_eog: bool = True
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}")
+        if self.budget < 1:
+            raise ValueError("budget must be at least 1")
+        if self.max_tokens < 1:
+            raise ValueError("max_tokens must be at least 1")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+    def replace(self, **changes) -> "GenerationSettings":
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,233 @@
+"""The DFlash / DSpark drafter: its model, its context, and its two operations.
+
+* ``inject``: target features (the inputs of the drafter's target layers, concatenated per token)
+  decoded into the drafter's context as an embedding batch. This writes K/V only.
+* ``draft``: one non-causal decode of the noise block ``[last, mask, mask, ...]``; the drafter's
+  greedy token at each mask position is the draft. The block's own K/V is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import llama_ffi as ffi
+from . import tree as tree_mod
+from .config import EngineConfig
+from ..common.errors import ModelLoadError
+from .native import Batch, Context, LoraAdapter, Model, set_adapters
+
+#: The decoding loop ends each step's inject phase at a synchronisation point. On a GPU
+#: llama_process returns before the device is done; without this sync the inject's device time
+#: would be charged to the next draft phase. (gpu/gpu_diag.py measures what it costs.)
+SYNC_INJECT = True
+
+#: Candidates per block row that a tree step's backend top-k sampler returns. Tree scores are
+#: log-probabilities normalised over these instead of the whole vocabulary: on the reference pair
+#: (15 held-out prompts, budget 7) 32 keeps the mean commit length within 1 % of exact scoring,
+#: while 4 or 8 lose 6 %.
+BACKEND_TOP_K = 32
+
+#: Where tree steps take the drafter's top-K: "auto", "host" (full logits to the host, exact
+#: normalisation) or "backend" (a top-k sampler in the graph). llama.cpp runs the sampler once per
+#: block row; on an H200 that cost ~60 us a row on the reference pair's 8k vocabulary (draft phase
+#: 0.67 -> 1.04 ms at budget 6, docs/benchmarks.md), more than the host's pass; on a 152k vocabulary the host's pass takes 14 ms
+#: against ~1.7 ms. Normalising over BACKEND_TOP_K candidates also flatters deep nodes of an
+#: uncertain drafter (a flat synthetic drafter's trees committed less at budget 32 than at 8 on
+#: CUDA), so "auto" takes the backend only where the host's pass costs milliseconds.
+TREE_TOP_K_ON = "auto"
+BACKEND_TOP_K_MIN_VOCAB = 100_000
+
+
+class Drafter:
+    def __init__(self, path: Path, config: EngineConfig, target_ctx: Context):
+        self.path = Path(path)
+        self.model = Model(self.path, config.draft_n_gpu_layers)
+        try:
+            # The drafter has no embeddings or lm_head of its own: it reads the target's through
+            # ctx_other, so its context must be created with the target's as the other.
+            self.ctx = Context(self.model, n_ctx=target_ctx.n_ctx, n_batch=target_ctx.n_batch,
+                               n_ubatch=target_ctx.n_ubatch, kv=config.draft_kv,
+                               flash_attn=config.flash_attn, n_threads=config.n_threads, other=target_ctx)
+        except ModelLoadError:
+            self.model.free()
+            raise
+        m = self.model
+        n_ids = ffi.llama_model_target_layer_ids_n(m.ptr)
+        ids_ptr = ffi.llama_model_target_layer_ids(m.ptr)
+        self.target_layers = [int(ids_ptr[i]) for i in range(n_ids)]
+        self.block_size = int(m.meta("dflash.block_size") or 16)
+        self.is_dspark = m.meta("dflash.sample_from_anchor") is not None and _has_markov_head(m)
+        self.sample_from_anchor = (m.meta("dflash.sample_from_anchor") or "true") == "true"
+        self.causal = (m.meta("dflash.attention.causal") or "false") == "true"
+        self.has_confidence = (m.meta("dflash.has_confidence_head") or "true") == "true"
+        self.mask_token = int(ffi.C.llama_vocab_mask(m.vocab))
+        # DFlash fills [last, mask x (block-1)] in place, so at most block_size-1 draft tokens;
+        # anchor-first DSpark reads every block slot, so a full block.
+        self.max_draft = self.block_size if (self.is_dspark and self.sample_from_anchor) else self.block_size - 1
+        self.n_embd_tgt = target_ctx.model.n_embd
+        self.n_embd_enc = len(self.target_layers) * self.n_embd_tgt
+        self.ctx.set_causal(self.causal)
+        self.batch = Batch(self.ctx)
+        self.inject_batch = Batch(self.ctx)
+        self._features = np.zeros((0, self.n_embd_enc), dtype=np.float32)
+        self.adapters: list[tuple[LoraAdapter, float]] = []
+        self.t_native = 0.0   # time inside llama.cpp calls, read and reset by the loop
+
+    # -- LoRA -----------------------------------------------------------------------------------
+    def set_adapters(self, adapters: list[tuple[Path, float]]) -> None:
+        new = [(LoraAdapter(self.model, p), float(s)) for p, s in adapters]
+        set_adapters(self.ctx, new)
+        for a, _ in self.adapters:
+            a.free()
+        self.adapters = new
+
+    # -- target features -> drafter KV -----------------------------------------------------------
+    def enable_extraction(self, target_ctx: Context, on: bool) -> None:
+        for lid in self.target_layers:
+            ffi.llama_set_embeddings_layer_inp(target_ctx.ptr, lid, on)
+
+    def inject(self, target_ctx: Context, first_row: int, n_rows: int, pos0: int, seq: int = 0,
+               rows: list[int] | None = None, sync: bool = False) -> None:
+        """Decodes the features of target batch rows into the drafter's KV at pos0, pos0+1, ...
+
+        ``rows`` picks arbitrary batch rows (tree verification: the accepted path); otherwise
+        ``first_row .. first_row + n_rows - 1``. ``sync`` waits for the device before returning
+        (the decoding loop's steps pass SYNC_INJECT; the prefill leaves it asynchronous).
+        """
+        if n_rows <= 0:
+            return
+        if rows is not None and rows[-1] - rows[0] == len(rows) - 1:
+            first_row, rows = rows[0], None     # a run of rows (a tree's greedy chain): slices
+        elif rows is not None:
+            rows = np.asarray(rows)
+        if self._features.shape[0] < n_rows:
+            self._features = np.zeros((max(n_rows, 64), self.n_embd_enc), dtype=np.float32)
+        feats = self._features
+        d = self.n_embd_tgt
+        t0 = time.perf_counter()
+        for k, lid in enumerate(self.target_layers):
+            ptr = ffi.llama_get_embeddings_layer_inp(target_ctx.ptr, lid)
+            n_avail = first_row + n_rows if rows is None else max(rows) + 1
+            layer = np.ctypeslib.as_array(ptr, shape=(n_avail, d))
+            src = layer[first_row:first_row + n_rows] if rows is None else layer[rows]
+            feats[:n_rows, k * d:(k + 1) * d] = src
+        self.t_native += time.perf_counter() - t0
+        self.inject_features(feats, n_rows, pos0, seq, sync)
+
+    def inject_features(self, feats: np.ndarray, n_rows: int, pos0: int, seq: int = 0, sync: bool = False) -> None:
+        """Decodes ``n_rows`` rows of features (read earlier from the target) at pos0, pos0+1, ..."""
+        step = self.ctx.n_ubatch
+        b = self.inject_batch
+        for off in range(0, n_rows, step):
+            n = min(step, n_rows - off)
+            b.clear()
+            for i in range(n):
+                b.add_embd(feats[off + i], pos0 + off + i, seq)
+            t0 = time.perf_counter()
+            self.ctx.process(b)
+            self.t_native += time.perf_counter() - t0
+        if sync:
+            t0 = time.perf_counter()
+            self.ctx.synchronize()
+            self.t_native += time.perf_counter() - t0
+
+    # -- drafting ---------------------------------------------------------------------------------
+    def _decode_block(self, last: int, pos: int, n: int) -> tuple[int, int]:
+        """Queues the non-causal decode of the noise block for ``n`` drafts; returns (rows, first draft row)."""
+        anchor_first = self.is_dspark and self.sample_from_anchor
+        b = self.batch
+        b.clear()
+        n_block = n if anchor_first else n + 1
+        first_out = 0 if anchor_first else 1
+        # dflash.cpp selects no output rows: its logits hold every block row in order, so every
+        # entry is marked as an output (as upstream does) and the draft is read from first_out on.
+        # Marking only the mask slots would make row k hold slot k, not slot k + 1.
+        for i in range(n_block):
+            b.add_token(last if i == 0 else self.mask_token, pos + i, 0, True)
+        t0 = time.perf_counter()
+        self.ctx.process(b)
+        self.t_native += time.perf_counter() - t0
+        return n_block, first_out
+
+    def draft(self, last: int, pos: int, n: int, p_min: float = 0.0):
+        """Drafts up to ``n`` tokens after ``last`` (which sits at ``pos``).
+
+        Returns (tokens, logits_view) where logits_view holds the n rows the draft was read from
+        (None when the argmax ran on the backend); tokens stops early below ``p_min``.
+        """
+        n_block, first_out = self._decode_block(last, pos, n)
+        t0 = time.perf_counter()
+        if self.ctx.backend_greedy:
+            # argmax ran on the device; reading a token synchronises: the end of the draft decode
+            tokens = np.fromiter((self.ctx.sampled_token(i) for i in range(first_out, n_block)), np.int64, n)
+            self.ctx.seq_rm(0, pos, -1)
+            self.t_native += time.perf_counter() - t0
+            return tokens, None
+        logits = self.ctx.logits(n_block)[first_out:]   # synchronises: the end of the draft decode
+        tokens = logits.argmax(axis=1)
+        if p_min > 0.0:
+            # probability of the greedy token: 1 / sum(exp(l - l_max)), row by row
+            top = logits[np.arange(n), tokens][:, None]
+            p = 1.0 / np.exp(logits - top).sum(axis=1)
+            low = np.nonzero(p < p_min)[0]
+            if low.size:
+                tokens = tokens[: int(low[0])]
+        # the noise block's K/V must not stay in the drafter's cache
+        self.ctx.seq_rm(0, pos, -1)
+        self.t_native += time.perf_counter() - t0
+        return tokens, logits
+
+    def draft_candidates(self, last: int, pos: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The drafter's k best tokens (best first) and their log-probabilities at each of ``n``
+        block positions after ``last``: the input of tree construction. Both (n, k).
+
+        With a backend top-k sampler attached (``ctx.set_backend_top_k``) the device returns
+        BACKEND_TOP_K candidates per row and no vocabulary-sized logits; log-probabilities are
+        then normalised over those candidates (the rest of the vocabulary is left out of the sum).
+        Otherwise the host reads the logits and normalises over the whole vocabulary.
+        """
+        n_block, first_out = self._decode_block(last, pos, n)
+        t0 = time.perf_counter()
+        if self.ctx.backend_top_k >= k:
+            ids, lg = self.ctx.sampled_top_k(first_out, n)      # synchronises
+            t1 = time.perf_counter()
+            tokens, logp = tree_mod.rank_candidates(ids, lg, k)
+        else:
+            logits = self.ctx.logits(n_block)[first_out:]      # synchronises
+            t1 = time.perf_counter()
+            tokens, logp = tree_mod.top_candidates(logits, k)
+        t2 = time.perf_counter()
+        self.ctx.seq_rm(0, pos, -1)
+        self.t_native += (t1 - t0) + (time.perf_counter() - t2)   # the ranking is host work
+        return tokens, logp
+
+    def tree_top_k_backend(self) -> int:
+        """How many candidates a tree step's backend top-k sampler should return (0: use the host)."""
+        on = TREE_TOP_K_ON
+        if on == "auto":
+            on = "backend" if self.model.n_vocab >= BACKEND_TOP_K_MIN_VOCAB else "host"
+        return BACKEND_TOP_K if on == "backend" else 0
+
+    def free(self) -> None:
+        for a, _ in self.adapters:
+            a.free()
+        self.adapters = []
+        self.batch.free()
+        self.inject_batch.free()
+        self.ctx.free()
+        self.model.free()
+
+
+def _has_markov_head(model: Model) -> bool:
+    # DSpark = DFlash + a Markov head; llama.cpp tells them apart by the markov_w1 tensor, which the
+    # C API cannot list, so the GGUF header is read (cheap: metadata only).
+    from gguf import GGUFReader
+
+    try:
+        reader = GGUFReader(model.path)
+    except Exception:
+        return False
+    return any(t.name == "markov_w1.weight" for t in reader.tensors)

@@ -1,0 +1,407 @@
+"""The engine: a target and an optional DFlash/DSpark drafter loaded into llama.cpp.
+
+Typical use::
+
+    eng = Engine.load(EngineConfig(target="t.gguf", draft="d.gguf"))
+    res = eng.generate("Hello", GenerationSettings(mode="chain", budget=7))
+    print(res.text, res.summary.mean_commit_len)
+    eng.close()
+
+An Engine is not thread-safe: one thread drives it (the GUI's worker thread, the CLI, a bench);
+another thread may only set the ``cancel`` event it passed to ``generate``.
+
+KV bookkeeping: ``kv`` lists the tokens whose K/V sit in the target's cache (positions
+0..len-1); ``dft_valid`` counts the leading positions whose target features sit in the
+drafter's cache. A new request reuses the longest common prefix (multi-turn chat), so only the
+new part of the conversation is prefilled.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Callable
+
+from .config import EngineConfig, GenerationSettings
+from .drafter import Drafter
+from ..common.errors import ContextOverflowError, IncompatiblePairError
+from .file_pin import FilePin, ModelChangedError, pin
+from .generation import Generation
+from . import context_size, llama_log
+from .llama_ffi import C
+from .native import Batch, Context, Model
+from .records import GenerationResult
+
+
+def preflight(config: EngineConfig):
+    """Runs the pairing checks; raises IncompatiblePairError instead of letting llama.cpp abort."""
+    from ..models import compat
+
+    report = compat.check(config.target, config.draft, adapters=[p for p, _ in config.adapters],
+                          kv=config.target_kv, draft_kv=config.draft_kv if config.draft else None,
+                          flash_attn=config.flash_attn)
+    if not report.ok:
+        raise IncompatiblePairError(report.summary(), report)
+    return report
+
+
+class Engine:
+    def __init__(self, config: EngineConfig, target: Model, target_ctx: Context, report=None):
+        self.config = config
+        self.target = target
+        self.target_ctx = target_ctx
+        self.target_batch = Batch(target_ctx)
+        self.drafter: Drafter | None = None
+        self.report = report
+        self.kv: list[int] = []
+        self.dft_valid = 0
+        self._extracting = False
+        ok, reason = _tree_support(target)
+        # a transformer's KV drops any span of positions; a recurrent/hybrid state cannot be rolled
+        # back by an arbitrary number of tokens (auto mode's drafter catch-up needs the former)
+        self.span_rollback = ok
+        self.tree_max_nodes = int(C.llama_n_seq_max(target_ctx.ptr)) if ok else 0
+        self.tree_capable = ok and self.tree_max_nodes > 1
+        self.tree_reason = reason if not ok else ("" if self.tree_capable else "the context has one sequence")
+        self.calibration = None     # calibration.CostTable: step costs on this machine (auto mode)
+        self.auto_policy = None     # auto_mode.AutoPolicy: the pair's running commit lengths
+
+    # -- loading ----------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, config: EngineConfig, *, check: bool = True,
+             progress: Callable[[str], None] | None = None) -> "Engine":
+        say = progress or (lambda msg: None)
+        report = None
+        pins: dict[str, FilePin] = {}
+        if check:
+            # pinned before the check, verified around each load: what loads is what was checked
+            pins = {"target": pin(config.target, "target")}
+            if config.draft is not None:
+                pins["drafter"] = pin(config.draft, "drafter")
+            say("checking the pair")
+            report = preflight(config)
+        say(f"loading target {config.target.name}")
+        if "target" in pins:
+            pins["target"].verify()
+        target = Model(config.target, config.n_gpu_layers)
+        try:
+            if "target" in pins:
+                pins["target"].verify()
+            tree_ok, _ = _tree_support(target)
+            # Tree verification gives each leaf a sequence id in one unified KV cache; a plain chain
+            # needs one sequence. llama.cpp allows at most 256 sequences.
+            n_seq = min(config.max_tree_nodes, 256, config.n_batch - 1) if (tree_ok and config.draft) else 1
+            # 0: the target's own context length, capped by memory. The config keeps the 0 it was
+            # asked with (the app compares it with the settings to tell what needs a reload); the
+            # resolved size is the context's n_ctx.
+            n_ctx = config.n_ctx or context_size.default_n_ctx(target, config.target_kv.k, config.target_kv.v)
+            ctx = Context(target, n_ctx=n_ctx, n_batch=config.n_batch, n_ubatch=config.n_ubatch,
+                          kv=config.target_kv, flash_attn=config.flash_attn, n_threads=config.n_threads,
+                          n_seq_max=max(1, n_seq), kv_unified=True)
+        except Exception:
+            target.free()
+            raise
+        eng = cls(config, target, ctx, report)
+        if config.draft is not None:
+            say(f"loading drafter {config.draft.name}")
+            try:
+                eng._attach_drafter(config.draft, pins.get("drafter"))
+                if config.adapters:
+                    eng.drafter.set_adapters(list(config.adapters))
+            except Exception:
+                eng.close()
+                raise
+        return eng
+
+    def _attach_drafter(self, path: Path, pinned: FilePin | None = None) -> None:
+        if pinned is not None:
+            pinned.verify()
+        drafter = Drafter(path, self.config, self.target_ctx)
+        if pinned is not None:
+            try:
+                pinned.verify()
+            except ModelChangedError:
+                drafter.free()
+                raise
+        self.drafter = drafter
+        self.dft_valid = 0
+        self._extracting = False
+
+    def swap_drafter(self, path: str | os.PathLike, *, check: bool = True) -> None:
+        """Replaces the drafter file (e.g. a quantised variant) without reloading the target.
+
+        The new drafter's KV is empty, so the next speculative request re-prefills its prompt.
+        """
+        path = Path(path)
+        cfg = self.config.replace(draft=path)
+        pinned = None
+        if check:
+            pinned = pin(path, "drafter")
+            self.report = preflight(cfg)
+        old = self.drafter
+        if old is not None:
+            old.enable_extraction(self.target_ctx, False)
+            old.free()
+            self.drafter = None
+        self.config = cfg
+        self._attach_drafter(path, pinned)
+        if cfg.adapters:
+            self.drafter.set_adapters(list(cfg.adapters))
+
+    def set_adapters(self, adapters: list[tuple[str | os.PathLike, float]], *, check: bool = True) -> None:
+        """Applies LoRA adapters to the drafter (replacing any); the next step uses them."""
+        if self.drafter is None:
+            raise IncompatiblePairError("LoRA adapters apply to the drafter, and no drafter is loaded")
+        adapters = [(Path(p), float(s)) for p, s in adapters]
+        cfg = self.config.replace(adapters=tuple(adapters))
+        if check and adapters:
+            self.report = preflight(cfg)
+        self.drafter.set_adapters(adapters)
+        self.config = cfg
+
+    # -- text ---------------------------------------------------------------------------------------
+    def tokenize(self, text: str, add_special: bool = True) -> list[int]:
+        return self.target.tokenize(text, add_special=add_special, parse_special=True)
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return b"".join(self.target.piece(t) for t in tokens).decode("utf-8", "replace")
+
+    def chat_template(self) -> str | None:
+        return self.target.chat_template()
+
+    def format_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+        """Renders a conversation with the target's chat template (plain text when it has none).
+
+        The template comes from the model file: it is rendered sandboxed, in its own process, with
+        a time and memory bound (chat_template.py); ChatTemplateError says what went wrong."""
+        from .chat_template import render_chat
+
+        tmpl = self.chat_template()
+        if not tmpl:
+            lines = [f"{m['role']}: {m['content']}" for m in messages]
+            return "\n".join(lines) + ("\nassistant:" if add_generation_prompt else "")
+        v = self.target.vocab
+        bos = self.target.token_text(C.llama_vocab_bos(v)) if C.llama_vocab_bos(v) >= 0 else ""
+        eos = self.target.token_text(C.llama_vocab_eos(v)) if C.llama_vocab_eos(v) >= 0 else ""
+        return render_chat(tmpl, messages, bos_token=bos, eos_token=eos, add_generation_prompt=add_generation_prompt)
+
+    # -- generation -------------------------------------------------------------------------------
+    def generate(self, prompt: str | list[int], settings: GenerationSettings | None = None, *,
+                 on_token: Callable | None = None, on_step: Callable | None = None,
+                 cancel: threading.Event | None = None) -> GenerationResult:
+        """Generates a continuation of ``prompt`` (text or token ids).
+
+        ``on_token(TokenEvent)`` and ``on_step(StepRecord)`` are called from this thread as each
+        step commits; ``cancel`` stops the run within one step (finish_reason 'cancelled') and
+        leaves the engine ready for the next request.
+        """
+        from . import auto_mode
+
+        settings = settings or GenerationSettings()
+        tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+        runner = auto_mode.AutoGeneration if settings.mode == "auto" else Generation
+        res = runner(self, settings, on_token, on_step, cancel).run(tokens)
+        auto_mode.after_run(self, settings, res)   # teaches the auto policy; notes the break-even
+        return res
+
+    def next_token_logits(self, tokens: list[int]):
+        """The target's logits for the token after ``tokens`` (a copy), decoded one token at a time
+        after the prefix -- the autoregressive reference for diagnostics and losslessness checks."""
+        if not tokens:
+            raise ValueError("empty prompt")
+        self.target_ctx.set_backend_greedy(False)   # raw logits are needed on the host
+        self._prefill(tokens[:-1], need_features=False)
+        b = self.target_batch
+        b.clear()
+        b.add_token(tokens[-1], len(self.kv), 0, True)
+        self.target_ctx.process(b)
+        self.kv.append(tokens[-1])
+        return self.target_ctx.logits(1)[0].copy()
+
+    def replay_logits(self, prompt_tokens: list[int], generated: list[int], rows: int, follow: list[int] = (),
+                      history_rows: int | None = None, prompt_split: int = 0):
+        """The target's logits for the token after ``prompt_tokens + generated``, with the generated
+        tokens decoded in batches of ``rows`` (1 = as autoregressive decoding wrote them; 8 = as a
+        chain-7 verify does), the prompt prefilled as a request does. The last batch ends at the
+        end, so the logits come from its last row -- or, with ``follow``, the last batch goes on with
+        those tokens (as a verify batch goes on with drafts after the row that is read) and the row
+        read is the one of the last generated token. ``history_rows`` (default ``rows``) sets the
+        batch size of the earlier batches. ``prompt_split`` > 0 prefills the prompt in two requests,
+        split there, as a request that reuses a cached prefix does. Batched and single-row decodes
+        round differently, so this tells whether the target itself picks differently by batch shape."""
+        if not prompt_tokens:
+            raise ValueError("empty prompt")
+        toks = list(prompt_tokens) + list(generated)
+        self.target_ctx.set_backend_greedy(False)
+        if 0 < prompt_split < len(prompt_tokens) - 1:
+            self._prefill(toks[:prompt_split], need_features=False)   # then reused below
+        # the prompt (minus its last token, which opens the first generated batch) as one request
+        self._prefill(toks[:len(prompt_tokens) - 1], need_features=False)
+        tail = toks[len(prompt_tokens) - 1:]
+        b = self.target_batch
+        hrows = history_rows or rows
+        last_n = max(1, rows - len(follow))          # the generated tokens in the last batch
+        head, end = tail[:-last_n], tail[-last_n:]
+        first = len(head) % hrows or hrows           # a first, shorter batch keeps the others full
+        spans = ([head[:first]] if head else []) + [head[i:i + hrows] for i in range(first, len(head), hrows)]
+        for span in spans + [end + list(follow)]:
+            b.clear()
+            pos = len(self.kv)
+            for i, tok in enumerate(span):
+                b.add_token(tok, pos + i, 0, i == len(end) - 1)
+            self.target_ctx.process(b)
+            self.kv.extend(span)
+        return self.target_ctx.logits(1)[0].copy()
+
+    def _set_extraction(self, on: bool) -> None:
+        if self.drafter is not None and on != self._extracting:
+            self.drafter.enable_extraction(self.target_ctx, on)
+            self._extracting = on
+
+    def _prefill(self, tokens: list[int], need_features: bool) -> int:
+        """Brings the target KV (and, when needed, the drafter KV) to hold exactly ``tokens``.
+
+        Returns how many of them were already there (reused from the previous request).
+        """
+        reuse = _common_prefix(self.kv, tokens)
+        if need_features:
+            reuse = min(reuse, self.dft_valid)
+        self._set_extraction(need_features)
+        self.target_ctx.seq_rm(0, reuse, -1)
+        self.kv = self.kv[:reuse]
+        if self.drafter is not None:
+            self.drafter.ctx.seq_rm(0, min(reuse, self.dft_valid), -1)
+            self.dft_valid = min(reuse, self.dft_valid)
+        todo = tokens[reuse:]
+        if len(todo) + reuse >= self.target_ctx.n_ctx:
+            raise ContextOverflowError(f"{len(tokens)} tokens do not fit a context of {self.target_ctx.n_ctx}")
+        self._decode_span(todo, reuse, need_features)
+        self.target_ctx.synchronize()
+        return reuse
+
+    def _decode_span(self, tokens: list[int], pos0: int, features: bool) -> None:
+        """Decodes ``tokens`` into the target at pos0.. in n_batch chunks (no outputs) and appends
+        them to ``kv``; with ``features`` (extraction must be on) each chunk's features go into the
+        drafter at the same positions. Asynchronous: the caller synchronises."""
+        b = self.target_batch
+        step = self.target_ctx.n_batch
+        for off in range(0, len(tokens), step):
+            chunk = tokens[off:off + step]
+            p = pos0 + off
+            b.clear()
+            for i, tok in enumerate(chunk):
+                b.add_token(tok, p + i, 0, False)
+            self.target_ctx.process(b)
+            if features:
+                self.drafter.inject(self.target_ctx, 0, len(chunk), p)
+            self.kv.extend(chunk)
+            if features:
+                self.dft_valid = len(self.kv)
+
+    def catch_up_drafter(self) -> int:
+        """Gives the drafter the target features of every committed token it lacks (positions
+        ``dft_valid .. len(kv)-1``, decoded by the target with extraction off), and turns
+        extraction on. Those tokens' target K/V is removed and decoded again in one batch with
+        extraction on: the same tokens at the same positions, so the cache holds what a chain
+        step's verify batch would have written for them. Returns how many tokens were decoded
+        again; 0 when nothing was missing.
+
+        Raises RuntimeError when the target cannot drop that span (a recurrent or hybrid state
+        cannot be rolled back by an arbitrary number of tokens): the caller must then keep
+        extraction on while it decodes (auto mode does, for such targets)."""
+        if self.drafter is None:
+            return 0
+        self._set_extraction(True)
+        lo = self.dft_valid
+        span = self.kv[lo:]
+        if not span:
+            return 0
+        if not self.target_ctx.seq_rm(0, lo, -1):
+            raise RuntimeError(f"the target cannot remove positions {lo}.. to re-decode them")
+        self.drafter.ctx.seq_rm(0, lo, -1)
+        del self.kv[lo:]
+        self._decode_span(span, lo, True)
+        self.target_ctx.synchronize()
+        self.drafter.ctx.synchronize()      # the drafter's decodes belong to the catch-up's time
+        return len(span)
+
+    def reset(self) -> None:
+        """Forgets every cached token (both caches)."""
+        self.target_ctx.clear()
+        if self.drafter is not None:
+            self.drafter.ctx.clear()
+        self.kv = []
+        self.dft_valid = 0
+
+    # -- facts --------------------------------------------------------------------------------------
+    @property
+    def has_drafter(self) -> bool:
+        return self.drafter is not None
+
+    def memory(self) -> dict:
+        """Bytes: model weights, context state (KV + outputs), and the process's resident set."""
+        out = {"target_weights": self.target.size_bytes, "target_context": self.target_ctx.state_size()}
+        if self.drafter is not None:
+            out["draft_weights"] = self.drafter.model.size_bytes
+            out["draft_context"] = self.drafter.ctx.state_size()
+        out["process_rss"] = _rss_bytes()
+        return out
+
+    def llama_messages(self) -> list[str]:
+        """llama.cpp's warnings and errors since the last call ("llama.cpp warning: ..."), for the
+        user: its log itself stays quiet unless DFLASH_LLAMA_LOG is set (engine_bridge.runtime.llama_log)."""
+        return llama_log.drain()
+
+    def describe(self) -> dict:
+        d = {
+            "target": str(self.config.target), "target_params": self.target.n_params,
+            "n_ctx": self.target_ctx.n_ctx, "n_vocab": self.target.n_vocab,
+            "target_kv": str(self.config.target_kv), "flash_attn": self.config.flash_attn,
+        }
+        if self.drafter is not None:
+            dr = self.drafter
+            d.update(draft=str(dr.path), draft_params=dr.model.n_params, block_size=dr.block_size,
+                     max_draft=dr.max_draft, target_layers=dr.target_layers, mask_token=dr.mask_token,
+                     dspark=dr.is_dspark, draft_kv=str(self.config.draft_kv),
+                     adapters=[(str(a.path), s) for a, s in dr.adapters])
+        return d
+
+    def close(self) -> None:
+        if self.drafter is not None:
+            self.drafter.free()
+            self.drafter = None
+        self.target_batch.free()
+        self.target_ctx.free()
+        self.target.free()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _tree_support(model: Model) -> tuple[bool, str]:
+    """Recurrent and hybrid targets keep one state per sequence, so branches cannot share a prefix."""
+    if C.llama_model_is_recurrent(model.ptr):
+        return False, "the target is recurrent: one state per sequence"
+    if C.llama_model_is_hybrid(model.ptr):
+        return False, "the target is hybrid (recurrent layers): one state per sequence"
+    return True, ""
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0

@@ -1,0 +1,438 @@
+"""One request's run: prefill, then autoregressive or chain-speculative steps, with statistics.
+
+Chain step (positions: the target KV holds ``pos`` tokens; ``last`` is committed but not decoded):
+
+1. draft   — drafter decodes ``[last, mask x n]`` at pos..pos+n non-causally; greedy tokens at
+             the mask positions are the draft; the block's K/V is removed from the drafter.
+2. verify  — target decodes ``[last, d0 .. d(n-1)]`` at pos.. with every row an output.
+3. accept  — the target's own choice at each row (argmax, or its sampler) is compared with the
+             draft; the longest agreeing prefix plus the target's next token are committed.
+4. inject  — the features of the rows that stay (``last`` and the accepted drafts) are decoded
+             into the drafter's KV at the same positions.
+5. trim    — both caches drop everything past the committed length.
+
+The committed tokens are exactly those the target alone would produce: every committed token is
+the target's choice at its position given the committed prefix.
+
+Timing: on a GPU llama_process returns before the device is done. Each phase ends at a
+synchronisation point — reading logits (``Context.logits`` / the sampler) or an explicit
+``synchronize()`` — so phase times are device-inclusive and sum to at most the step's wall time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+import numpy as np
+
+from . import drafter as drafter_mod
+from .config import GenerationSettings
+from .detok import StreamingDetokenizer
+from ..common.errors import ContextOverflowError, UnsupportedSettingError
+from .native import Context, Sampler
+from . import tree as tree_mod
+from .records import FROM_DRAFT, FROM_TARGET, GenerationResult, RunSummary, StepRecord, TokenEvent
+
+now = time.perf_counter
+
+#: Where tree verification takes the target's argmax: "host" (its logits) or "backend" (a greedy
+#: sampler per leaf sequence). Measured on an H200, reference pair, budget 6-7: the samplers made
+#: the verify decode ~0.9 ms slower than host argmax (docs/benchmarks.md, tree variants).
+TREE_ARGMAX_ON = "host"
+
+
+class Generation:
+    """Runs one request against an Engine's contexts. Created and driven by ``Engine.generate``."""
+
+    def __init__(self, engine, settings: GenerationSettings, on_token: Callable | None,
+                 on_step: Callable | None, cancel: threading.Event | None):
+        self.e = engine
+        self.s = settings
+        self.on_token = on_token
+        self.on_step = on_step
+        self.cancel = cancel
+        self.sampler = None if settings.greedy else Sampler(
+            settings.temperature, settings.top_k, settings.top_p, settings.seed)
+        self.detok = StreamingDetokenizer(engine.target.piece)
+        self.tokens: list[int] = []
+        self.sources: list[str] = []
+        self.text_parts: list[str] = []
+        self.steps: list[StepRecord] = []
+        self.finish = "max_tokens"
+        self.t_first = 0.0
+        self.n_drafted = self.n_accepted = 0
+        self.mode = settings.mode           # what actually runs (tree may fall back to chain)
+        self.budget, self.budget_note = self._effective_budget()
+        # tree steps: one KV sequence per leaf, each holding the whole committed prefix (see tree.py);
+        # the tree run's sequences are added after prefill
+        self.tree_seqs, self.all_seqs = 1, [0]
+
+    def _effective_budget(self) -> tuple[int, str]:
+        s, d = self.s, self.e.drafter
+        if s.mode == "ar":
+            return 0, ""
+        if d is None:
+            raise UnsupportedSettingError(f"mode {s.mode!r} needs a drafter; load one or use mode 'ar'")
+        if s.mode == "chain" and s.budget > d.max_draft:
+            return d.max_draft, (f"budget {s.budget} clamped to {d.max_draft}: the drafter's block size is "
+                                 f"{d.block_size}, so one step drafts at most {d.max_draft} tokens")
+        if s.mode == "tree":
+            if not self.e.tree_capable:
+                self.mode = "chain"
+                budget = min(s.budget, d.max_draft)
+                return budget, f"tree verification unavailable ({self.e.tree_reason}); verified as a chain"
+            cap = self.e.tree_max_nodes
+            if s.budget > cap:
+                return cap, (f"node budget {s.budget} clamped to {cap}: the target context was created for "
+                             f"{cap} tree nodes (llama.cpp allows at most 256 sequences)")
+        return s.budget, ""
+
+    # -- the run ------------------------------------------------------------------------------------
+    def run(self, prompt: list[int]) -> GenerationResult:
+        e, s = self.e, self.s
+        t0 = now()
+        if not prompt:
+            raise ValueError("empty prompt")
+        n_ctx = e.target_ctx.n_ctx
+        if len(prompt) >= n_ctx:
+            raise ContextOverflowError(
+                f"the prompt has {len(prompt)} tokens but the context holds {n_ctx}; "
+                "raise the context size or shorten the conversation")
+        self._choose_samplers()
+        reused = e._prefill(prompt[:-1], need_features=s.mode != "ar")
+        if self.mode == "tree":
+            self._add_tree_seqs(min(e.tree_max_nodes, tree_mod.max_leaves(self.budget, e.drafter.max_draft)))
+        t_prefill = now() - t0
+        last = prompt[-1]
+        t_gen0 = now()
+        step_fn = self._step_function()
+        try:
+            while True:
+                if self.cancel is not None and self.cancel.is_set():
+                    self.finish = "cancelled"
+                    break
+                if len(e.kv) + 1 >= n_ctx:
+                    self.finish = "context_full"
+                    break
+                last, done = step_fn(last, t0)
+                if done:
+                    break
+        finally:
+            if self.sampler is not None:
+                self.sampler.free()
+            if self.tree_seqs > 1:
+                e.target_ctx.seq_keep(0)    # back to one sequence: what prefill reuse expects
+        tail = self.detok.flush()
+        if tail:
+            self.text_parts.append(tail)
+        t_gen = now() - t_gen0
+        summary = RunSummary(
+            mode=s.mode, n_prompt=len(prompt), n_prompt_reused=reused, n_generated=len(self.tokens),
+            # a last step whose first pick is end-of-generation commits nothing: it is timed in
+            # `steps` but is no commit step (AR read "7 tokens in 8 steps, mean commit 0.88")
+            n_steps=sum(1 for r in self.steps if r.committed), n_drafted=self.n_drafted, n_accepted=self.n_accepted,
+            t_prefill=t_prefill, t_first_token=self.t_first, t_generate=t_gen,
+            budget_requested=s.budget if s.mode != "ar" else 0, budget_effective=self.budget,
+            budget_note=self.budget_note, finish_reason=self.finish, verify_mode=self.mode)
+        return GenerationResult(text="".join(self.text_parts), tokens=self.tokens, sources=self.sources,
+                                steps=self.steps, summary=summary)
+
+    def _step_function(self):
+        """What runs each step (auto mode's subclass picks per step)."""
+        return {"ar": self._ar_step, "chain": self._chain_step, "tree": self._tree_step}[self.mode]
+
+    def _choose_samplers(self) -> None:
+        """Greedy runs take the target's argmax on the backend (chain and AR); tree steps may take
+        the drafter's top-K there (``Drafter.tree_top_k_backend``).
+
+        The target needs raw logits for temperature sampling; the drafter for p_min. Tree
+        verification reads the target's logits on the host unless TREE_ARGMAX_ON says "backend"
+        (then each leaf sequence gets a greedy sampler: llama.cpp picks an output's sampler by
+        the entry's first sequence id).
+        """
+        e, s = self.e, self.s
+        on = e.config.backend_sampling
+        tree = self.mode == "tree"
+        e.target_ctx.set_backend_greedy(on and s.greedy and (not tree or TREE_ARGMAX_ON == "backend"),
+                                        n_seqs=self.tree_seqs)
+        if e.drafter is not None:
+            if tree:
+                kb = e.drafter.tree_top_k_backend()
+                e.drafter.ctx.set_backend_top_k(max(kb, s.tree_top_k) if on and kb else 0)
+            else:
+                e.drafter.ctx.set_backend_greedy(on and self.mode == "chain" and s.p_min <= 0)
+
+    # -- picking the target's token ----------------------------------------------------------------
+    def _target_choices(self, ctx: Context, n_rows: int, draft: np.ndarray) -> list[int]:
+        """The target's committed tokens for a verified block: accepted drafts + its own next one."""
+        if self.sampler is None:
+            if ctx.backend_greedy:   # argmax already taken on the device: read rows as needed
+                pick = ctx.sampled_token
+            else:                    # one vectorised pass over the logits block, no per-row copies
+                picks = ctx.logits(n_rows).argmax(axis=1)
+                pick = picks.__getitem__
+            out = []
+            for i in range(n_rows):
+                tok = int(pick(i))
+                out.append(tok)
+                if i >= len(draft) or tok != draft[i]:
+                    break
+            return out
+        out = []
+        for i in range(n_rows):   # the sampler must see rows in order: it draws once per commit
+            tok = self.sampler.sample(ctx, i)
+            out.append(tok)
+            if i >= len(draft) or tok != draft[i]:
+                break
+        return out
+
+    # -- committing -------------------------------------------------------------------------------
+    def _commit(self, chosen: list[int], n_draft_ok: int, step: int, t0: float) -> tuple[int, bool]:
+        """Streams the committed tokens; returns (how many were committed, finished?)."""
+        e, s = self.e, self.s
+        n = 0
+        for i, tok in enumerate(chosen):
+            if s.stop_at_eog and e.target.is_eog(tok):
+                self.finish = "eog"
+                return n, True
+            src = FROM_DRAFT if i < n_draft_ok else FROM_TARGET
+            piece = self.detok.push(tok)
+            if not self.tokens:
+                self.t_first = now() - t0
+            ev = TokenEvent(tok, piece, src, step, len(self.tokens))
+            self.tokens.append(tok)
+            self.sources.append(src)
+            self.text_parts.append(piece)
+            n += 1
+            if self.on_token is not None:
+                self.on_token(ev)
+            if len(self.tokens) >= s.max_tokens:
+                self.finish = "max_tokens"
+                return n, True
+        return n, False
+
+    def _record(self, rec: StepRecord) -> None:
+        self.steps.append(rec)
+        if self.on_step is not None:
+            self.on_step(rec)
+
+    # -- autoregressive ---------------------------------------------------------------------------
+    def _ar_step(self, last: int, t0: float) -> tuple[int, bool]:
+        e = self.e
+        ts = now()
+        pos = len(e.kv)
+        b = e.target_batch
+        b.clear()
+        b.add_token(last, pos, 0, True)
+        tv = now()
+        e.target_ctx.process(b)
+        e.target_ctx.synchronize()          # sync point: end of verify (the forward pass)
+        t_verify = now() - tv
+        ta = now()
+        chosen = self._target_choices(e.target_ctx, 1, np.empty(0, dtype=np.int64))
+        t_accept = now() - ta
+        e.kv.append(last)
+        n, done = self._commit(chosen, 0, len(self.steps), t0)
+        wall = now() - ts
+        self._record(StepRecord(step=len(self.steps), pos=pos, drafted=0, accepted=0, committed=n,
+                                t_verify=t_verify, t_accept=t_accept,
+                                t_other=max(0.0, wall - t_verify - t_accept),
+                                t_native=t_verify + t_accept, wall=wall))
+        return (chosen[-1] if chosen else last), done
+
+    # -- chain speculative ------------------------------------------------------------------------
+    def _chain_step(self, last: int, t0: float) -> tuple[int, bool]:
+        e, s, d = self.e, self.s, self.e.drafter
+        tctx = e.target_ctx
+        ts = now()
+        pos = len(e.kv)
+        remaining = s.max_tokens - len(self.tokens)
+        n_draft = max(0, min(self.budget, tctx.n_ctx - pos - 2, remaining - 1))
+        d.t_native = 0.0
+
+        # 1. draft
+        td = now()
+        if n_draft > 0:
+            draft, _ = d.draft(last, pos, n_draft, s.p_min)
+        else:
+            draft = np.empty(0, dtype=np.int64)
+        t_draft = now() - td
+        native = d.t_native
+
+        # 2. verify
+        tv = now()
+        b = e.target_batch
+        b.clear()
+        b.add_token(last, pos, 0, True)
+        for i, tok in enumerate(draft):
+            b.add_token(int(tok), pos + 1 + i, 0, True)
+        tn = now()                          # batch building above is host work, not native
+        tctx.process(b)
+        tctx.synchronize()                  # sync point: end of verify
+        t_verify = now() - tv
+        native += now() - tn
+
+        # 3. accept
+        ta = now()
+        chosen = self._target_choices(tctx, len(draft) + 1, draft)
+        t_accept = now() - ta
+        n_ok = len(chosen) - 1              # drafts the target agreed with
+        native += t_accept
+
+        # 4. commit (stream) -- may stop early at EOG or max_tokens
+        n_commit, done = self._commit(chosen, n_ok, len(self.steps), t0)
+        # rows that enter the KV: `last` and the committed tokens but the newest, which becomes
+        # the next `last` (it is decoded by the next step's verify)
+        keep = n_commit
+
+        # 5. inject the kept rows' features, then trim both caches
+        d.t_native = 0.0
+        ti = now()
+        d.inject(tctx, 0, keep, pos, sync=drafter_mod.SYNC_INJECT)
+        t_inject = now() - ti
+        native += d.t_native
+        tt = now()
+        tctx.seq_rm(0, pos + keep, -1)
+        self._tag_prefix(pos)               # a tree run's last steps: keep every leaf sequence whole
+        if keep:
+            e.kv.append(last)
+            e.kv.extend(int(x) for x in chosen[: keep - 1])
+        e.dft_valid = len(e.kv)
+        t_trim = now() - tt
+        native += t_trim
+        wall = now() - ts
+        self.n_drafted += len(draft)
+        accepted = min(n_ok, n_commit)
+        self.n_accepted += accepted
+        self._record(StepRecord(
+            step=len(self.steps), pos=pos, drafted=len(draft), accepted=accepted, committed=n_commit,
+            t_draft=t_draft, t_inject=t_inject, t_verify=t_verify, t_accept=t_accept,
+            t_other=max(0.0, wall - t_draft - t_inject - t_verify - t_accept),
+            t_native=native, wall=wall))
+        return (chosen[n_commit - 1] if n_commit else last), done
+
+    # -- tree speculative (DDTree) -------------------------------------------------------------------
+    def _tag_prefix(self, p0: int) -> None:
+        """Adds every tree sequence to the target's cells from position p0 on (sequence 0 holds them).
+
+        The committed prefix stays in all leaf sequences for the whole run, so a step only fixes the
+        cells it wrote; copying the prefix into each branch every step (and keeping one sequence
+        afterwards) cost time linear in the context length.
+        """
+        for seq in self.all_seqs[1:]:
+            self.e.target_ctx.seq_cp(0, seq, p0, -1)
+
+    def _add_tree_seqs(self, n: int) -> None:
+        """Grows the run's leaf sequences to ``n``, each given the committed prefix."""
+        tctx = self.e.target_ctx
+        for seq in range(self.tree_seqs, n):
+            tctx.seq_cp(0, seq, -1, -1)
+        self.tree_seqs, self.all_seqs = n, list(range(n))
+        if tctx.backend_greedy:
+            tctx.set_backend_greedy(True, n_seqs=n)
+
+    def _tree_step(self, last: int, t0: float) -> tuple[int, bool]:
+        e, s, d = self.e, self.s, self.e.drafter
+        tctx = e.target_ctx
+        ts = now()
+        pos = len(e.kv)
+        remaining = s.max_tokens - len(self.tokens)
+        budget = max(0, min(self.budget, tctx.n_ctx - pos - 2))
+        depth = min(d.max_draft, budget, remaining - 1)
+        if depth <= 0:
+            return self._chain_step(last, t0)
+        # fewer block rows (the run's last tokens, the context's end) shorten the seeded chain, so
+        # the tree may branch more: give it the sequences, as long as llama.cpp has them
+        need = min(e.tree_max_nodes, tree_mod.max_leaves(budget, depth))
+        if need > self.tree_seqs:
+            self._add_tree_seqs(need)
+        d.t_native = 0.0
+
+        # 1. draft once, read the top-K per position, build the tree
+        td = now()
+        cand, logp = d.draft_candidates(last, pos, depth, s.tree_top_k)
+        # The greedy chain is seeded to half the budget (the tree always holds what a chain of that
+        # depth verifies); the other half goes best-first on cumulative log-probability.
+        tr = tree_mod.build_tree(cand, logp, budget, chain_len=tree_mod.seeded_chain_len(budget),
+                                 leaf_cap=self.tree_seqs)
+        t_draft = now() - td
+        native = d.t_native
+
+        # 2. verify every node in one decode (ancestor-only attention through sequence ids)
+        tv = now()
+        sets, _ = tr.leaf_sets()
+        b = e.target_batch
+        b.clear()
+        b.add_token_seqs(last, pos, self.all_seqs, True)
+        for i, tok in enumerate(tr.tokens):
+            b.add_token_seqs(tok, pos + 1 + tr.depth[i], sets[i], True)
+        tn = now()
+        tctx.process(b)
+        tctx.synchronize()                  # sync point: end of verify
+        t_verify = now() - tv
+        native += now() - tn
+
+        # 3. accept: follow the target's choices down the tree
+        ta = now()
+        if self.sampler is not None:
+            pick = lambda row: self.sampler.sample(tctx, row)  # noqa: E731 -- in row order, one draw per commit
+        elif tctx.backend_greedy:
+            pick = tctx.sampled_token
+        else:
+            pick = tctx.logits(len(tr) + 1).argmax(axis=1).__getitem__
+        chosen, path = [], []
+        node, row = -1, 0
+        while True:
+            tok = int(pick(row))
+            chosen.append(tok)
+            child = tr.children.get(node, {}).get(tok)
+            if child is None:
+                break
+            path.append(child)
+            node, row = child, child + 1
+        t_accept = now() - ta
+        native += t_accept
+
+        n_commit, done = self._commit(chosen, len(path), len(self.steps), t0)
+        keep = n_commit                     # rows kept: the root and the first keep-1 path nodes
+
+        # 4. keep the winning branch only, in every sequence: drop what lies deeper than the kept
+        # path, then the other branches' cells beside it (they hold no sequence of the winning
+        # leaf), then give the path's cells to every sequence again
+        tt = now()
+        kept_nodes = path[: max(0, keep - 1)]
+        tctx.seq_rm(-1, pos + keep, -1)
+        if kept_nodes:
+            win = sets[kept_nodes[-1]][0]
+            p0, p1 = pos + 1, pos + keep
+            for seq in range(tr.n_leaves):
+                if seq != win:
+                    tctx.seq_rm(seq, p0, p1)
+            for seq in self.all_seqs:
+                if seq != win:
+                    tctx.seq_cp(win, seq, p0, p1)
+        t_trim = now() - tt
+
+        # 5. inject only the accepted path's features
+        d.t_native = 0.0
+        ti = now()
+        d.inject(tctx, 0, keep, pos, rows=[0] + [n + 1 for n in kept_nodes], sync=drafter_mod.SYNC_INJECT)
+        t_inject = now() - ti
+        native += d.t_native + t_trim
+        if keep:
+            e.kv.append(last)
+            e.kv.extend(int(x) for x in chosen[: keep - 1])
+        e.dft_valid = len(e.kv)
+        wall = now() - ts
+        n_draft = len(tr)
+        accepted = min(len(path), n_commit)
+        self.n_drafted += n_draft
+        self.n_accepted += accepted
+        self._record(StepRecord(
+            step=len(self.steps), pos=pos, drafted=n_draft, accepted=accepted, committed=n_commit,
+            t_draft=t_draft, t_inject=t_inject, t_verify=t_verify, t_accept=t_accept,
+            t_other=max(0.0, wall - t_draft - t_inject - t_verify - t_accept), t_native=native, wall=wall,
+            tree_nodes=n_draft, tree_depth=tr.max_depth, path_len=accepted))
+        return (chosen[n_commit - 1] if n_commit else last), done

@@ -1,0 +1,110 @@
+"""The Bench tab on a real tiny pair: run a two-row sweep, watch progress and plot, export, cancel."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QImage
+
+from app.bench.bench_view import BenchView
+from engine_bridge.bench.schema import validate
+
+RUN_TIMEOUT_MS = 120_000
+
+
+@pytest.fixture
+def view(qtbot, tiny_pair):
+    v = BenchView()
+    qtbot.addWidget(v)
+    # one thread: OpenMP spinning on every core of a small shared box makes tiny runs crawl
+    v.set_pair(tiny_pair[0], tiny_pair[1], {"n_ctx": 512, "n_batch": 256, "n_ubatch": 64, "n_threads": 1})
+    v.suite_combo.setCurrentText("math")
+    v.limit_spin.setValue(2)
+    v.reps_spin.setValue(2)
+    v.tokens_spin.setValue(10)
+    v.show()
+    yield v
+    v.shutdown()
+    assert not v.running
+
+
+def test_bench_tab_runs_a_sweep_and_exports(qtbot, view, tmp_path):
+    assert view.objectName() == "benchView"
+    assert view.findChild(type(view.plot), "benchPlot") is view.plot
+    assert not view.export_buttons["json"].isEnabled()
+    view.budget_edit.setText("2,5")
+    with qtbot.waitSignal(view.runFinished, timeout=RUN_TIMEOUT_MS) as done:
+        qtbot.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
+        assert view.running and not view.run_button.isEnabled() and view.cancel_button.isEnabled()
+        qtbot.waitUntil(lambda: view.progress_bar.value() > 0, timeout=RUN_TIMEOUT_MS)
+        assert "ETA" in view.status_label.text()
+    report = done.args[0]
+    qtbot.waitUntil(lambda: not view.running, timeout=10_000)
+    assert validate(report) == []
+    assert [r["id"] for r in report["rows"]] == ["ar", "c0", "c1"]
+    assert [r["budget"] for r in report["rows"]] == [0, 2, 5]
+    assert all(r["status"] == "ok" for r in report["rows"])
+    assert view.progress_bar.value() == view.progress_bar.maximum() == 3 * 2 * 2
+    assert view.status_label.text().startswith("done")
+    # the table shows the report's rows and figures
+    assert view.table.rowCount() == 3
+    headers = [view.table.horizontalHeaderItem(i).text() for i in range(view.table.columnCount())]
+    ts_col = headers.index("tok/s")
+    for i, r in enumerate(report["rows"]):
+        assert view.table.item(i, 0).text() == r["id"]
+        assert view.table.item(i, ts_col).text() == f"{r['avg_ts']:.2f}"
+    # the plot ends on the rows' means (with their intervals)
+    assert view.bar_heights() == pytest.approx([r["avg_ts"] for r in report["rows"]])
+    # a different baseline re-flags the deltas without running again
+    view.baseline_combo.setCurrentIndex(1)
+    view.baseline_combo.activated.emit(1)
+    assert view.report["settings"]["baseline_row"] == "c0" and view.report["rows"][1]["is_baseline"]
+    # exports
+    assert all(b.isEnabled() for b in view.export_buttons.values())
+    out = {k: view.export(k, tmp_path / f"bench.{k}") for k in ("json", "csv", "md", "html")}
+    assert json.loads(out["json"].read_text())["rows"][0]["avg_ts"] == report["rows"][0]["avg_ts"]
+    assert out["csv"].read_text().count("\n") == 4
+    assert "| c1 |" in out["md"].read_text()
+    images = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", out["html"].read_text())
+    assert len(images) == 3
+    for data in images:
+        img = QImage.fromData(base64.b64decode(data), "PNG")
+        assert not img.isNull() and img.width() > 100 and img.height() > 50
+
+
+def test_cancel_keeps_what_finished(qtbot, view):
+    view.reps_spin.setValue(3)
+    view.budget_edit.setText("2,3,4")
+    seen = []
+
+    def cancel_after_first(_):
+        seen.append(1)
+        if len(seen) == 1:
+            view.cancel()
+
+    # cancel as soon as one generation has been timed (progress > 0)
+    view.progress_bar.valueChanged.connect(cancel_after_first)
+    with qtbot.waitSignal(view.runFinished, timeout=RUN_TIMEOUT_MS) as done:
+        assert view.start()
+    report = done.args[0]
+    qtbot.waitUntil(lambda: not view.running, timeout=10_000)
+    assert report["status"] == "cancelled"
+    assert 1 <= len(report["runs"]) < 4 * 3 * 2
+    assert all(r["status"] == "cancelled" for r in report["rows"][1:])
+    assert view.status_label.text().startswith("cancelled")
+    assert view.export_buttons["html"].isEnabled()
+    assert view.run_button.isEnabled() and not view.cancel_button.isEnabled()
+
+
+def test_bad_inputs_are_reported_not_run(qtbot, view):
+    view.budget_edit.setText("4,zero")
+    assert not view.start()
+    assert "budget" in view.status_label.text() and not view.running
+    fresh = BenchView()
+    qtbot.addWidget(fresh)
+    assert not fresh.start()
+    assert "choose a target" in fresh.status_label.text()

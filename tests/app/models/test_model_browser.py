@@ -1,0 +1,120 @@
+"""Models tab: library, catalog, Hub search and downloads (progress, cancel, resume) on a local Hub,
+and drafter variants from the library reaching the settings panel and the loaded engine."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from app_helpers import LOAD_TIMEOUT_MS, load_pair
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "engine_bridge"))
+from hubserver import start_isolated  # noqa: E402  (the Hub test server the hub client's tests use)
+
+from engine_bridge.common.resources import vocab_path  # noqa: E402
+
+REPO = "Qwen/Qwen3-8B-GGUF"
+
+
+@pytest.fixture
+def fake_hub(monkeypatch, tmp_path):
+    server = start_isolated(monkeypatch, tmp_path)
+    server.add(REPO, "Qwen3-8B-Q4_K_M.gguf", vocab_path("phi3").read_bytes())
+    server.add(REPO, "big-Q8_0.gguf", bytes(range(256)) * 16000)           # 4 MB
+    server.add(REPO, "README.md", b"# readme\n", lfs=False)
+    yield server
+    server.stop()
+
+
+def test_hub_search_list_download_cancel_and_resume(qtbot, make_window, fake_hub):
+    w = make_window()
+    b = w.browser
+    w.show_page(b)
+    b.tabs.setCurrentIndex(2)
+    b.query.setText("qwen3-8b")
+    with qtbot.waitSignal(b.search().succeeded, timeout=10_000):
+        pass
+    assert [b.results.item(i).text() for i in range(b.results.count())] == [REPO]
+    b.results.setCurrentRow(0)                            # lists the repository's GGUF files
+    qtbot.waitUntil(lambda: b.repo_files.rowCount() == 2, timeout=10_000)
+    names = [b.repo_files.item(r, 0).text() for r in range(2)]
+    assert names == ["Qwen3-8B-Q4_K_M.gguf", "big-Q8_0.gguf"]
+    assert b.repo_files.item(1, 2).text() == "Q8_0"
+
+    fake_hub.slow.add("big-Q8_0.gguf")
+    b.repo_files.selectRow(1)
+    b._download_selected()
+    row = b.downloads[-1]
+    qtbot.waitUntil(lambda: row.bar.value() > 0, timeout=10_000)      # progress arrives
+    assert row.cancel_button.isVisible()
+    row.cancel_button.click()
+    qtbot.waitUntil(lambda: not row.resume_button.isHidden(), timeout=10_000)
+    assert "cancelled" in row.state.text()
+    fake_hub.slow.clear()
+    row.resume_button.click()
+    qtbot.waitUntil(lambda: row.result is not None, timeout=20_000)
+    data = fake_hub.repos[REPO]["big-Q8_0.gguf"].data
+    assert hashlib.sha256(row.result.read_bytes()).hexdigest() == hashlib.sha256(data).hexdigest()
+    resumed = [r for r in fake_hub.requests if r["method"] == "GET" and r["path"].endswith("big-Q8_0.gguf")]
+    assert resumed[-1]["range"] and resumed[-1]["range"].startswith("bytes=")     # continued, not restarted
+    assert row.bar.value() == row.bar.maximum()
+
+
+def test_catalog_is_listed_and_points_at_the_hub(qtbot, make_window, fake_hub):
+    w = make_window()
+    b = w.browser
+    qtbot.waitUntil(lambda: b.catalog_table.rowCount() > 0, timeout=10_000)
+    titles = [b.catalog_table.item(r, 0).text() for r in range(b.catalog_table.rowCount())]
+    row = next(r for r, t in enumerate(titles) if t.startswith("Qwen3-8B"))
+    b.catalog_table.selectRow(row)
+    b._catalog_target()
+    assert b.tabs.currentIndex() == 2 and b.query.text() == REPO
+    qtbot.waitUntil(lambda: b.repo_files.rowCount() == 2, timeout=10_000)
+
+
+def test_library_variants_reach_settings_and_swap_the_drafter(qtbot, make_window, tiny_pair, tmp_path):
+    models = tmp_path / "models-copy"
+    models.mkdir()
+    target = Path(shutil.copy(tiny_pair[0], models))
+    drafter = Path(shutil.copy(tiny_pair[1], models))
+    w = make_window(max_tokens=6)
+    load_pair(qtbot, w, (target, drafter))
+    b = w.browser
+    # the check filed the pair in the library: the slots' Library menus list it
+    qtbot.waitUntil(lambda: any(p == str(drafter.resolve()) for _, p in b.library_entries("drafter")),
+                    timeout=LOAD_TIMEOUT_MS)
+    assert [p for _, p in b.library_entries("target")] == [str(target.resolve())]
+    # make a q8_0 variant of the drafter from the library tab
+    head = b.tree.topLevelItem(1).child(0)
+    assert head.text(0) == drafter.name
+    b.tree.setCurrentItem(head)
+    b.variant_type.setCurrentText("q8_0")
+    b._make_variant()
+    qtbot.waitUntil(lambda: w.settings_panel.variant.count() == 2, timeout=LOAD_TIMEOUT_MS)
+    combo = w.settings_panel.variant
+    w.side_tabs.setCurrentWidget(w.settings_panel)
+    assert combo.itemText(1).startswith("variant: ") and "q8_0" in combo.itemText(1)
+    combo.setCurrentIndex(1)
+    assert w.settings_panel.banner.isVisible() and w.settings_panel.apply_button.text() == "Swap drafter", w.settings_panel.banner_text.text()
+    with qtbot.waitSignal(w.engine.drafterChanged, timeout=LOAD_TIMEOUT_MS) as swapped:
+        w.settings_panel.apply_button.click()
+    assert swapped.args[0].describe["draft"].endswith("-q8_0.gguf")
+    assert not w.settings_panel.banner.isVisible()
+    assert "q8_0" in w.status.pair.text()
+    from app_helpers import ask
+
+    assert ask(qtbot, w, "with the variant").summary.n_steps > 0
+
+
+def test_use_as_target_from_the_library(qtbot, make_window, tiny_pair, tmp_path):
+    w = make_window()
+    b = w.browser
+    b.add_path(str(tiny_pair[0]))
+    qtbot.waitUntil(lambda: b.tree.topLevelItemCount() and b.tree.topLevelItem(0).childCount() == 1,
+                    timeout=10_000)
+    b.tree.setCurrentItem(b.tree.topLevelItem(0).child(0))
+    b._use_selected("target")
+    assert w.pairing.target.path == str(Path(tiny_pair[0]).resolve())

@@ -1,0 +1,93 @@
+"""Settings: K/V pairs the build cannot run are disabled with the reason; reload on request; modes."""
+
+from __future__ import annotations
+
+from app_helpers import LOAD_TIMEOUT_MS, load_pair, wait_report
+
+from app.diagnostics.profiler_view import KEYS
+from app.shell.settings_panel import tree_supported
+
+
+def _item(combo, name):
+    return combo.model().item(combo.findData(name))
+
+
+def test_kv_types_the_model_cannot_run_are_disabled_with_reasons(qtbot, make_window, tiny_pair):
+    w = make_window()
+    w.pairing.set_pair(str(tiny_pair[0]), str(tiny_pair[1]))
+    wait_report(qtbot, w)
+    qtbot.waitUntil(lambda: w.advisor.target_info is not None and w.advisor.drafter_info is not None,
+                    timeout=LOAD_TIMEOUT_MS)
+    p = w.settings_panel
+    tk, tv = p.kv[("target", "k")], p.kv[("target", "v")]
+    # head_dim 16: 32-value blocks cannot be used with flash attention (auto resolves to on for CPU)
+    assert _item(tk, "f16").isEnabled() and _item(tv, "bf16").isEnabled()
+    q8v = _item(tv, "q8_0")
+    assert not q8v.isEnabled() and "head_dim 16" in q8v.toolTip()
+    assert not _item(tk, "q4_0").isEnabled() and "head_dim" in _item(tk, "q4_0").toolTip()
+    assert not _item(p.kv[("drafter", "v")], "q8_0").isEnabled()
+    # flash attention off: a quantised K works, a quantised V needs flash attention
+    p.flash_attn.setCurrentIndex(p.flash_attn.findData("off"))
+    assert _item(tk, "q8_0").isEnabled()
+    assert not _item(tv, "q8_0").isEnabled() and "flash attention" in _item(tv, "q8_0").toolTip()
+    tk.setCurrentIndex(tk.findData("q8_0"))
+    assert w.settings.target_k == "q8_0" and w.settings.flash_attn == "off"
+    assert wait_report(qtbot, w).ok                      # the pairing check agrees
+
+
+def test_a_change_that_needs_a_reload_says_so_and_reloads_on_request(qtbot, make_window, tiny_pair):
+    w = make_window(n_ctx=2048)
+    load_pair(qtbot, w, tiny_pair)
+    p = w.settings_panel
+    w.side_tabs.setCurrentWidget(p)
+    assert not p.banner.isVisible()
+    p.temperature.setValue(0.5)                          # generation settings need no reload
+    assert not p.banner.isVisible()
+    p.n_ctx.setValue(3072)
+    assert p.banner.isVisible() and "context size" in p.banner_text.text()
+    assert p.apply_button.text() == "Reload now"
+    with qtbot.waitSignal(w.pairLoaded, timeout=LOAD_TIMEOUT_MS) as loaded:
+        p.apply_button.click()
+    assert loaded.args[0].describe["n_ctx"] == 3072
+    assert not p.banner.isVisible()
+    p.n_ctx.setValue(2048)
+    assert p.banner.isVisible()
+    p.n_ctx.setValue(3072)                               # back to what is loaded: nothing pending
+    assert not p.banner.isVisible()
+
+
+def test_verify_modes_offer_tree_only_when_the_engine_has_it(qtbot, make_window):
+    w = make_window()
+    modes = [w.settings_panel.mode.itemData(i) for i in range(w.settings_panel.mode.count())]
+    assert modes[0] == "chain" and "ar" in modes
+    assert ("tree" in modes) == tree_supported()
+
+
+def test_autoregressive_mode_runs_without_drafts(qtbot, make_window, tiny_pair):
+    from app_helpers import ask
+
+    w = make_window(max_tokens=6)
+    load_pair(qtbot, w, tiny_pair)
+    p = w.settings_panel
+    p.mode.setCurrentIndex(p.mode.findData("ar"))
+    res = ask(qtbot, w, "Plain decoding")
+    assert res.summary.mode == "ar" and res.summary.n_drafted == 0
+    assert not any(s.draft for s in w.chat.transcript.token_spans())
+    assert w.plots.step_count() == 6 and "autoregressive" in w.plots.summary.text()
+    assert w.chat.transcript.token_spans()[0].highlighted is False
+
+
+def test_tree_mode_runs_when_the_engine_offers_it(qtbot, make_window, tiny_pair):
+    import pytest
+    from app_helpers import ask
+
+    if not tree_supported():
+        pytest.skip("this engine has no tree verification yet")
+    w = make_window(max_tokens=10, budget=8)
+    load_pair(qtbot, w, tiny_pair)
+    p = w.settings_panel
+    p.mode.setCurrentIndex(p.mode.findData("tree"))
+    res = ask(qtbot, w, "Branch out")
+    assert res.summary.mode == "tree" and res.summary.n_generated == 10
+    nodes = [w.profiler.model.value(r, KEYS.index("tree_nodes")) for r in range(w.profiler.row_count())]
+    assert w.profiler.row_count() == len(res.steps) and max(nodes) > 0

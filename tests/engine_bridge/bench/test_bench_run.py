@@ -1,0 +1,203 @@
+"""The bench runner on the real engine and a real tiny pair: sweeps, failures, cancel, progress."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from engine_bridge.models import synth
+from engine_bridge.bench.runner import (BASE_VARIANT, BenchSpec, SweepError, expand_sweep, parse_sweep, plan_rows,
+                                 run_bench)
+from engine_bridge.bench.report import build_report
+from engine_bridge.bench.suites import load_suite
+from engine_bridge.runtime.config import EngineConfig, KVTypes
+
+REPS, N_PROMPTS, MAX_TOKENS = 2, 2, 12
+
+
+@pytest.fixture(scope="module")
+def engine_config(tiny_pair):
+    target, draft = tiny_pair
+    # one thread: on a small shared CI box, OpenMP spinning on every core makes runs crawl
+    return EngineConfig(target=target, draft=draft, n_ctx=512, n_batch=256, n_ubatch=64, n_threads=1)
+
+
+def make_spec(cfg, sweep=(), suite="code", **kw) -> BenchSpec:
+    return BenchSpec(engine=cfg, suite=load_suite(suite).head(N_PROMPTS), reps=REPS, max_tokens=MAX_TOKENS,
+                     sweep=parse_sweep(list(sweep)), **kw)
+
+
+# -- sweep parsing (no engine) --------------------------------------------------------------------
+def test_parse_sweep_axes_and_aliases():
+    sw = parse_sweep(["budget=4,8,15", "verify=chain,tree", "kv=q8_0,f16/q4_0", "draft=base,lora:/a.gguf@0.5"])
+    assert sw["budget"] == [4, 8, 15]
+    assert sw["verify_mode"] == ["chain", "tree"]
+    assert sw["kv"] == [KVTypes("q8_0", "q8_0"), KVTypes("f16", "q4_0")]
+    assert sw["draft_variant"] == [BASE_VARIANT, "lora:/a.gguf@0.5"]
+
+
+@pytest.mark.parametrize("bad", ["budget=0", "budget=x", "verify_mode=ar", "type_k=q9", "colour=red",
+                                 "budget", "budget=", "kv=f16/zz"])
+def test_parse_sweep_rejects(bad):
+    with pytest.raises(SweepError):
+        parse_sweep([bad])
+
+
+def test_expand_is_the_product_and_groups_rows_by_reload(tmp_path):
+    cfg = EngineConfig(target=tmp_path / "t.gguf", draft=tmp_path / "d.gguf")
+    spec = BenchSpec(engine=cfg, suite=load_suite("math"),
+                     sweep=parse_sweep(["budget=2,4,8", "kv=f16,bf16", "verify=chain,tree"]))
+    configs = expand_sweep(spec)
+    assert len(configs) == 12
+    assert {(c.budget, str(c.target_kv), c.verify_mode) for c in configs} == {
+        (b, kv, v) for b in (2, 4, 8) for kv in ("f16/f16", "bf16/bf16") for v in ("chain", "tree")}
+    plan = plan_rows(spec)
+    kinds = [row.kind for row, _ in plan]
+    # one AR baseline per K/V group, each followed by its 6 speculative rows
+    assert kinds == ["ar"] + ["spec"] * 6 + ["ar"] + ["spec"] * 6
+    assert all(row.ar_row == plan[0][0].id for row, _ in plan[:7])
+    assert all(row.target_kv == KVTypes("bf16", "bf16") for row, _ in plan[7:])
+
+
+# -- real runs --------------------------------------------------------------------------------------
+def test_run_measures_ar_and_speculative(engine_config):
+    events = []
+    spec = make_spec(engine_config, ["verify=chain,tree"], base_seed=5)
+    res = run_bench(spec, on_progress=events.append)
+    rows = {r.id: r for r in res.rows}
+    assert [r.kind for r in res.rows] == ["ar", "spec", "spec"]
+    assert rows["ar"].status == "ok" and rows["c0"].status == "ok"
+    # tree verification either runs or fails on its own row with the engine's reason
+    assert rows["c1"].status == "ok" or (rows["c1"].status == "failed" and rows["c1"].error)
+    for rid in ("ar", "c0"):
+        ms = res.of_row(rid)
+        # warm-up excluded: exactly reps x prompts timed generations
+        assert len(ms) == REPS * N_PROMPTS
+        assert sorted({m.seed for m in ms}) == [5, 6]
+        # every run starts from empty caches, so nothing of the prompt is reused
+        assert all(m.summary["n_prompt_reused"] == 0 for m in ms)
+        assert all(m.summary["n_generated"] > 0 for m in ms)
+    assert all(m.summary["n_drafted"] == 0 for m in res.of_row("ar"))
+    assert sum(m.summary["n_drafted"] for m in res.of_row("c0")) > 0
+    # greedy speculative decoding is lossless: same tokens as the baseline, prompt by prompt
+    ar = {(m.prompt_id, m.rep): m.tokens for m in res.of_row("ar")}
+    assert all(ar[(m.prompt_id, m.rep)] == m.tokens for m in res.of_row("c0") + res.of_row("c1"))
+    # progress: monotonic, reaches the total, ETA known once something was timed
+    dones = [e.done for e in events]
+    assert dones == sorted(dones) and events[-1].done == events[-1].total == 3 * REPS * N_PROMPTS
+    assert events[-1].stage == "done"
+    timed = [e for e in events if e.stage == "run"]
+    assert timed and all(e.eta_s is not None and e.eta_s >= 0 for e in timed)
+    assert [e.measurement for e in timed] == res.measurements
+    report = build_report(res)
+    by_id = {r["id"]: r for r in report["rows"]}
+    assert by_id["c0"]["lossless"] is True
+    assert by_id["ar"]["lossless"] is None   # nothing to compare the baseline with
+
+
+def test_a_row_that_cannot_run_fails_alone_with_its_reason(engine_config, tmp_path):
+    # a drafter built for another hidden size: the pair check refuses it when the variant is applied
+    bad = synth.write_drafter(tmp_path / "wrong-width.gguf", synth.TargetSpec(), synth.DrafterSpec(n_embd=32))
+    events = []
+    res = run_bench(make_spec(engine_config, [f"draft={bad},base"]), on_progress=events.append)
+    status = {r.id: r.status for r in res.rows}
+    assert status == {"ar": "ok", "c0": "failed", "c1": "ok"}
+    failed = res.rows[1]
+    assert "wrong-width.gguf" in failed.error and len(failed.error) > len("draft variant wrong-width.gguf: ")
+    assert any(e.stage == "failed" and e.row_id == "c0" and e.message == failed.error for e in events)
+    assert events[-1].done == events[-1].total
+    report = build_report(res)
+    row = report["rows"][1]
+    assert row["status"] == "failed" and row["avg_ts"] is None and row["samples_ts"] == []
+    assert report["rows"][2]["speedup"] is not None
+
+
+def test_cancel_keeps_what_finished(engine_config):
+    cancel = threading.Event()
+    stop_after = 3
+
+    def progress(p):
+        if p.stage == "run" and p.done >= stop_after:
+            cancel.set()
+
+    spec = make_spec(engine_config, ["budget=2,4"])
+    res = run_bench(spec, on_progress=progress, cancel=cancel)
+    assert res.cancelled
+    assert len(res.measurements) == stop_after
+    statuses = [r.status for r in res.rows]
+    assert statuses == ["cancelled", "cancelled", "cancelled"]
+    report = build_report(res)
+    assert report["status"] == "cancelled"
+    ar = report["rows"][0]
+    # 3 of 4 generations of the AR row finished: one complete repetition, the rest is per-prompt
+    assert ar["n_reps"] == 1 and len(ar["samples_ts"]) == 1
+    assert sum(p["n_reps"] for p in report["prompts"]) == stop_after
+    assert len(report["runs"]) == stop_after
+
+
+def test_draft_variants_swap_files_and_adapters(engine_config, tmp_path):
+    other = synth.write_drafter(tmp_path / "other-dflash.gguf", synth.TargetSpec(), synth.DrafterSpec(seed=11))
+    lora = synth.write_lora(tmp_path / "tiny-lora.gguf", synth.TargetSpec(), synth.DrafterSpec(), scale=0.5)
+    spec = make_spec(engine_config, [f"draft=base,{other},lora:{lora}@0.5,base"])
+    res = run_bench(spec)
+    rows = [r for r in res.rows if r.kind == "spec"]
+    assert [r.status for r in rows] == ["ok"] * 4, [r.error for r in rows]
+    assert [r.model["draft_filename"] for r in rows] == [
+        engine_config.draft.name, engine_config.draft.name, "other-dflash.gguf", engine_config.draft.name]
+    lora_row = next(r for r in rows if r.draft_variant.startswith("lora:"))
+    assert lora_row.model["adapters"] == [[str(lora), 0.5]]
+    # whichever drafter proposes, the target decides: every variant stays lossless
+    report = build_report(res)
+    assert all(r["lossless"] is True for r in report["rows"] if r["kind"] == "spec")
+
+
+def test_kv_sweep_reloads_and_fails_an_impossible_group(engine_config):
+    # The tiny target's head_dim is 16: q8_0 blocks of 32 cannot hold it, so that group fails
+    # at load (with the pair check's reason) while the bf16 group runs on a reloaded engine.
+    spec = make_spec(engine_config, ["kv=bf16,q8_0"])
+    res = run_bench(spec)
+    st = {r.id: (r.status, str(r.target_kv)) for r in res.rows}
+    assert st == {"ar0": ("ok", "bf16/bf16"), "c0": ("ok", "bf16/bf16"),
+                  "ar1": ("failed", "q8_0/q8_0"), "c1": ("failed", "q8_0/q8_0")}
+    assert all("head_dim" in r.error for r in res.rows if r.status == "failed")
+    report = build_report(res)
+    assert report["rows"][1]["type_k"] == "bf16" and report["rows"][1]["speedup"] is not None
+
+
+# -- suites -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["code", "math", "chat"])
+def test_builtin_suites_load(name):
+    suite = load_suite(name)
+    assert len(suite.prompts) >= 10
+    assert len({p.id for p in suite.prompts}) == len(suite.prompts)
+    assert len(suite.sha256) == 64 and suite.head(3).prompts == suite.prompts[:3]
+
+
+def test_user_suite_errors_name_their_lines(tmp_path):
+    from engine_bridge.bench.suites import SuiteError
+
+    good = tmp_path / "mine.jsonl"
+    good.write_text('# my prompts\n{"prompt": "hello"}\n\n{"id": "q2", "text": "bye"}\n'
+                    '{"id": "c", "messages": [{"role": "user", "content": "hi"}]}\n')
+    suite = load_suite(good)
+    assert [p.id for p in suite.prompts] == ["line-2", "q2", "c"] and suite.name == "mine"
+    assert suite.prompts[2].kind == "chat"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "prompt": "x"}\nnot json\n{"id": "a", "prompt": "y"}\n{"id": "b"}\n'
+                   '{"id": "m", "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}\n')
+    with pytest.raises(SuiteError) as exc:
+        load_suite(bad)
+    msg = str(exc.value)
+    for part in ("line 2: not JSON", "line 3: duplicate id 'a'", "line 4: give exactly one of",
+                 "line 5: the last message must be the user's"):
+        assert part in msg
+    with pytest.raises(SuiteError, match="unknown suite"):
+        load_suite("poetry")
+
+
+def test_chat_prompts_go_through_the_targets_template(tiny_engine):
+    p = load_suite("chat").prompts[5]   # has a system message
+    text = p.render(tiny_engine.format_chat)
+    assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
+    assert p.messages[-1][1] in text

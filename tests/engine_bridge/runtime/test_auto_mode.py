@@ -1,0 +1,343 @@
+"""Calibration and verify mode ``auto`` on real tiny pairs through llama.cpp (no timed assertions)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from engine_bridge.runtime import auto_mode, calibration
+from engine_bridge.models import synth
+from engine_bridge.cli import main as cli_main
+from engine_bridge.runtime.config import EngineConfig, GenerationSettings
+from engine_bridge.runtime.engine import Engine
+
+#: A quick calibration for tests (the default one measures more budgets and steps).
+QUICK = dict(chain_budgets=(1, 2, 4, 15), tree_budgets=(4, 16), steps=3, rounds=1)
+PROMPTS = ["Hello world", "def fibonacci(n):", "The history of the"]
+
+
+@pytest.fixture(autouse=True)
+def private_data(tmp_path, monkeypatch):
+    monkeypatch.setenv("DFLASH_DATA_DIR", str(tmp_path / "data"))
+
+
+@pytest.fixture(scope="module")
+def deaf_pair(models_dir):
+    """The tiny target with a drafter whose large random weights ignore the target: it (almost)
+    never drafts what the target says."""
+    folder = models_dir / "deaf"
+    t = synth.write_target(folder / "deaf-target.gguf", synth.TargetSpec())
+    d = synth.write_drafter(folder / "deaf-dflash.gguf", synth.TargetSpec(),
+                            synth.DrafterSpec(draft_scale=3.0, seed=7))
+    return t, d
+
+
+def _load(target, draft, **kw):
+    return Engine.load(EngineConfig(target=target, draft=draft, n_ctx=2048, n_batch=512, n_ubatch=64, **kw))
+
+
+class _Spy:
+    """Counts the engine's generate calls (the real method runs)."""
+
+    def __init__(self, eng):
+        self.calls = 0
+        self._real = eng.generate
+        eng.generate = self
+
+    def __call__(self, *a, **kw):
+        self.calls += 1
+        return self._real(*a, **kw)
+
+
+def test_calibration_measures_a_sane_table_and_caches_it(tiny_pair, tmp_path):
+    target = tiny_pair[0]
+    draft = shutil.copy(tiny_pair[1], tmp_path / "drafter.gguf")   # its mtime is changed below
+    eng = _load(target, draft)
+    try:
+        spy = _Spy(eng)
+        table = calibration.ensure(eng, **QUICK)
+        assert not table.from_cache and spy.calls > 0
+        assert table.ar_ms > 0 and set(table.chain_ms) == {1, 2, 4, 15} and set(table.tree_ms) == {4, 16}
+        c = table.costs()
+        # a speculative step does more than an AR step (a drafter decode and a wider verify), and
+        # verifying 16 rows costs more than verifying 2
+        assert c[("chain", 1)] > 1.0
+        assert c[("chain", 15)] > c[("chain", 1)]
+        assert c[("tree", 16)] > c[("tree", 4)] * 0.8
+        path = calibration.cache_path(table.key)
+        assert path.exists() and json.loads(path.read_text())["key"] == table.key
+        assert eng.calibration is table
+
+        # the same key again, on a fresh engine: read from the cache, nothing measured
+        eng.close()
+        eng = _load(target, draft)
+        spy = _Spy(eng)
+        again = calibration.ensure(eng, **QUICK)
+        assert again.from_cache and spy.calls == 0
+        assert again.costs() == pytest.approx(table.costs())
+
+        # the drafter file changes (a new mtime): another key, measured again
+        st = os.stat(draft)
+        os.utime(draft, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        eng.calibration = None
+        third = calibration.ensure(eng, **QUICK)
+        assert not third.from_cache and spy.calls > 0 and third.key != table.key
+        # other threads: another key too
+        assert calibration.calibration_key(eng.config.replace(n_threads=1)) != third.key
+        # a corrupt cache file is ignored (and measured again), never trusted
+        calibration.cache_path(third.key).write_text("{not json")
+        assert calibration.load_cached(third.key) is None
+    finally:
+        eng.close()
+
+
+class ScriptedPolicy:
+    """Walks through a fixed list of (mode, budget): every kind of switch, between steps."""
+
+    def __init__(self, script):
+        self.script = list(script)
+        self.i = 0
+        self.probing = False
+        self.seen = []
+
+    def choose(self):
+        choice = self.script[self.i % len(self.script)]
+        self.i += 1
+        return choice
+
+    def observe(self, mode, budget, drafted, accepted, probing=False):
+        self.seen.append((mode, budget, drafted, accepted))
+
+
+SCRIPT = ([("ar", 0)] * 3 + [("chain", 4)] * 2 + [("tree", 8)] * 2 + [("ar", 0)] * 2 + [("tree", 16)]
+          + [("chain", 15)] * 2 + [("chain", 1)] + [("ar", 0)] + [("tree", 4)] + [("chain", 7)])
+
+
+def test_auto_switching_every_few_steps_is_lossless(tiny_engine):
+    eng = tiny_engine
+    for prompt in PROMPTS:
+        eng.reset()
+        ar = eng.generate(prompt, GenerationSettings(mode="ar", max_tokens=80))
+        eng.reset()
+        eng.auto_policy = pol = ScriptedPolicy(SCRIPT)
+        res = eng.generate(prompt, GenerationSettings(mode="auto", max_tokens=80))
+        assert res.tokens == ar.tokens, prompt
+        used = {r.tree_nodes > 0 and "tree" or (r.drafted > 0 and "chain") or "ar" for r in res.steps}
+        assert used == {"ar", "chain", "tree"}
+        assert res.summary.mode == "auto" and res.summary.auto_note.startswith("auto: ")
+        assert pol.seen and all(m in ("chain", "tree") for m, *_ in pol.seen)
+    # the next turn reuses the whole context (the drafter got every AR row's features) and stays lossless
+    first = PROMPTS[0]
+    eng.reset()
+    eng.auto_policy = ScriptedPolicy(SCRIPT)
+    turn1 = eng.generate(first, GenerationSettings(mode="auto", max_tokens=40))
+    # AR steps do not feed the drafter: the next request's prefill feeds it from where it stopped
+    fed = eng.dft_valid
+    assert fed <= len(eng.kv)
+    follow = eng.tokenize(first) + turn1.tokens + eng.tokenize(" and then", add_special=False)
+    eng.auto_policy = ScriptedPolicy(list(reversed(SCRIPT)))
+    turn2 = eng.generate(follow, GenerationSettings(mode="auto", max_tokens=40))
+    assert turn2.summary.n_prompt_reused == fed >= len(eng.tokenize(first))
+    eng.reset()
+    ref = eng.generate(follow, GenerationSettings(mode="ar", max_tokens=40))
+    assert turn2.tokens == ref.tokens
+    eng.auto_policy = None
+
+
+def test_auto_with_the_real_policy_is_lossless(tiny_pair):
+    with _load(*tiny_pair) as eng:
+        calibration.ensure(eng, **QUICK)
+        for prompt in PROMPTS:
+            eng.reset()
+            ar = eng.generate(prompt, GenerationSettings(mode="ar", max_tokens=64))
+            eng.reset()
+            res = eng.generate(prompt, GenerationSettings(mode="auto", max_tokens=64))
+            assert res.tokens == ar.tokens, prompt
+            assert res.summary.break_even > 0 and res.summary.break_even_label
+        assert isinstance(eng.auto_policy, auto_mode.AutoPolicy)
+
+
+def test_auto_ends_on_ar_when_the_drafter_accepts_nothing(deaf_pair):
+    with _load(*deaf_pair) as eng:
+        calibration.ensure(eng, **QUICK)
+        results = []
+        for rep in range(2):
+            for prompt in PROMPTS:
+                eng.reset()
+                results.append(eng.generate(prompt, GenerationSettings(mode="auto", max_tokens=48)))
+        pol = eng.auto_policy
+        assert pol.best().mode == "ar"
+        last = results[-1]
+        ar_steps = sum(1 for r in last.steps if r.drafted == 0)
+        assert ar_steps >= 0.8 * len(last.steps)
+        s = last.summary
+        assert s.verify_mode == "ar" and s.auto_note.startswith("auto: AR")
+        # the status line's numbers: a speculative step's break-even above its commit length (0 when
+        # no step here could pay even if every draft were accepted: then auto never probes)
+        assert s.break_even > max(1.0, s.break_even_commit) and s.break_even_label.startswith(("chain", "tree"))
+        # the same request in AR mode commits the same tokens
+        eng.reset()
+        assert eng.generate(PROMPTS[-1], GenerationSettings(mode="ar", max_tokens=48)).tokens == last.tokens
+
+
+def test_cli_calibrate_prints_the_table_and_advice_and_generate_auto_reports(deaf_pair, capsys):
+    t, d = map(str, deaf_pair)
+    args = ["calibrate", "--target", t, "--draft", d, "--n-ctx", "1024", "--probe-tokens", "16",
+            "--chain-budgets", "1,4,40", "--tree-budgets", "8", "--rounds", "1", "--json"]
+    assert cli_main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert not out["from_cache"]
+    modes = [(r["mode"], r["budget"]) for r in out["rows"]]
+    assert modes == [("ar", 0), ("chain", 1), ("chain", 4), ("tree", 8)]     # 40 > the drafter's block
+    assert all(r["break_even"] > 0 for r in out["rows"])
+    assert out["choice"]["mode"] == "ar" and "does not pay" in out["advice"]
+    assert cli_main(args) == 0
+    assert json.loads(capsys.readouterr().out)["from_cache"]
+    # the text form
+    assert cli_main(args[:-1]) == 0
+    text = capsys.readouterr().out
+    assert "break-even" in text and "advice: speculation does not pay" in text and "auto would run: AR" in text
+    # generate --mode auto says what ran and the break-even
+    assert cli_main(["generate", "--target", t, "--draft", d, "--n-ctx", "1024", "--mode", "auto",
+                     "--prompt", "Hello", "--max-tokens", "24"]) == 0
+    err = capsys.readouterr().err
+    assert "[auto]" in err and "auto: " in err and "break-even commit" in err
+    # no drafter, bad budgets: clear errors
+    assert cli_main(["calibrate", "--target", t, "--n-ctx", "1024"]) != 0
+    assert "give a drafter" in capsys.readouterr().err
+    assert cli_main(["calibrate", "--target", t, "--draft", d, "--chain-budgets", "0,x"]) != 0
+    assert "dflash-studio calibrate:" in capsys.readouterr().err
+
+
+# -- AR steps of auto decode as plain AR does; the drafter is caught up before speculation -----------
+SWITCHES = ([("ar", 0)] * 6 + [("chain", 4)] * 3 + [("ar", 0)] * 9 + [("tree", 8)] * 3 + [("ar", 0)] * 5
+            + [("chain", 7)] * 2)
+
+
+class _ExtractionWatch:
+    """on_step: the engine's extraction state and the drafter's fill level after every step."""
+
+    def __init__(self, eng):
+        self.eng = eng
+        self.rows = []
+
+    def __call__(self, rec):
+        self.rows.append((self.eng._extracting, self.eng.dft_valid, len(self.eng.kv), rec))
+
+
+def test_auto_ar_steps_do_not_extract_and_switches_stay_lossless(tiny_engine):
+    eng = tiny_engine
+    assert eng.span_rollback
+    for prompt in PROMPTS:
+        eng.reset()
+        ar = eng.generate(prompt, GenerationSettings(mode="ar", max_tokens=72))
+        eng.reset()
+        eng.auto_policy = ScriptedPolicy(SWITCHES)
+        watch = _ExtractionWatch(eng)
+        res = eng.generate(prompt, GenerationSettings(mode="auto", max_tokens=72), on_step=watch)
+        assert res.tokens == ar.tokens, prompt
+        # step i ran the script's i-th choice (the first is asked once, before prefill)
+        kinds = [SWITCHES[i % len(SWITCHES)][0] for i in range(len(watch.rows))]
+        assert {"ar", "chain", "tree"} <= set(kinds)
+        assert any(r.tree_nodes for *_, r in watch.rows) and any(r.drafted for *_, r in watch.rows)
+        for i, (extracting, dft_valid, kv_len, rec) in enumerate(watch.rows):
+            if kinds[i] == "ar":
+                # decoded with extraction off, and nothing handed to the drafter
+                assert not extracting and rec.drafted == 0, (prompt, i)
+                assert dft_valid < kv_len, (prompt, i)
+            else:
+                # a speculative step runs with extraction on and leaves the drafter whole
+                assert extracting and dft_valid == kv_len, (prompt, i)
+        # each AR -> speculative switch caught the drafter up on exactly the AR steps' tokens (each
+        # AR step adds one token to the target's cache), charged to the speculative step after it
+        switches = [i for i in range(1, len(kinds)) if kinds[i] != "ar" and kinds[i - 1] == "ar"]
+        assert len(switches) >= 3
+        last_spec = max(i for i, k in enumerate(kinds) if k != "ar")
+        note = res.summary.auto_note
+        assert f"drafter caught up {len(switches)} times on " in note, note
+        caught = int(note.split(" on ")[-1].split()[0])
+        assert caught == sum(1 for k in kinds[:last_spec] if k == "ar")
+        for i in switches:
+            rec = watch.rows[i][3]
+            assert rec.t_inject > 0 and rec.wall >= rec.t_inject
+    # after the run the engine goes on as usual: a plain AR request, then a chain one, lossless
+    eng.auto_policy = None
+    eng.reset()
+    ar = eng.generate(PROMPTS[0], GenerationSettings(mode="ar", max_tokens=40))
+    eng.reset()
+    assert eng.generate(PROMPTS[0], GenerationSettings(mode="chain", budget=4, max_tokens=40)).tokens == ar.tokens
+
+
+class _DraftSpy:
+    """Records every chain draft the drafter makes, with its logits (the real method runs)."""
+
+    def __init__(self, drafter):
+        self.calls = []
+        self._real = drafter.draft
+        drafter.draft = self
+
+    def __call__(self, last, pos, n, p_min=0.0):
+        draft, logits = self._real(last, pos, n, p_min)
+        self.calls.append((int(last), int(pos), int(n), [int(x) for x in draft], np.array(logits)))
+        return draft, logits
+
+
+def test_after_a_catch_up_the_drafter_drafts_as_if_it_never_left_speculation(tiny_pair):
+    """Each chain draft after AR stretches equals the draft (tokens, and logits up to rounding) of a
+    drafter fed the whole committed text by prefill, as a run that never left speculation feeds it;
+    a drafter that missed the AR stretch's features (zeros in their place) drafts with other logits,
+    so the comparison can fail."""
+    script = [("chain", 4)] * 2 + [("ar", 0)] * 10 + [("chain", 4)] * 4 + [("ar", 0)] * 7 + [("chain", 7)] * 4
+    # host-side argmax: the drafter's logits come back to compare
+    with _load(*tiny_pair, backend_sampling=False) as eng:
+        checked = differs = 0
+        for prompt in PROMPTS:
+            toks = eng.tokenize(prompt)
+            eng.reset()
+            eng.auto_policy = ScriptedPolicy(script)
+            spy = _DraftSpy(eng.drafter)
+            res = eng.generate(toks, GenerationSettings(mode="auto", max_tokens=60))
+            del eng.drafter.draft
+            assert "drafter caught up" in res.summary.auto_note
+            text = toks + res.tokens          # the committed text: the token at position p is text[p]
+            for last, pos, n, draft, logits in spy.calls[2:]:     # the drafts after the first AR stretch
+                assert text[pos] == last
+                scale = float(np.abs(logits).max())
+                # reference: a fresh drafter fed every committed token before pos by prefill
+                eng.reset()
+                eng._prefill(text[:pos], need_features=True)
+                ref, ref_logits = eng.drafter.draft(last, pos, n)
+                assert [int(x) for x in ref] == draft, (prompt, pos)
+                assert np.allclose(ref_logits, logits, atol=1e-3 * scale), (prompt, pos)
+                checked += 1
+                # contrast: a drafter that missed the last 8 positions' features (llama.cpp wants
+                # the drafter's positions contiguous, so zeros stand in for them)
+                eng.reset()
+                eng._prefill(text[:pos - 8], need_features=True)
+                eng.drafter.inject_features(np.zeros((8, eng.drafter.n_embd_enc), np.float32), 8, pos - 8)
+                _, holey = eng.drafter.draft(last, pos, n)
+                differs += not np.allclose(holey, logits, atol=1e-3 * scale)
+        eng.auto_policy = None
+        assert checked >= 6 and differs >= checked // 2
+
+
+def test_targets_without_span_rollback_keep_extraction_on_during_ar(tiny_engine, monkeypatch):
+    """A recurrent or hybrid target cannot drop a span to decode it again: auto then keeps
+    extraction on during AR steps and hands their rows to the drafter in batches (still lossless)."""
+    eng = tiny_engine
+    monkeypatch.setattr(eng, "span_rollback", False)
+    eng.reset()
+    ar = eng.generate(PROMPTS[1], GenerationSettings(mode="ar", max_tokens=48))
+    eng.reset()
+    eng.auto_policy = ScriptedPolicy(SWITCHES)
+    watch = _ExtractionWatch(eng)
+    res = eng.generate(PROMPTS[1], GenerationSettings(mode="auto", max_tokens=48), on_step=watch)
+    eng.auto_policy = None
+    assert res.tokens == ar.tokens
+    assert all(extracting for extracting, *_ in watch.rows)
+    assert "caught up" not in res.summary.auto_note
+    assert eng.dft_valid == len(eng.kv)       # the run's end flushed the kept rows

@@ -1,0 +1,61 @@
+"""Per-step records and run summaries obey their invariants."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine_bridge.runtime.config import GenerationSettings
+from engine_bridge.runtime.records import PHASES
+
+
+@pytest.mark.parametrize("mode,budget", [("chain", 1), ("chain", 6), ("chain", 15), ("ar", 1)])
+def test_step_invariants(tiny_engine, mode, budget):
+    tiny_engine.reset()
+    tokens, steps = [], []
+    res = tiny_engine.generate("The quick brown fox", GenerationSettings(mode=mode, budget=budget, max_tokens=48),
+                               on_token=tokens.append, on_step=steps.append)
+    s = res.summary
+    # a last step that picked end-of-generation commits nothing and is no commit step
+    assert steps == res.steps and sum(1 for st in steps if st.committed) == s.n_steps > 0
+    assert [t.token for t in tokens] == res.tokens
+    assert sum(st.committed for st in steps) == s.n_generated == len(res.tokens)
+    for i, st in enumerate(steps):
+        assert st.step == i
+        assert 0 <= st.accepted <= st.drafted
+        last = i == len(steps) - 1
+        assert st.committed == st.accepted + 1 or (last and st.committed <= st.accepted + 1)
+        assert sum(st.phases.values()) <= st.wall * (1 + 1e-9) + 1e-9
+        assert all(st.phases[p] >= 0 for p in PHASES)
+        assert 0 <= st.t_native <= st.wall + 1e-9
+        if mode == "ar":
+            assert st.drafted == 0 and st.t_draft == 0 and st.t_inject == 0
+        else:
+            assert st.drafted <= min(budget, tiny_engine.drafter.max_draft)
+    assert s.n_drafted == sum(st.drafted for st in steps)
+    assert s.n_accepted == sum(st.accepted for st in steps)
+    assert s.mean_commit_len == pytest.approx(s.n_generated / s.n_steps)
+    # provenance: a token from the drafter is one the target accepted in that step
+    for ev in tokens:
+        st = steps[ev.step]
+        if ev.source == "draft":
+            assert st.accepted > 0
+    assert sum(ev.source == "draft" for ev in tokens) == s.n_accepted
+    assert s.t_first_token > 0 and s.t_prefill >= 0 and s.tok_per_s > 0
+
+
+def test_budget_is_clamped_and_reported(tiny_engine):
+    tiny_engine.reset()
+    res = tiny_engine.generate("Hello", GenerationSettings(mode="chain", budget=40, max_tokens=16))
+    bmax = tiny_engine.drafter.block_size - 1
+    assert res.summary.budget_requested == 40 and res.summary.budget_effective == bmax
+    assert "clamped" in res.summary.budget_note
+    assert max(s.drafted for s in res.steps) <= bmax
+
+
+def test_p_min_cuts_drafts(tiny_engine):
+    tiny_engine.reset()
+    full = tiny_engine.generate("Hello", GenerationSettings(mode="chain", budget=8, max_tokens=24))
+    tiny_engine.reset()
+    cut = tiny_engine.generate("Hello", GenerationSettings(mode="chain", budget=8, max_tokens=24, p_min=0.999999))
+    assert cut.tokens == full.tokens
+    assert cut.summary.n_drafted < full.summary.n_drafted

