@@ -11,7 +11,7 @@ import json
 import sys
 
 from ..runtime.calibration import CHAIN_BUDGETS, ROUNDS, TREE_BUDGETS
-from .engine import EXIT_FAIL, EXIT_OK, EXIT_UNREADABLE, add_engine_args, config_from_args
+from .engine import EXIT_FAIL, EXIT_OK, EXIT_UNREADABLE, add_engine_args, config_from_args, load_engine
 
 DEFAULT_PROMPT = "Explain in a few sentences how a bicycle stays upright."
 
@@ -55,8 +55,7 @@ def probe(eng, prompt: str, tokens: int):
 
 def cmd_calibrate(args) -> int:
     from ..runtime import breakeven, calibration
-    from ..runtime.engine import Engine
-    from ..common.errors import EngineError, IncompatiblePairError, ModelLoadError
+    from ..common.errors import EngineError
 
     try:
         cfg = config_from_args(args)
@@ -71,14 +70,9 @@ def cmd_calibrate(args) -> int:
         print("dflash-studio calibrate: give a drafter (--draft): calibration compares speculation with AR",
               file=sys.stderr)
         return EXIT_UNREADABLE
-    try:
-        eng = Engine.load(cfg, check=not args.no_check)
-    except IncompatiblePairError as exc:
-        print("dflash-studio calibrate: the pair cannot run together:\n" + str(exc), file=sys.stderr)
-        return EXIT_FAIL
-    except ModelLoadError as exc:
-        print(f"dflash-studio calibrate: {exc}", file=sys.stderr)
-        return EXIT_UNREADABLE
+    eng, rc = load_engine(cfg, args, "calibrate")
+    if eng is None:
+        return rc
     try:
         say = (lambda m: None) if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
         table = calibration.ensure(eng, force=args.force, progress=say, chain_budgets=chain, tree_budgets=tree,

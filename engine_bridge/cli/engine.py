@@ -72,8 +72,7 @@ def config_from_args(args) -> EngineConfig:
 
 
 def cmd_generate(args) -> int:
-    from ..runtime.engine import Engine
-    from ..common.errors import EngineError, IncompatiblePairError, ModelLoadError
+    from ..common.errors import EngineError
 
     try:
         cfg = config_from_args(args)
@@ -83,14 +82,9 @@ def cmd_generate(args) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"dflash-studio generate: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
-    try:
-        eng = Engine.load(cfg, check=not args.no_check)
-    except IncompatiblePairError as exc:
-        print("dflash-studio generate: the pair cannot run together:\n" + str(exc), file=sys.stderr)
-        return EXIT_FAIL
-    except ModelLoadError as exc:
-        print(f"dflash-studio generate: {exc}", file=sys.stderr)
-        return EXIT_UNREADABLE
+    eng, rc = load_engine(cfg, args, "generate")
+    if eng is None:
+        return rc
     _say_llama(eng)
     cancel = threading.Event()
     try:
@@ -188,3 +182,19 @@ def cmd_doctor(args) -> int:
         print(f"device            {dev['type'].upper()} {dev['name']}: {dev['description']} "
               f"({free:.1f} of {gib:.1f} GiB free)")
     return EXIT_OK
+
+
+def load_engine(cfg, args, command: str):
+    """``(engine, None)`` for a CLI command, or ``(None, exit code)`` after saying on stderr why the
+    pair could not be loaded (an incompatible pair: EXIT_FAIL; an unreadable file: EXIT_UNREADABLE)."""
+    from ..common.errors import IncompatiblePairError, ModelLoadError
+    from ..runtime.engine import Engine
+
+    try:
+        return Engine.load(cfg, check=not args.no_check), None
+    except IncompatiblePairError as exc:
+        print(f"dflash-studio {command}: the pair cannot run together:\n{exc}", file=sys.stderr)
+        return None, EXIT_FAIL
+    except ModelLoadError as exc:
+        print(f"dflash-studio {command}: {exc}", file=sys.stderr)
+        return None, EXIT_UNREADABLE

@@ -52,6 +52,7 @@ class StormResult:
     failed_after: int = 0                                 # lossless checks after the storm that failed
     rss_before: int = 0
     rss_after: int = 0
+    rss_trace: list[int] = field(default_factory=list)   # after each run: where the growth comes from
     seconds: float = 0.0
     max_delay: float = 0.0
 
@@ -161,6 +162,7 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
                 if why:
                     res.failures.append(f"run {i} ({mode}, {reason}): {why}")
                     res.failed_runs.add(i)
+            res.rss_trace.append(eng.memory()["process_rss"])
         res.rss_after = eng.memory()["process_rss"]
         # Afterwards, from a clean cache with the pair's own drafter: chain and tree still commit what
         # the target alone commits (near-ties allowed) ...
