@@ -47,6 +47,7 @@ def storm(args, work: Path) -> Tally:
                      "completed": res.completed, "swaps": res.swaps, "settings_changes": res.settings_changes,
                      "greedy_prefix_checks": res.prefix_checked, "lossless_checks_after": res.lossless_checked,
                      "rss_growth_mb": round(res.rss_growth_mb, 1),
+                     "rss_growth_after_malloc_trim_mb": round(res.rss_trimmed_growth_mb, 1),
                      # RSS (MB above the baseline) after every tenth run: a leak climbs, a high-water mark steps once
                      "rss_mb_every_10_runs": [round((x - res.rss_before) / 2**20, 1) for x in res.rss_trace[9::10]],
                      "max_cancel_delay_s": round(res.max_delay, 3),

@@ -52,8 +52,10 @@ class Parting:
 
     @property
     def near_tie(self) -> bool:
-        return ((self.margin is not None and self.margin < self.tolerance) or self.picked_by_target
-                or self.within_shape_spread)
+        lead = min(self.shape_gaps.values()) if self.shape_gaps else None
+        return ((self.margin is not None and self.margin < self.tolerance)
+                or (lead is not None and lead < self.tolerance)    # a near-tie under another history
+                or self.picked_by_target or self.within_shape_spread)
 
     def to_dict(self) -> dict:
         return {"index": self.index, "margin": self.margin, "tolerance": self.tolerance,
@@ -90,11 +92,16 @@ def replay_gaps(engine, prompt_tokens: list[int], reference: list[int], produced
     token and the speculative one, with the AR tokens up to ``k`` decoded in batches of each of
     ``rows`` ("b8": eight-row batches ending at the parting row) and with the parting row first in
     a verify-shaped batch followed by the speculative run's own next tokens ("v8"), as a chain or
-    tree verify decodes it, and with the prompt prefilled in two pieces ("p50", "p75"), as a request
-    that reuses a cached prefix does. Each shape costs one prefill and a replay (the KV is reset)."""
+    tree verify decodes it, with the whole prefix in one batch ("w"), and with the prompt prefilled in
+    two pieces ("p50", "p75"), as a request that reuses a cached prefix does. Each shape costs one prefill and a replay (the KV is reset)."""
     pt, hist = list(prompt_tokens), list(reference[:k])
     a, b = reference[k], produced[k]
     gaps = {}
+    # the whole prefix in one prefill-sized batch ("w"): on CPU, batches past 16 rows round
+    # differently from the verify's, so this history moves the gap where the others do not
+    engine.reset()
+    logits = engine.next_token_logits(pt + hist)
+    gaps["w"] = round(float(logits[a] - logits[b]), 4)
     # a request that reuses a cached prefix prefills the prompt in two pieces ("p50": split at half)
     for pct in (50, 75):
         split = len(pt) * pct // 100

@@ -53,12 +53,29 @@ class StormResult:
     rss_before: int = 0
     rss_after: int = 0
     rss_trace: list[int] = field(default_factory=list)   # after each run: where the growth comes from
+    rss_trimmed_before: int = 0                           # the same after malloc_trim (see _trimmed_rss)
+    rss_trimmed_after: int = 0
+
+    @property
+    def rss_trimmed_growth_mb(self) -> float:
+        return (self.rss_trimmed_after - self.rss_trimmed_before) / 2**20
     seconds: float = 0.0
     max_delay: float = 0.0
 
     @property
     def rss_growth_mb(self) -> float:
         return (self.rss_after - self.rss_before) / 2**20
+
+
+def _trimmed_rss(eng) -> int:
+    """RSS after glibc hands its free heap pages back (malloc_trim): what the process still holds,
+    not what the allocator keeps cached after freeing (large logits copies move its mmap threshold)."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    return eng.memory()["process_rss"]
 
 
 def storm_prompts(n: int = 4, chars: int = 240) -> list[str]:
@@ -118,6 +135,7 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
             max_delay = 1.5 * (time.monotonic() - t)
         res.max_delay = max_delay
         res.rss_before = eng.memory()["process_rss"]
+        res.rss_trimmed_before = _trimmed_rss(eng)
         settings = GenerationSettings(mode="chain", budget=7, max_tokens=max_tokens)
         current = 0
         for i in range(runs):
@@ -164,6 +182,7 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
                     res.failed_runs.add(i)
             res.rss_trace.append(eng.memory()["process_rss"])
         res.rss_after = eng.memory()["process_rss"]
+        res.rss_trimmed_after = _trimmed_rss(eng)
         # Afterwards, from a clean cache with the pair's own drafter: chain and tree still commit what
         # the target alone commits (near-ties allowed) ...
         eng.swap_drafter(drafters[0])
