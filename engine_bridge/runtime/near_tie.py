@@ -92,31 +92,30 @@ def replay_gaps(engine, prompt_tokens: list[int], reference: list[int], produced
     token and the speculative one, with the AR tokens up to ``k`` decoded in batches of each of
     ``rows`` ("b8": eight-row batches ending at the parting row) and with the parting row first in
     a verify-shaped batch followed by the speculative run's own next tokens ("v8"), as a chain or
-    tree verify decodes it, with the whole prefix in one batch ("w"), and with the prompt prefilled in
-    two pieces ("p50", "p75"), as a request that reuses a cached prefix does. Each shape costs one prefill and a replay (the KV is reset)."""
+    tree verify decodes it, with the whole prefix in one batch ("w"), and with the prompt prefilled
+    in two pieces ("p50", "p75"), as a request that reuses a cached prefix does. Each shape is one
+    replay from an empty cache; the engine's KV is left empty."""
     pt, hist = list(prompt_tokens), list(reference[:k])
     a, b = reference[k], produced[k]
-    gaps = {}
-    # the whole prefix in one prefill-sized batch ("w"): on CPU, batches past 16 rows round
-    # differently from the verify's, so this history moves the gap where the others do not
-    engine.reset()
-    logits = engine.next_token_logits(pt + hist)
-    gaps["w"] = round(float(logits[a] - logits[b]), 4)
-    # a request that reuses a cached prefix prefills the prompt in two pieces ("p50": split at half)
+    gaps: dict[str, float] = {}
+
+    def gap(name: str, replay) -> None:
+        engine.reset()
+        logits = replay()
+        gaps[name] = round(float(logits[a] - logits[b]), 4)
+
+    # the whole prefix in one prefill-sized batch: on CPU, batches past 16 rows round differently
+    # from the verify's, so this history moves the gap where the others do not
+    gap("w", lambda: engine.next_token_logits(pt + hist))
     for pct in (50, 75):
         split = len(pt) * pct // 100
         if 0 < split < len(pt) - 1:
-            engine.reset()
-            logits = engine.replay_logits(pt, hist, 1, prompt_split=split)
-            gaps[f"p{pct}"] = round(float(logits[a] - logits[b]), 4)
+            gap(f"p{pct}", lambda: engine.replay_logits(pt, hist, 1, prompt_split=split))
     for n in rows:
-        engine.reset()
-        logits = engine.replay_logits(pt, hist, n)
-        gaps[f"b{n}"] = round(float(logits[a] - logits[b]), 4)
+        gap(f"b{n}", lambda: engine.replay_logits(pt, hist, n))
         if n > 1:
-            engine.reset()
-            logits = engine.replay_logits(pt, hist, n, follow=list(produced[k:k + n - 1]), history_rows=n)
-            gaps[f"v{n}"] = round(float(logits[a] - logits[b]), 4)
+            gap(f"v{n}", lambda: engine.replay_logits(pt, hist, n, follow=list(produced[k:k + n - 1]),
+                                                      history_rows=n))
     engine.reset()
     return gaps
 
