@@ -87,14 +87,15 @@ def tolerance_for(engine) -> float:
 
 
 def replay_gaps(engine, prompt_tokens: list[int], reference: list[int], produced: list[int], k: int,
-                rows=REPLAY_ROWS) -> dict[str, float]:
+                rows=REPLAY_ROWS, ar_logits=None) -> dict[str, float]:
     """At a parting ``k`` (both lists hold a token there), the target's logit gap between the AR
     token and the speculative one, with the AR tokens up to ``k`` decoded in batches of each of
     ``rows`` ("b8": eight-row batches ending at the parting row) and with the parting row first in
     a verify-shaped batch followed by the speculative run's own next tokens ("v8"), as a chain or
     tree verify decodes it, with the whole prefix in one batch ("w"), and with the prompt prefilled
     in two pieces ("p50", "p75"), as a request that reuses a cached prefix does. Each shape is one
-    replay from an empty cache; the engine's KV is left empty."""
+    replay from an empty cache; the engine's KV is left empty. ``ar_logits``: the one-row ("b1")
+    replay's logits when the caller already has them (``parting`` reads its margin there)."""
     pt, hist = list(prompt_tokens), list(reference[:k])
     a, b = reference[k], produced[k]
     gaps: dict[str, float] = {}
@@ -112,7 +113,10 @@ def replay_gaps(engine, prompt_tokens: list[int], reference: list[int], produced
         if 0 < split < len(pt) - 1:
             gap(f"p{pct}", lambda: engine.replay_logits(pt, hist, 1, prompt_split=split))
     for n in rows:
-        gap(f"b{n}", lambda: engine.replay_logits(pt, hist, n))
+        if n == 1 and ar_logits is not None:
+            gap("b1", lambda: ar_logits)
+        else:
+            gap(f"b{n}", lambda: engine.replay_logits(pt, hist, n))
         if n > 1:
             gap(f"v{n}", lambda: engine.replay_logits(pt, hist, n, follow=list(produced[k:k + n - 1]),
                                                       history_rows=n))
@@ -136,12 +140,13 @@ def parting(engine, prompt_tokens: list[int], reference: list[int], produced: li
         return None
     tol = tolerance_for(engine) if tolerance is None else tolerance
     # where one run simply ended first (end-of-generation is a pick too), the margin is read at the
-    # same place: the common prefix
-    # the margin as the AR run met it: the prompt prefilled, then one token per decode (a whole
-    # prefix in one batch rounds differently: 0.20 against 0.05 at one parting, measured on CPU)
+    # same place: the common prefix; and as the AR run met it: the prompt prefilled, then one token
+    # per decode (a whole prefix in one batch rounds differently: 0.20 against 0.05 at one parting,
+    # measured on CPU)
     engine.reset()
-    margin = top2_margin(engine.replay_logits(list(prompt_tokens), list(reference[:k]), 1))
+    ar_logits = engine.replay_logits(list(prompt_tokens), list(reference[:k]), 1)
+    margin = top2_margin(ar_logits)
     gaps = None
     if replay and margin >= tol and k < len(reference) and k < len(produced):
-        gaps = replay_gaps(engine, prompt_tokens, reference, produced, k)
+        gaps = replay_gaps(engine, prompt_tokens, reference, produced, k, ar_logits=ar_logits)
     return Parting(k, margin, tol, gaps)
