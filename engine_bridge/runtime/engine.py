@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -32,6 +33,13 @@ from . import context_size, llama_log
 from .llama_ffi import C
 from .native import Batch, Context, Model
 from .records import GenerationResult
+
+
+@dataclass(frozen=True)
+class TargetSnapshot:
+    """What ``Engine.snapshot_target`` saved: the cached tokens and llama.cpp's bytes for them."""
+    tokens: list[int]
+    state: bytes
 
 
 def preflight(config: EngineConfig):
@@ -325,6 +333,24 @@ class Engine:
         self.target_ctx.synchronize()
         self.drafter.ctx.synchronize()      # the drafter's decodes belong to the catch-up's time
         return len(span)
+
+    def snapshot_target(self) -> "TargetSnapshot":
+        """The target's cache as it stands between requests: its tokens and its K/V bytes. On CPU the
+        target's own greedy output depends on how its cached prefix was written (batch shapes round
+        differently), so a check of a run against "the target alone" must start from this state."""
+        return TargetSnapshot(tokens=list(self.kv), state=self.target_ctx.seq_state(0))
+
+    def restore_target(self, snap: "TargetSnapshot", keep: int | None = None) -> None:
+        """Puts a ``snapshot_target`` back, keeping its first ``keep`` tokens (default: all), byte for
+        byte. The drafter's cache is emptied (it catches up on the next drafted request)."""
+        self.target_ctx.clear()
+        self.target_ctx.set_seq_state(0, snap.state)
+        keep = len(snap.tokens) if keep is None else min(keep, len(snap.tokens))
+        self.target_ctx.seq_rm(0, keep, -1)
+        self.kv = list(snap.tokens[:keep])
+        if self.drafter is not None:
+            self.drafter.ctx.clear()
+        self.dft_valid = 0
 
     def reset(self) -> None:
         """Forgets every cached token (both caches)."""

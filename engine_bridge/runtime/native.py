@@ -273,6 +273,19 @@ class Context(_Handle):
     def state_size(self) -> int:
         return int(C.llama_state_get_size(self.ptr))
 
+    def seq_state(self, seq: int) -> bytes:
+        """One sequence's cache contents (cells, positions, K/V bytes) as llama.cpp serialises them."""
+        n = int(C.llama_state_seq_get_size(self.ptr, seq))
+        buf = (ctypes.c_uint8 * n)()
+        got = int(C.llama_state_seq_get_data(self.ptr, buf, n, seq))
+        return bytes(memoryview(buf)[:got])
+
+    def set_seq_state(self, seq: int, data: bytes) -> None:
+        """Writes ``seq_state``'s bytes back into ``seq`` (which should be empty)."""
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if not C.llama_state_seq_set_data(self.ptr, buf, len(data), seq):
+            raise DecodeError(f"llama.cpp refused a saved state of {len(data)} bytes for sequence {seq}")
+
     def free(self) -> None:
         if self.ptr:
             self._set_backend(None)   # samplers must outlive their use by the context

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.models.convert_quant import quantize_drafter
-from engine_bridge.runtime.engine import Engine
+from engine_bridge.runtime.engine import Engine, TargetSnapshot
 from engine_bridge.common.resources import resource
 
 from engine_corpus import assert_lossless
@@ -85,11 +85,22 @@ def storm_prompts(n: int = 4, chars: int = 240) -> list[str]:
 
 
 def _check_prefix(eng: Engine, prompt: str, reference: list[int], produced: list[int], tol: float,
-                  what: str = "storm run", previous: str | None = None) -> str | None:
+                  what: str = "storm run", before: TargetSnapshot | None = None, reused: int = 0) -> str | None:
     if len(produced) > len(reference):
         return f"{len(produced)} tokens, more than the reference's {len(reference)}"
     if produced == reference[:len(produced)]:
         return None
+    if before is not None:
+        # A request reuses the cached prefix it shares with the previous one, so its prompt is decoded
+        # in other batches than a fresh prefill, over K/V that earlier requests' batches wrote; on CPU
+        # that alone moves the target's own greedy output (measured on the demo pair: reusing just 2
+        # tokens of another prompt makes AR part from the fresh AR at token 0, 14 or 43, while AR from
+        # a restored snapshot repeats itself exactly). The target alone from the same cache state,
+        # reusing what the run reused, is the reference then.
+        eng.restore_target(before, keep=reused)
+        again = eng.generate(prompt, GenerationSettings(mode="ar", max_tokens=len(reference))).tokens
+        if produced == again[:len(produced)]:
+            return None
     # The margin is the target's own, replayed from a clean cache (near_tie.parting): the storm's
     # cache holds K/V written by batched verify decodes, whose rounding differs from the
     # single-token reference's, and that history (not the cancels) moves a near-tie's margin.
@@ -98,20 +109,11 @@ def _check_prefix(eng: Engine, prompt: str, reference: list[int], produced: list
         assert_lossless(eng, prompt, reference[:len(produced)], produced, what, tol=tol)
         return None
     except AssertionError as exc:
-        first = str(exc)
-    if previous is None:
-        return first
-    # A request reuses the cached prefix it shares with the previous one, so its prompt is decoded in
-    # other batches than a fresh prefill; on CPU that alone moves the target's own AR output (measured:
-    # a chain run on one storm prompt, then AR on another, parts from the fresh AR at token 14 with a
-    # 0.163 lead, and clearing the target cache in between restores it). The target alone, with that
-    # history rebuilt (the previous prompt prefilled, then this one), is the reference then.
-    eng.reset()
-    eng.generate(previous, GenerationSettings(mode="ar", max_tokens=1))
-    again = eng.generate(prompt, GenerationSettings(mode="ar", max_tokens=len(reference))).tokens
-    if produced == again[:len(produced)]:
-        return None
-    return first + f"; and it is not what the target alone commits after the previous prompt either"
+        why = str(exc)
+    if before is not None:
+        k = next((i for i, (a, b) in enumerate(zip(produced, again)) if a != b), len(again))
+        why += f"; from the same cache state the target alone parts from it at token {k} too"
+    return why
 
 
 def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: int = 0, max_tokens: int = 48,
@@ -145,7 +147,6 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
             eng.generate(prompts[0], GenerationSettings(mode="tree", budget=12, max_tokens=max_tokens))
             max_delay = 1.5 * (time.monotonic() - t)
         res.max_delay = max_delay
-        previous = prompts[0]     # the last request's prompt: the next one reuses the prefix it shares
         res.rss_before = eng.memory()["process_rss"]
         res.rss_trimmed_before = _trimmed_rss(eng)
         settings = GenerationSettings(mode="chain", budget=7, max_tokens=max_tokens)
@@ -170,13 +171,13 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
             cancel = threading.Event()
             # every fourth run is left to finish (a control that completes whatever the machine's load)
             timer = threading.Timer(rng.uniform(0.0, max_delay) if i % 4 != 3 else 1e9, cancel.set)
+            before = eng.snapshot_target() if settings.greedy else None   # what a failed check starts from
             timer.start()
             try:
                 r = eng.generate(prompt, settings.replace(mode=mode), cancel=cancel)
             except Exception as exc:  # noqa: BLE001 - every exception is a failure of the storm
                 res.failures.append(f"run {i} ({mode}): {type(exc).__name__}: {exc}")
                 res.failed_runs.add(i)
-                previous = prompt
                 continue
             finally:
                 timer.cancel()
@@ -188,13 +189,13 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
             res.cancelled += reason == "cancelled"
             res.completed += reason != "cancelled"
             if settings.greedy:
-                why = _check_prefix(eng, prompt, reference[prompt], r.tokens, near_tie, previous=previous)
+                why = _check_prefix(eng, prompt, reference[prompt], r.tokens, near_tie, before=before,
+                                    reused=r.summary.n_prompt_reused)
                 res.prefix_checked += 1
                 if why:
                     res.failures.append(f"run {i} ({mode}, {reason}): {why}")
                     res.failed_runs.add(i)
             res.rss_trace.append(eng.memory()["process_rss"])
-            previous = prompt
         res.rss_after = eng.memory()["process_rss"]
         res.rss_trimmed_after = _trimmed_rss(eng)
         # Afterwards, from a clean cache with the pair's own drafter: chain and tree still commit what

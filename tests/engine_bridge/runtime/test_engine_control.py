@@ -119,3 +119,28 @@ def test_swap_drafter_file_keeps_target(tiny_pair, models_dir):
         eng.reset()
         ref = eng.generate(conv, GenerationSettings(mode="ar", max_tokens=10))
         assert cont.tokens == ref.tokens
+
+
+def test_a_target_snapshot_restores_the_cache_byte_for_byte(tiny_engine):
+    eng = tiny_engine
+    eng.reset()
+    eng.generate("The first request", GenerationSettings(mode="chain", budget=4, max_tokens=12))
+    snap = eng.snapshot_target()
+    assert snap.tokens == eng.kv and len(snap.state) > 0
+    first = eng.generate("The first request goes on", GenerationSettings(mode="ar", max_tokens=16))
+    # something else in between: another prompt, the drafter's cache too
+    eng.generate("Unrelated words", GenerationSettings(mode="tree", budget=8, max_tokens=8))
+    eng.restore_target(snap, keep=first.summary.n_prompt_reused)
+    assert eng.kv == snap.tokens[:first.summary.n_prompt_reused] and eng.dft_valid == 0
+    again = eng.generate("The first request goes on", GenerationSettings(mode="ar", max_tokens=16))
+    assert again.summary.n_prompt_reused == first.summary.n_prompt_reused
+    assert again.tokens == first.tokens
+    # the drafter catches up from an empty cache: speculative decoding goes on working
+    chain = eng.generate("The first request goes on", GenerationSettings(mode="chain", budget=4, max_tokens=16))
+    assert chain.summary.finish_reason == "max_tokens" and chain.summary.n_generated == 16
+    # a state that is not llama.cpp's is refused with an error, not a crash
+    from engine_bridge.runtime.engine import TargetSnapshot
+    with pytest.raises(Exception, match="refused a saved state"):
+        eng.restore_target(TargetSnapshot(tokens=[1, 2], state=b"\x00garbage" * 4))
+    eng.reset()
+    assert eng.generate("Hello", GenerationSettings(mode="ar", max_tokens=4)).summary.n_generated == 4
