@@ -39,6 +39,29 @@ FEEDS_DRAFTER = frozenset({
 #: target layer id equal to n_layer passes llama_set_embeddings_layer_inp's assert and then aborts.
 FINAL_LAYER_INPUT = frozenset({"nemotron_h", "nemotron_h_moe", "mimo2", "deepseek4"})
 
+#: src/models/<arch>.cpp load_swa_pattern(ml, n, dense_first): the sliding-window layout an
+#: architecture gets when its GGUF has a window but no ``attention.sliding_window_pattern`` key (an
+#: integer key replaces n, an array key replaces the whole layout). llama-hparams.cpp
+#: set_swa_pattern: layer il slides when il % n < n - 1 (the last of each n is dense), or with
+#: dense_first when il % n != 0 (the first of each n is dense).
+SWA_DEFAULT_PATTERN = {
+    "gemma2": (2, False), "gemma3": (6, False), "gemma-embedding": (6, False), "gemma3n": (5, False),
+    "cohere2": (4, False), "cohere2moe": (4, True), "afmoe": (4, False), "exaone4": (4, False),
+    "exaone-moe": (4, False), "laguna": (4, True), "llama4": (4, False), "mellum": (4, False),
+    "modern-bert": (3, True), "muse-glimmer": (4, False), "olmo2": (4, False), "gpt-oss": (2, False),
+    "plamo3": (8, False), "smallthinker": (4, True),
+}
+#: src/models/phi3.cpp: a Phi-3 GGUF's sliding window is ignored (every layer attends to all tokens).
+SWA_DISABLED = frozenset({"phi3"})
+
+
+def swa_layout(n_pattern: int, n_layer: int, dense_first: bool = False) -> tuple[bool, ...]:
+    """llama_hparams::set_swa_pattern: per layer, True where it slides (n_pattern 0: all slide)."""
+    if dense_first:
+        return tuple(n_pattern == 0 or il % n_pattern != 0 for il in range(n_layer))
+    return tuple(n_pattern == 0 or il % n_pattern < n_pattern - 1 for il in range(n_layer))
+
+
 #: ggml/CMakeLists.txt GGML_CUDA_FA_QUANTS default: the K-V pairs with compiled CUDA
 #: flash-attention vector kernels; others are converted to f16 every step (ggml-cuda/fattn.cu).
 CUDA_FA_DEFAULT_PAIRS = frozenset({("q4_0", "q4_0"), ("q8_0", "q8_0"), ("f16", "f16"), ("bf16", "bf16")})

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from . import dflash_names
+from . import llama_facts as facts
 from ..common.errors import UnreadableModelError
 from .gguf_header import GGUFHeader, GGUFHeaderError, read_header
 
@@ -238,14 +239,20 @@ def _inspect_gguf(p: Path) -> ModelInfo:
     info.rope_scaling = scaling or None
 
     swa = _int(f.get(f"{a}.attention.sliding_window"))
-    if swa:
+    if swa and info.arch in facts.SWA_DISABLED:
+        info.notes.append(f"sliding window {swa} in the file, but llama.cpp runs every {info.arch} layer "
+                          "with full attention")
+    elif swa:
         info.sliding_window = swa
         pat = f.get(f"{a}.attention.sliding_window_pattern")
+        n_pattern, dense_first = facts.SWA_DEFAULT_PATTERN.get(info.arch, (None, False))
         if isinstance(pat, list):
             info.sliding_window_pattern = tuple(bool(x) for x in pat)
-        elif isinstance(pat, int) and pat > 0 and info.n_layer:
-            # llama.cpp's set_swa_pattern(n): every n-th layer is dense, the others slide.
-            info.sliding_window_pattern = tuple(il % pat < pat - 1 for il in range(info.n_layer))
+        elif isinstance(pat, int) and not isinstance(pat, bool):
+            n_pattern = pat
+        if info.sliding_window_pattern is None and n_pattern is not None and info.n_layer:
+            # as llama.cpp's loader does: the architecture's own layout unless the file names another
+            info.sliding_window_pattern = facts.swa_layout(n_pattern, info.n_layer, dense_first)
 
     _gguf_tokenizer(info, h)
     _gguf_drafter(info, h)

