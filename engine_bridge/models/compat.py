@@ -10,6 +10,7 @@ docs/dflash-in-llama-cpp.md.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,7 +122,7 @@ def check(target, drafter=None, adapters=(), kv: KVTypes | None = None, *, draft
         checks.append(_complete(d, "gguf_complete_drafter"))
         checks.append(_dimensions(d, "drafter_dimensions"))
         if t is not None:
-            checks.append(_arch_feeds(t))
+            checks.append(_arch_feeds(t, build))
             checks.append(_hidden_size(t, d))
             checks.append(_captured_layers(t, d))
             checks.append(_target_layer_ids(t, d))
@@ -131,6 +132,7 @@ def check(target, drafter=None, adapters=(), kv: KVTypes | None = None, *, draft
         checks.append(_rope_theta(t, d))
         checks.append(_sliding_window(d))
         if t is not None:
+            checks.extend(_gemma_checks(t, d, build))
             checks.append(_chat_template(t, d))
             if d.dspark:
                 checks.append(_dspark(t, d))
@@ -241,13 +243,21 @@ def _drafter_role(d: ModelInfo) -> Check:
                  "choose a DFlash or DSpark drafter GGUF (general.architecture = dflash)")
 
 
-def _arch_feeds(t: ModelInfo) -> Check:
-    if t.arch in facts.FEEDS_DRAFTER:
-        return Check("target_arch_feeds_drafter", PASS, f"'{t.arch}' records layer inputs for the drafter")
+def _arch_feeds(t: ModelInfo, build: dict) -> Check:
+    ok, patch = facts.feeds_drafter(t.arch, build)
+    if ok:
+        return Check("target_arch_feeds_drafter", PASS, f"'{t.arch}' records layer inputs for the drafter"
+                     + (f" (this engine carries {patch})" if patch else ""))
+    if patch:
+        return Check("target_arch_feeds_drafter", FAIL,
+                     f"this engine was built without {patch}: its llama.cpp cannot export layer inputs from a "
+                     f"'{t.arch}' target (it would abort with \"layer input tensor is null\")",
+                     "rebuild the engine with our patches: make engine (packaging/build_engine.sh applies "
+                     "packaging/patches/)")
     return Check("target_arch_feeds_drafter", FAIL,
                  f"llama.cpp cannot export layer inputs from a '{t.arch}' target (it would abort with "
                  "\"layer input tensor is null\")",
-                 "use a target of a supported family (Llama, Qwen3/3.5/3.6, Gemma 4, gpt-oss, ...)")
+                 "use a target of a supported family (Llama, Qwen3/3.5/3.6, Gemma 3/4, gpt-oss, ...)")
 
 
 def _hidden_size(t: ModelInfo, d: ModelInfo) -> Check:
@@ -377,6 +387,57 @@ def _sliding_window(d: ModelInfo) -> Check:
                                              "the window) and in llama.cpp's converter",
                      "set use_sliding_window and sliding_window in config.json if the drafter was trained that way")
     return Check("sliding_window", PASS, "no sliding-window layers")
+
+
+#: Gemma targets scale token embeddings by sqrt(n_embd) inside their graph (not in token_embd, which
+#: the drafter shares); field report 004: a drafter must follow that scale and the target's final
+#: logit softcap, and must not apply the scale twice.
+GEMMA_ARCHS = ("gemma3", "gemma4")
+
+
+def _gemma_checks(t: ModelInfo, d: ModelInfo, build: dict) -> list[Check]:
+    if t.arch not in GEMMA_ARCHS or not t.n_embd:
+        return []
+    patched, patch = facts.feeds_drafter(t.arch, build)
+    engine_scales = t.arch == "gemma3" and patched      # patch 0003 fills in what the drafter leaves out
+    want = math.sqrt(t.n_embd)
+    # the embedding scale: the drafter's own key wins; 0003 supplies the target's for Gemma 3 when absent
+    if d.embedding_scale:
+        if abs(d.embedding_scale - want) <= 1e-3 * want:
+            scale = Check("gemma_embedding_scale", PASS,
+                          f"the drafter states sqrt({t.n_embd}) = {want:.3f} (dflash.embedding_scale); applied once")
+        else:
+            scale = Check("gemma_embedding_scale", WARN,
+                          f"the drafter scales its token embeddings by {d.embedding_scale:g}, the target by "
+                          f"sqrt({t.n_embd}) = {want:.3f}: the drafter's key wins",
+                          "re-convert the drafter with input_embedding_scale = sqrt(hidden size) unless it was "
+                          "trained with this scale")
+    elif engine_scales:
+        scale = Check("gemma_embedding_scale", PASS,
+                      f"the drafter states no scale: the engine ({patch}) applies the target's "
+                      f"sqrt({t.n_embd}) = {want:.3f} to its token embeddings, once")
+    else:
+        scale = Check("gemma_embedding_scale", FAIL if t.arch == "gemma3" else WARN,
+                      f"the drafter states no embedding scale and this engine applies none: its token embeddings "
+                      f"would be {want:.0f}x smaller than the target's (sqrt({t.n_embd}))",
+                      "convert the drafter with input_embedding_scale in its dflash_config"
+                      + (f", or rebuild the engine with {patch} (make engine)" if patch else ""))
+    # the final logit softcap: tanh is monotonic, so greedy drafts do not change; sampled ones do
+    tcap, dcap = t.final_logit_softcapping, d.final_logit_softcapping
+    if dcap and tcap and abs(dcap - tcap) > 1e-6 * tcap:
+        cap = Check("gemma_logit_softcap", WARN, f"the drafter caps its logits at {dcap:g}, the target at {tcap:g}",
+                    "re-convert the drafter with the target's final_logit_softcapping")
+    elif tcap and not dcap and not engine_scales:
+        cap = Check("gemma_logit_softcap", WARN, f"the target caps its logits at {tcap:g}, the drafter at none: "
+                                                 "greedy drafts are unchanged, sampled drafts are not",
+                    "convert the drafter with final_logit_softcapping")
+    elif tcap:
+        cap = Check("gemma_logit_softcap", PASS, f"capped at {dcap or tcap:g} like the target"
+                    + ("" if dcap else f" (the engine applies the target's, {patch})"))
+    else:
+        cap = Check("gemma_logit_softcap", PASS, "the target has no final logit softcap"
+                    + (f"; the drafter's {dcap:g} changes sampled drafts only" if dcap else ", nor has the drafter"))
+    return [scale, cap]
 
 
 def _chat_template(t: ModelInfo, d: ModelInfo) -> Check:

@@ -34,6 +34,21 @@ FEEDS_DRAFTER = frozenset({
     "minimax-m2", "mimo2",
 })
 
+#: Architectures whose graph records layer inputs only in our build, and the patch that makes it so
+#: (packaging/patches/): on an engine built without it they still abort as above.
+FEEDS_DRAFTER_WITH_PATCH = {"gemma3": "0003-gemma3-dflash.patch"}
+
+
+def feeds_drafter(arch: str | None, build: dict | None) -> tuple[bool, str | None]:
+    """Whether a target of ``arch`` can feed a drafter on the engine ``build`` describes (its
+    build-info: the patches it was built with); second, the patch that decides it, if one does."""
+    patch = FEEDS_DRAFTER_WITH_PATCH.get(arch or "")
+    if patch is None:
+        return arch in FEEDS_DRAFTER, None
+    applied = {p.get("name") for p in (build or {}).get("patches") or ()}
+    return patch in applied, patch
+
+
 #: Architectures that also export the input of a virtual layer n_layer (the final hidden state):
 #: nemotron-h.cpp, mimo2.cpp, deepseek4.cpp set ``t_layer_inp[n_layer]``. For every other one a
 #: target layer id equal to n_layer passes llama_set_embeddings_layer_inp's assert and then aborts.

@@ -79,6 +79,8 @@ class ModelInfo:
     layer_types: tuple[str, ...] | None = None                 # HF layer_types, as written
     use_sliding_window: bool | None = None                     # HF flag (None: not stated)
     kv_lora_rank: int | None = None                            # MLA models: K and V types must match
+    embedding_scale: float | None = None         # <arch>.embedding_scale (drafters: dflash.embedding_scale)
+    final_logit_softcapping: float | None = None  # <arch>.final_logit_softcapping (absent: none)
     # tokenizer
     tokenizer_model: str | None = None
     tokenizer_pre: str | None = None
@@ -233,6 +235,10 @@ def _inspect_gguf(p: Path) -> ModelInfo:
     info.head_dim_v = _int(f.get(f"{a}.attention.value_length")) or info.head_dim
     info.kv_lora_rank = _int(f.get(f"{a}.attention.kv_lora_rank"))
 
+    for key in ("embedding_scale", "final_logit_softcapping"):
+        v = f.get(f"{a}.{key}")
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+            setattr(info, key, float(v))
     theta = f.get(f"{a}.rope.freq_base")
     info.rope_theta = float(theta) if isinstance(theta, (int, float)) else None
     scaling = {k.split(".rope.scaling.", 1)[1]: v for k, v in f.items() if k.startswith(f"{a}.rope.scaling.")}

@@ -240,3 +240,58 @@ def test_default_build_works_without_arguments(base):
 def test_bad_flash_attn_value(base):
     with pytest.raises(ValueError):
         compat.check(base["target"], flash_attn="maybe")
+
+
+PATCHED = {"backend": "cpu", "patches": [{"name": "0001-cuda-graph-stats.patch"}, {"name": "0003-gemma3-dflash.patch"}]}
+
+
+@pytest.fixture(scope="module")
+def gemma(tmp_path_factory):
+    """A gemma3-architecture target (header facts are all the checks read) and drafters for it."""
+    d = tmp_path_factory.mktemp("gemma")
+    with mf.fast_vocab():
+        tspec = synth.TargetSpec(arch="gemma3", head_dim=32, n_head=2, n_head_kv=1, n_layer=6,
+                                 extra_kv={"gemma3.attention.sliding_window": 512})
+        target = synth.write_target(d / "gemma3.gguf", tspec)
+        capped = synth.write_target(d / "gemma3-capped.gguf", tspec,
+                                    extra_kv={**tspec.extra_kv, "gemma3.final_logit_softcapping": 30.0})
+        plain = synth.write_drafter(d / "plain.gguf", tspec, synth.DrafterSpec())
+        scaled = synth.write_drafter(d / "scaled.gguf", tspec, synth.DrafterSpec(extra_kv={"dflash.embedding_scale": 8.0}))
+        wrong = synth.write_drafter(d / "wrong.gguf", tspec, synth.DrafterSpec(extra_kv={"dflash.embedding_scale": 1.0}))
+        cap20 = synth.write_drafter(d / "cap20.gguf", tspec,
+                                    synth.DrafterSpec(extra_kv={"dflash.final_logit_softcapping": 20.0}))
+    return dict(target=target, capped=capped, plain=plain, scaled=scaled, wrong=wrong, cap20=cap20)
+
+
+def test_a_gemma3_target_needs_the_engine_patch(gemma):
+    # an engine built without packaging/patches/0003: refused, the reason names the patch and the fix
+    r = compat.check(gemma["target"], gemma["plain"], build=CPU)
+    feeds = r.get("target_arch_feeds_drafter")
+    assert feeds.status == FAIL and "0003-gemma3-dflash.patch" in feeds.reason and "make engine" in feeds.fix
+    assert r.get("gemma_embedding_scale").status == FAIL and "25" not in r.get("gemma_embedding_scale").reason
+    # the patched engine: every check passes, the Gemma checks are named and say who scales
+    r = compat.check(gemma["target"], gemma["plain"], build=PATCHED)
+    assert r.ok, r.summary()
+    scale = r.get("gemma_embedding_scale")
+    assert scale.status == PASS and "sqrt(64) = 8.000" in scale.reason and "once" in scale.reason
+    assert r.get("gemma_logit_softcap").status == PASS and "no final logit softcap" in r.get("gemma_logit_softcap").reason
+
+
+def test_a_drafter_that_states_the_scale_is_not_scaled_twice(gemma):
+    r = compat.check(gemma["target"], gemma["scaled"], build=PATCHED)
+    assert r.ok and "dflash.embedding_scale" in r.get("gemma_embedding_scale").reason
+    wrong = compat.check(gemma["target"], gemma["wrong"], build=PATCHED).get("gemma_embedding_scale")
+    assert wrong.status == WARN and "by 1," in wrong.reason and "wins" in wrong.reason
+
+
+def test_the_final_logit_softcap_follows_the_target(gemma):
+    r = compat.check(gemma["capped"], gemma["plain"], build=PATCHED).get("gemma_logit_softcap")
+    assert r.status == PASS and "30" in r.reason and "engine applies" in r.reason
+    r = compat.check(gemma["capped"], gemma["cap20"], build=PATCHED).get("gemma_logit_softcap")
+    assert r.status == WARN and "20" in r.reason and "30" in r.reason
+    assert inspect_model(gemma["capped"]).final_logit_softcapping == 30.0
+
+
+def test_other_targets_get_no_gemma_checks(base):
+    r = compat.check(base["target"], base["drafter"], build=PATCHED)
+    assert r.get("gemma_embedding_scale") is None and r.get("gemma_logit_softcap") is None
