@@ -399,7 +399,10 @@ def _gemma_checks(t: ModelInfo, d: ModelInfo, build: dict) -> list[Check]:
     if t.arch not in GEMMA_ARCHS or not t.n_embd:
         return []
     patched, patch = facts.feeds_drafter(t.arch, build)
-    engine_scales = t.arch == "gemma3" and patched      # patch 0003 fills in what the drafter leaves out
+    # patch 0003 fills in what the drafter leaves out, from the target it reads through ctx_other;
+    # llama.cpp keeps that link only for a drafter without its own token_embd or output tensor
+    own_tables = {"token_embd.weight", "output.weight"} <= set(d.tensor_names)
+    engine_scales = t.arch == "gemma3" and patched and not own_tables
     want = math.sqrt(t.n_embd)
     # the embedding scale: the drafter's own key wins; 0003 supplies the target's for Gemma 3 when absent
     if d.embedding_scale:
@@ -417,14 +420,25 @@ def _gemma_checks(t: ModelInfo, d: ModelInfo, build: dict) -> list[Check]:
                       f"the drafter states no scale: the engine ({patch}) applies the target's "
                       f"sqrt({t.n_embd}) = {want:.3f} to its token embeddings, once")
     else:
+        why = ("it carries its own token_embd and output, so llama.cpp gives it no link to the target's scale"
+               if own_tables and patched else "this engine applies none")
         scale = Check("gemma_embedding_scale", FAIL if t.arch == "gemma3" else WARN,
-                      f"the drafter states no embedding scale and this engine applies none: its token embeddings "
-                      f"would be {want:.0f}x smaller than the target's (sqrt({t.n_embd}))",
+                      f"the drafter states no embedding scale and {why}: its token embeddings would be "
+                      f"{want:.0f}x smaller than the target's (sqrt({t.n_embd}))",
                       "convert the drafter with input_embedding_scale in its dflash_config"
-                      + (f", or rebuild the engine with {patch} (make engine)" if patch else ""))
-    # the final logit softcap: tanh is monotonic, so greedy drafts do not change; sampled ones do
+                      + (f", or rebuild the engine with {patch} (make engine)" if patch and not patched else ""))
+    # the final logit softcap. llama.cpp caps a drafter's logits only for DFlash2 (the selector's
+    # scores); DFlash and DSpark drafts are read uncapped. tanh keeps the order, so greedy drafts do
+    # not change either way; sampled drafts and the p_min cut-off do.
     tcap, dcap = t.final_logit_softcapping, d.final_logit_softcapping
-    if dcap and tcap and abs(dcap - tcap) > 1e-6 * tcap:
+    if not tcap and not dcap:
+        cap = Check("gemma_logit_softcap", PASS, "the target has no final logit softcap, nor has the drafter")
+    elif not d.dflash2:
+        cap = Check("gemma_logit_softcap", PASS,
+                    (f"the target caps its logits at {tcap:g}; " if tcap else "the target has no final logit softcap; ")
+                    + "llama.cpp reads a DFlash drafter's logits uncapped: greedy drafts are the same, "
+                      "sampled drafts and p_min see uncapped logits")
+    elif dcap and tcap and abs(dcap - tcap) > 1e-6 * tcap:
         cap = Check("gemma_logit_softcap", WARN, f"the drafter caps its logits at {dcap:g}, the target at {tcap:g}",
                     "re-convert the drafter with the target's final_logit_softcapping")
     elif tcap and not dcap and not engine_scales:
@@ -435,8 +449,8 @@ def _gemma_checks(t: ModelInfo, d: ModelInfo, build: dict) -> list[Check]:
         cap = Check("gemma_logit_softcap", PASS, f"capped at {dcap or tcap:g} like the target"
                     + ("" if dcap else f" (the engine applies the target's, {patch})"))
     else:
-        cap = Check("gemma_logit_softcap", PASS, "the target has no final logit softcap"
-                    + (f"; the drafter's {dcap:g} changes sampled drafts only" if dcap else ", nor has the drafter"))
+        cap = Check("gemma_logit_softcap", PASS, f"the target has no final logit softcap; the drafter's {dcap:g} "
+                                                 "changes sampled drafts only")
     return [scale, cap]
 
 

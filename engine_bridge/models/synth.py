@@ -388,7 +388,7 @@ def write_pair(folder: str | Path, target: TargetSpec | None = None, drafter: Dr
     return t, d
 
 
-def write_drafter_for(target: str | Path, path: str | Path, spec: DrafterSpec | None = None) -> Path:
+def write_drafter_for(target: str | Path, path: str | Path, spec: DrafterSpec | None = None, **overrides) -> Path:
     """A random-weight DFlash drafter shaped for an existing target GGUF (its width, heads, layers for
     the target layer ids) that carries the target's own tokenizer, so the pairing checks pass. Its
     drafts are noise: it serves losslessness and loading tests on real targets (e.g. SmolLM2)."""
@@ -398,7 +398,8 @@ def write_drafter_for(target: str | Path, path: str | Path, spec: DrafterSpec | 
     tspec = TargetSpec(arch=t.arch or "llama", vocab=str(target), n_embd=t.n_embd, n_layer=t.n_layer,
                        n_head=t.n_head, n_head_kv=t.n_head_kv, head_dim=t.head_dim, n_ff=t.n_ff,
                        n_ctx=t.context_length or 4096, rope_theta=t.rope_theta or 10000.0, chat_template=None)
-    return write_drafter(path, tspec, spec or DrafterSpec(name=f"synthetic drafter for {Path(target).name}"))
+    spec = spec or DrafterSpec(name=f"synthetic drafter for {Path(target).name}", rope_theta=t.rope_theta or 10000.0)
+    return write_drafter(path, tspec, spec, **overrides)
 
 
 def _add_any(writer, key: str, value) -> None:

@@ -6,6 +6,8 @@ FAIL without an exception escaping. The good pair must pass every check.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import modelfiles as mf
@@ -258,9 +260,13 @@ def gemma(tmp_path_factory):
         plain = synth.write_drafter(d / "plain.gguf", tspec, synth.DrafterSpec())
         scaled = synth.write_drafter(d / "scaled.gguf", tspec, synth.DrafterSpec(extra_kv={"dflash.embedding_scale": 8.0}))
         wrong = synth.write_drafter(d / "wrong.gguf", tspec, synth.DrafterSpec(extra_kv={"dflash.embedding_scale": 1.0}))
-        cap20 = synth.write_drafter(d / "cap20.gguf", tspec,
-                                    synth.DrafterSpec(extra_kv={"dflash.final_logit_softcapping": 20.0}))
-    return dict(target=target, capped=capped, plain=plain, scaled=scaled, wrong=wrong, cap20=cap20)
+    # header facts a synthetic file does not carry, set on the inspected drafter (compat takes ModelInfo)
+    info = inspect_model(plain)
+    dflash2 = dataclasses.replace(info, dflash2=True)
+    dflash2_cap20 = dataclasses.replace(info, dflash2=True, final_logit_softcapping=20.0)
+    own_tables = dataclasses.replace(info, tensor_names=info.tensor_names + ("token_embd.weight", "output.weight"))
+    return dict(target=target, capped=capped, plain=plain, scaled=scaled, wrong=wrong,
+                dflash2=dflash2, dflash2_cap20=dflash2_cap20, own_tables=own_tables)
 
 
 def test_a_gemma3_target_needs_the_engine_patch(gemma):
@@ -285,10 +291,19 @@ def test_a_drafter_that_states_the_scale_is_not_scaled_twice(gemma):
 
 
 def test_the_final_logit_softcap_follows_the_target(gemma):
+    # a DFlash drafter's logits are read uncapped by llama.cpp: said, not failed (greedy is the same)
     r = compat.check(gemma["capped"], gemma["plain"], build=PATCHED).get("gemma_logit_softcap")
-    assert r.status == PASS and "30" in r.reason and "engine applies" in r.reason
-    r = compat.check(gemma["capped"], gemma["cap20"], build=PATCHED).get("gemma_logit_softcap")
+    assert r.status == PASS and "30" in r.reason and "uncapped" in r.reason
+    # a DFlash2 drafter's selector scores are capped: by the target's cap (0003) or its own key
+    r = compat.check(gemma["capped"], gemma["dflash2"], build=PATCHED).get("gemma_logit_softcap")
+    assert r.status == PASS and "engine applies" in r.reason
+    r = compat.check(gemma["capped"], gemma["dflash2_cap20"], build=PATCHED).get("gemma_logit_softcap")
     assert r.status == WARN and "20" in r.reason and "30" in r.reason
+
+
+def test_a_drafter_with_its_own_tables_gets_no_scale_from_the_target(gemma):
+    r = compat.check(gemma["target"], gemma["own_tables"], build=PATCHED).get("gemma_embedding_scale")
+    assert r.status == FAIL and "own token_embd" in r.reason and "input_embedding_scale" in r.fix
     assert inspect_model(gemma["capped"]).final_logit_softcapping == 30.0
 
 
