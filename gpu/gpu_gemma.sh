@@ -8,6 +8,7 @@
 #   bash gpu/gpu_gemma.sh part .gpu-carry/g.part03   # keep one part in /tmp/t (any order)
 #   bash gpu/gpu_gemma.sh status           # the build log's tail and the parts held
 #   bash gpu/gpu_gemma.sh measure          # join + sha256, a synthetic drafter, the tests, the bench -> $OUT
+#   bash gpu/gpu_gemma.sh sampling         # after measure: chain/AR argmax on the backend vs the host
 # Environment: ARCH (90), BUDGETS (7,15), TREE (8,16), PROMPTS (6), MAX_TOKENS (64)
 set -u
 B=${BUNDLE:-.gpu-bundle}; W=/tmp/w; T=/tmp/t; OUT=${OUT:-/tmp/out}; ARCH=${ARCH:-90}
@@ -45,5 +46,27 @@ case "${1:-}" in
         --tree ${TREE:-8,16} --tree-variants hh,bh --prompts ${PROMPTS:-6} --max-tokens ${MAX_TOKENS:-64} --ngl 99 \
         --rounds 2 --json $OUT/gemma_bench.json > $OUT/bench.txt 2>&1
     tail -30 $OUT/bench.txt ;;
-  *) sed -n 2,12p "$0"; exit 2 ;;
+  sampling)   # chain and AR with the argmax on the backend (the default) against the host, same prompts
+    export PYTHONPATH=/tmp/lcp_site:/tmp/site:$here PYTHONUNBUFFERED=1
+    python3 - "$G" $T/gemma-dflash.gguf <<'PY' 2>&1 | grep -v "^ggml\|Device"
+import statistics as st, sys
+from engine_bridge.runtime.config import EngineConfig, GenerationSettings as G
+from engine_bridge.runtime.engine import Engine
+g, d = sys.argv[1:3]
+P = ["The capital of France is", "def fibonacci(n):\n    ", "Water boils at a temperature of", "Once upon a time",
+     "The three laws of motion are", "import numpy as np\n"]
+for bs in (True, False):
+    with Engine.load(EngineConfig(target=g, draft=d, n_ctx=1024, backend_sampling=bs)) as e:
+        for mode, b in (("ar", 0), ("chain", 7), ("chain", 15)):
+            rows = []
+            for r in range(2):
+                for p in P:
+                    e.reset()
+                    rows += e.generate(p, G(mode=mode, budget=b or 7, max_tokens=64)).steps[1:]
+            f = lambda k: st.mean(getattr(s, k) for s in rows) * 1e3
+            print(f"backend_sampling={bs} {mode:5s} {b:2d} step {f('wall'):.3f} draft {f('t_draft'):.3f} "
+                  f"verify {f('t_verify'):.3f} accept {f('t_accept'):.3f}")
+PY
+    ;;
+  *) sed -n 2,13p "$0"; exit 2 ;;
 esac

@@ -15,7 +15,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import device_plan
 from . import llama_facts as facts
+from ..common.placement import Placement
 from ..runtime.config import KV_TYPES, QUANTISED_KV, KVTypes
 from ..common.errors import UnreadableModelError
 from .modelinfo import DRAFTER_ROLES, ROLE_LORA, ROLE_TARGET, ModelInfo, inspect_model
@@ -98,11 +100,16 @@ def _load(obj, label: str, checks: list[Check]) -> ModelInfo | None:
 
 
 def check(target, drafter=None, adapters=(), kv: KVTypes | None = None, *, draft_kv: KVTypes | None = None,
-          flash_attn: str = "auto", budget: int | None = None, build: dict | None = None) -> CompatReport:
+          flash_attn: str = "auto", budget: int | None = None, build: dict | None = None,
+          gpus: list[dict] | None = None, placement: Placement | None = None,
+          draft_placement: Placement | None = None, n_gpu_layers: int = -1, draft_n_gpu_layers: int = -1,
+          n_ctx: int | None = None) -> CompatReport:
     """Checks a target alone (drafter=None) or a target/drafter pair, with optional LoRA adapters.
 
     ``target``/``drafter``/``adapters`` are paths or ModelInfo (adapters may also be
     ``(path, scale)`` pairs as in EngineConfig). ``draft_kv`` None means the drafter uses ``kv``.
+    ``gpus`` (llama_ffi.gpus(): name, description, memory_free, ...) adds the ``split_fits`` check:
+    what each GPU would hold under ``placement`` / ``draft_placement`` against its free memory.
     """
     if flash_attn not in FLASH_ATTN_MODES:
         raise ValueError(f"flash_attn must be one of {', '.join(FLASH_ATTN_MODES)}")
@@ -140,7 +147,41 @@ def check(target, drafter=None, adapters=(), kv: KVTypes | None = None, *, draft
     for a in adapters or ():
         path = a[0] if isinstance(a, tuple) else a
         checks.append(_lora(path, d))
+    if gpus and t is not None and not report.unreadable:
+        checks.append(_split_fits(t, d, gpus, placement or Placement(), draft_placement, n_gpu_layers,
+                                  draft_n_gpu_layers, n_ctx, kv or KVTypes(), draft_kv or kv or KVTypes()))
     return report
+
+
+def default_draft_placement(target, placement: Placement, gpus: list[dict], n_gpu_layers: int = -1) -> Placement:
+    """All of the drafter on the GPU that holds the target's output (its features and lm_head)."""
+    plan = device_plan.plan_model(target, placement, gpus, n_gpu_layers=n_gpu_layers, n_ctx=16)
+    if plan.output_device < 0:
+        return Placement()
+    return Placement(split_mode="none", main_gpu=plan.output_device)
+
+
+def _split_fits(t: ModelInfo, d: ModelInfo | None, gpus: list[dict], placement: Placement,
+                draft_placement: Placement | None, ngl: int, draft_ngl: int, n_ctx: int | None,
+                kv: KVTypes, draft_kv: KVTypes) -> Check:
+    ctx = n_ctx or t.context_length or 4096
+    try:
+        plans = [device_plan.plan_model(t.path, placement, gpus, n_gpu_layers=ngl, n_ctx=ctx,
+                                        kv=(kv.k, kv.v), name="target")]
+        if d is not None:
+            dp = draft_placement or (default_draft_placement(t.path, placement, gpus, ngl) if len(gpus) > 1
+                                     else Placement())
+            plans.append(device_plan.plan_model(d.path, dp, gpus, n_gpu_layers=draft_ngl, n_ctx=ctx,
+                                                kv=(draft_kv.k, draft_kv.v), name="drafter"))
+    except ValueError as exc:
+        return Check("split_fits", FAIL, str(exc), "choose a main GPU and tensor split for the GPUs this machine has")
+    problems = device_plan.fit_problems(plans, gpus)
+    held = "; ".join(line for p in plans for line in p.describe(gpus) if ": CPU:" not in line)
+    if problems:
+        return Check("split_fits", FAIL, "; ".join(problems) + f" (context {ctx})",
+                     "move layers to the other GPUs with --tensor-split (e.g. 1,3), offload fewer with --ngl, or "
+                     "shrink the KV cache (a smaller --n-ctx, q8_0 K/V)")
+    return Check("split_fits", PASS, f"context {ctx}: {held}")
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..common.placement import Placement
+
 #: KV cache types llama.cpp accepts (its CLI's list), with their ggml type ids.
 KV_TYPES: dict[str, int] = {
     "f32": 0, "f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2, "q4_1": 3, "iq4_nl": 20, "q5_0": 6, "q5_1": 7,
@@ -50,6 +52,10 @@ class EngineConfig:
     adapters: tuple[tuple[Path, float], ...] = ()   # LoRA adapters on the drafter, with scales
     max_tree_nodes: int = 64              # sequences / batch room reserved for tree verification
     backend_sampling: bool = True         # greedy argmax inside the graph (no logits copy to host)
+    # more than one GPU: how the target's layers are spread, and where the drafter goes (None: on
+    # the GPU that holds the target's last layers and output, where its features come from)
+    target_placement: Placement = field(default_factory=Placement)
+    draft_placement: Placement | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "target", Path(self.target))

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import llama_ffi as ffi
 from . import tree as tree_mod
+from ..common.placement import Placement
 from .config import EngineConfig
 from ..common.errors import ModelLoadError
 from .native import Batch, Context, LoraAdapter, Model, set_adapters
@@ -42,9 +43,9 @@ BACKEND_TOP_K_MIN_VOCAB = 100_000
 
 
 class Drafter:
-    def __init__(self, path: Path, config: EngineConfig, target_ctx: Context):
+    def __init__(self, path: Path, config: EngineConfig, target_ctx: Context, placement: Placement | None = None):
         self.path = Path(path)
-        self.model = Model(self.path, config.draft_n_gpu_layers)
+        self.model = Model(self.path, config.draft_n_gpu_layers, placement)
         try:
             # The drafter has no embeddings or lm_head of its own: it reads the target's through
             # ctx_other, so its context must be created with the target's as the other.

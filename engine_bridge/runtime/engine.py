@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from .config import EngineConfig, GenerationSettings
+from ..common.placement import Placement
 from .drafter import Drafter
 from ..common.errors import ContextOverflowError, IncompatiblePairError
 from .file_pin import FilePin, ModelChangedError, pin
@@ -42,13 +43,40 @@ class TargetSnapshot:
     state: bytes
 
 
+def offload_gpus(config: EngineConfig) -> list[dict]:
+    """The GPUs this build offloads to (none on a CPU build or with --ngl 0)."""
+    if config.n_gpu_layers == 0 and config.draft_n_gpu_layers == 0:
+        return []
+    from . import llama_ffi
+
+    if llama_ffi.build_info().get("backend", "cpu") == "cpu":
+        return []
+    return llama_ffi.gpus()
+
+
+def draft_placement(config: EngineConfig, gpus: list[dict]) -> Placement:
+    """The drafter's placement: the configured one, or, with several GPUs, all of it on the GPU
+    that holds the target's output (the drafter reads the target's last layers' features and its
+    lm_head there; elsewhere every draft would copy them across)."""
+    if config.draft_placement is not None:
+        return config.draft_placement
+    if len(gpus) < 2:
+        return Placement()
+    from ..models import compat
+
+    return compat.default_draft_placement(config.target, config.target_placement, gpus, config.n_gpu_layers)
+
+
 def preflight(config: EngineConfig):
     """Runs the pairing checks; raises IncompatiblePairError instead of letting llama.cpp abort."""
     from ..models import compat
 
     report = compat.check(config.target, config.draft, adapters=[p for p, _ in config.adapters],
                           kv=config.target_kv, draft_kv=config.draft_kv if config.draft else None,
-                          flash_attn=config.flash_attn)
+                          flash_attn=config.flash_attn, gpus=offload_gpus(config),
+                          placement=config.target_placement, draft_placement=config.draft_placement,
+                          n_gpu_layers=config.n_gpu_layers, draft_n_gpu_layers=config.draft_n_gpu_layers,
+                          n_ctx=config.n_ctx or None)
     if not report.ok:
         raise IncompatiblePairError(report.summary(), report)
     return report
@@ -61,6 +89,7 @@ class Engine:
         self.target_ctx = target_ctx
         self.target_batch = Batch(target_ctx)
         self.drafter: Drafter | None = None
+        self.draft_placement: Placement | None = None    # set when the first drafter is attached
         self.report = report
         self.kv: list[int] = []
         self.dft_valid = 0
@@ -92,7 +121,8 @@ class Engine:
         say(f"loading target {config.target.name}")
         if "target" in pins:
             pins["target"].verify()
-        target = Model(config.target, config.n_gpu_layers)
+        gpus = offload_gpus(config) if config.draft is not None else []
+        target = Model(config.target, config.n_gpu_layers, config.target_placement)
         try:
             if "target" in pins:
                 pins["target"].verify()
@@ -112,6 +142,8 @@ class Engine:
             raise
         eng = cls(config, target, ctx, report)
         if config.draft is not None:
+            eng.draft_placement = draft_placement(config, gpus)
+        if config.draft is not None:
             say(f"loading drafter {config.draft.name}")
             try:
                 eng._attach_drafter(config.draft, pins.get("drafter"))
@@ -125,7 +157,9 @@ class Engine:
     def _attach_drafter(self, path: Path, pinned: FilePin | None = None) -> None:
         if pinned is not None:
             pinned.verify()
-        drafter = Drafter(path, self.config, self.target_ctx)
+        if self.draft_placement is None:
+            self.draft_placement = draft_placement(self.config, offload_gpus(self.config))
+        drafter = Drafter(path, self.config, self.target_ctx, self.draft_placement)
         if pinned is not None:
             try:
                 pinned.verify()

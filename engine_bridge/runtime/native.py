@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import FLASH_ATTN, KV_TYPES, KVTypes
+from ..common.placement import MAX_DEVICES, SPLIT_MODES, Placement
 from ..common.errors import ContextOverflowError, DecodeError, ModelLoadError
 from . import llama_log
 from .llama_ffi import C
@@ -51,16 +52,30 @@ class _Handle:
             pass
 
 
+def apply_placement(params, placement: Placement):
+    """Writes a Placement into llama_model_params; returns the tensor-split array, which must stay
+    alive until the model is loaded (llama.cpp copies it then)."""
+    params.split_mode = SPLIT_MODES[placement.split_mode]
+    params.main_gpu = placement.main_gpu
+    if not placement.tensor_split:
+        params.tensor_split = None
+        return None
+    arr = (ctypes.c_float * max(MAX_DEVICES, len(placement.tensor_split)))(*placement.tensor_split)
+    params.tensor_split = ctypes.cast(arr, ctypes.POINTER(ctypes.c_float))
+    return arr
+
+
 class Model(_Handle):
     """A loaded GGUF model (weights only; no KV)."""
 
-    def __init__(self, path: str | os.PathLike, n_gpu_layers: int = -1):
+    def __init__(self, path: str | os.PathLike, n_gpu_layers: int = -1, placement: Placement | None = None):
         ensure_backend()
         self.path = Path(path)
         if not self.path.is_file():
             raise ModelLoadError(f"{self.path}: no such file")
         params = C.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers if n_gpu_layers >= 0 else 999
+        split = apply_placement(params, placement or Placement())   # noqa: F841 - alive until the load returns
         ptr = C.llama_model_load_from_file(str(self.path).encode(), params)
         if not ptr:
             said = [line for line in llama_log.drain() if " error: " in line]   # the first say why

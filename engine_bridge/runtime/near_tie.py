@@ -87,7 +87,7 @@ def tolerance_for(engine) -> float:
 
 
 def replay_gaps(engine, prompt_tokens: list[int], reference: list[int], produced: list[int], k: int,
-                rows=REPLAY_ROWS, ar_logits=None) -> dict[str, float]:
+                rows=REPLAY_ROWS, ar_logits=None, start=None) -> dict[str, float]:
     """At a parting ``k`` (both lists hold a token there), the target's logit gap between the AR
     token and the speculative one, with the AR tokens up to ``k`` decoded in batches of each of
     ``rows`` ("b8": eight-row batches ending at the parting row) and with the parting row first in
@@ -95,13 +95,15 @@ def replay_gaps(engine, prompt_tokens: list[int], reference: list[int], produced
     tree verify decodes it, with the whole prefix in one batch ("w"), and with the prompt prefilled
     in two pieces ("p50", "p75"), as a request that reuses a cached prefix does. Each shape is one
     replay from an empty cache; the engine's KV is left empty. ``ar_logits``: the one-row ("b1")
-    replay's logits when the caller already has them (``parting`` reads its margin there)."""
+    replay's logits when the caller already has them (``parting`` reads its margin there).
+    ``start`` puts the engine in the state each replay begins from (default: an empty cache)."""
     pt, hist = list(prompt_tokens), list(reference[:k])
     a, b = reference[k], produced[k]
     gaps: dict[str, float] = {}
+    begin = start or engine.reset
 
     def gap(name: str, replay) -> None:
-        engine.reset()
+        begin()
         logits = replay()
         gaps[name] = round(float(logits[a] - logits[b]), 4)
 
@@ -125,7 +127,7 @@ def replay_gaps(engine, prompt_tokens: list[int], reference: list[int], produced
 
 
 def parting(engine, prompt_tokens: list[int], reference: list[int], produced: list[int],
-            tolerance: float | None = None, replay: bool = False) -> Parting | None:
+            tolerance: float | None = None, replay: bool = False, start=None) -> Parting | None:
     """Where ``produced`` parts from the autoregressive ``reference`` and how sure the target was
     there (a replay of the AR run up to the parting; it resets the engine's KV). None when equal.
 
@@ -134,7 +136,12 @@ def parting(engine, prompt_tokens: list[int], reference: list[int], produced: li
     fixed tolerance (up to 1.7 logits for SmolLM2 Q4_1 on an H100, measured), and a parting is
     rounding when the target itself, decoding the same tokens in such a shape, picks the same, or
     when the AR token's smallest lead is less than the target's own logits move across the shapes
-    (the replays do not rebuild a verify's exact history: its sibling branches and KV cells)."""
+    (the replays do not rebuild a verify's exact history: its sibling branches and KV cells).
+
+    ``start`` puts the engine in the state every replay begins from instead of an empty cache:
+    e.g. ``Engine.restore_target`` of a snapshot taken before the run, when ``reference`` is what
+    the target alone committed from there (a request that reuses a cached prefix is decoded over
+    K/V that earlier requests wrote)."""
     k = first_divergence(reference, produced)
     if k is None:
         return None
@@ -143,10 +150,10 @@ def parting(engine, prompt_tokens: list[int], reference: list[int], produced: li
     # same place: the common prefix; and as the AR run met it: the prompt prefilled, then one token
     # per decode (a whole prefix in one batch rounds differently: 0.20 against 0.05 at one parting,
     # measured on CPU)
-    engine.reset()
+    (start or engine.reset)()
     ar_logits = engine.replay_logits(list(prompt_tokens), list(reference[:k]), 1)
     margin = top2_margin(ar_logits)
     gaps = None
     if replay and margin >= tol and k < len(reference) and k < len(produced):
-        gaps = replay_gaps(engine, prompt_tokens, reference, produced, k, ar_logits=ar_logits)
+        gaps = replay_gaps(engine, prompt_tokens, reference, produced, k, ar_logits=ar_logits, start=start)
     return Parting(k, margin, tol, gaps)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.models.convert_quant import quantize_drafter
+from engine_bridge.runtime import near_tie
 from engine_bridge.runtime.engine import Engine, TargetSnapshot
 from engine_bridge.common.resources import resource
 
@@ -111,8 +112,15 @@ def _check_prefix(eng: Engine, prompt: str, reference: list[int], produced: list
     except AssertionError as exc:
         why = str(exc)
     if before is not None:
-        k = next((i for i, (a, b) in enumerate(zip(produced, again)) if a != b), len(again))
-        why += f"; from the same cache state the target alone parts from it at token {k} too"
+        # the parting judged from the same cache state: the margin of the target alone there, and
+        # its picks when the tokens are replayed in the verify's batch shapes over that cache
+        part = near_tie.parting(eng, eng.tokenize(prompt), again[:len(produced)], produced, tolerance=tol,
+                                replay=True, start=lambda: eng.restore_target(before, keep=reused))
+        eng.reset()
+        if part is None or part.near_tie:
+            return None
+        why += (f"; from the same cache state the target alone parts from it at token {part.index} too, "
+                f"margin {part.margin:.4f}, replayed gaps {part.shape_gaps}")
     return why
 
 
