@@ -1,4 +1,4 @@
-"""CLI subcommands that drive the engine: ``generate`` and ``doctor``."""
+"""CLI subcommands that drive the engine: ``generate``, ``doctor`` and ``placement``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import sys
 import threading
 
+from ..common.placement import SPLIT_MODES, Placement
 from ..runtime.config import MODES, EngineConfig, GenerationSettings, KVTypes
 
 EXIT_OK, EXIT_FAIL, EXIT_UNREADABLE = 0, 1, 2
@@ -34,6 +35,22 @@ def register(sub) -> None:
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_doctor)
 
+    pl = sub.add_parser("placement", help="what each GPU would hold for a pair, and whether it fits",
+                        description="Plans a target (+ drafter) over this machine's GPUs, or over the GPUs a "
+                                    "JSON file describes, from the GGUF headers alone: which layers, how much "
+                                    "weight and KV cache each GPU would hold, and the split_fits check.")
+    pl.add_argument("--target", required=True)
+    pl.add_argument("--draft", default=None)
+    pl.add_argument("--ngl", type=int, default=-1, help="GPU layers (-1: all)")
+    pl.add_argument("--n-ctx", type=int, default=0, help="context (0: the target's own)")
+    pl.add_argument("--kv-k", default="f16")
+    pl.add_argument("--kv-v", default="f16")
+    pl.add_argument("--gpus-json", default=None, metavar="FILE",
+                    help='plan for other GPUs: [{"description": "RTX 4090", "memory_free": 25000000000}, ...]')
+    pl.add_argument("--json", action="store_true")
+    add_placement_args(pl)
+    pl.set_defaults(func=cmd_placement)
+
 
 def add_engine_args(p) -> None:
     """Options shared by every command that loads a pair (generate, bench)."""
@@ -50,7 +67,32 @@ def add_engine_args(p) -> None:
     p.add_argument("--adapter", action="append", default=[], metavar="PATH[:SCALE]",
                    help="LoRA adapter for the drafter (repeatable)")
     p.add_argument("--threads", type=int, default=None)
+    g = p.add_argument_group("several GPUs", "how the target's layers are spread (llama.cpp's split mode, tensor "
+                             "split and main GPU) and where the drafter goes (default: all of it on the GPU that "
+                             "holds the target's output); see `dflash-studio placement`")
+    add_placement_args(g)
     p.add_argument("--no-check", action="store_true", help="skip the pairing checks (unsafe: llama.cpp may abort)")
+
+
+def add_placement_args(p) -> None:
+    p.add_argument("--split-mode", choices=tuple(SPLIT_MODES), default="layer",
+                   help="target: none (all on --main-gpu), layer (whole layers per GPU), row (rows of each matrix)")
+    p.add_argument("--tensor-split", default=None, metavar="A,B,...",
+                   help="target: share of the layers (or rows) per GPU, e.g. 3,1 (default: by free memory)")
+    p.add_argument("--main-gpu", type=int, default=0, help="target: the GPU for split none / row")
+    p.add_argument("--draft-split-mode", choices=tuple(SPLIT_MODES), default=None,
+                   help="drafter: split mode (default: none, on the GPU of the target's output)")
+    p.add_argument("--draft-tensor-split", default=None, metavar="A,B,...", help="drafter: tensor split")
+    p.add_argument("--draft-main-gpu", type=int, default=None, help="drafter: its GPU")
+
+
+def placements_from_args(args) -> tuple[Placement, Placement | None]:
+    """(target, drafter) placements; the drafter's is None (beside the target's output) unless a
+    --draft-* flag names one. A bad value is a ValueError with a sentence for the user."""
+    target = Placement.parse(args.split_mode, args.tensor_split, args.main_gpu)
+    if args.draft_split_mode is None and args.draft_tensor_split is None and args.draft_main_gpu is None:
+        return target, None
+    return target, Placement.parse(args.draft_split_mode or "none", args.draft_tensor_split, args.draft_main_gpu)
 
 
 def config_from_args(args) -> EngineConfig:
@@ -66,9 +108,11 @@ def config_from_args(args) -> EngineConfig:
         adapters.append((path, float(scale) if scale else 1.0))
     tkv = KVTypes(args.kv_k, args.kv_v)
     dkv = KVTypes(args.draft_kv_k or args.kv_k, args.draft_kv_v or args.kv_v)
+    tpl, dpl = placements_from_args(args)
     return EngineConfig(target=target, draft=draft, n_ctx=args.n_ctx, n_gpu_layers=args.ngl,
                         draft_n_gpu_layers=args.ngl, flash_attn=args.flash_attn, target_kv=tkv,
-                        draft_kv=dkv, adapters=tuple(adapters), n_threads=args.threads)
+                        draft_kv=dkv, adapters=tuple(adapters), n_threads=args.threads,
+                        target_placement=tpl, draft_placement=dpl)
 
 
 def cmd_generate(args) -> int:
@@ -198,3 +242,61 @@ def load_engine(cfg, args, command: str):
     except ModelLoadError as exc:
         print(f"dflash-studio {command}: {exc}", file=sys.stderr)
         return None, EXIT_UNREADABLE
+
+
+def _read_gpus(path: str) -> list[dict]:
+    data = json.loads(open(path).read())
+    if not isinstance(data, list) or not all(isinstance(g, dict) and "memory_free" in g for g in data):
+        raise ValueError(f"{path}: a JSON list of GPUs, each with memory_free (bytes), was expected")
+    return [{"name": g.get("name", f"GPU{i}"), "description": g.get("description", g.get("name", f"GPU{i}")),
+             "memory_free": int(g["memory_free"]), "memory_total": int(g.get("memory_total", g["memory_free"]))}
+            for i, g in enumerate(data)]
+
+
+def cmd_placement(args) -> int:
+    from ..models import compat, device_plan
+
+    try:
+        tpl, dpl = placements_from_args(args)
+        kv = KVTypes(args.kv_k, args.kv_v)
+        if args.gpus_json:
+            gpus = _read_gpus(args.gpus_json)
+        else:
+            from ..runtime.engine import offload_gpus
+
+            gpus = offload_gpus(EngineConfig(target=args.target, n_gpu_layers=args.ngl))
+    except (ValueError, OSError) as exc:
+        print(f"dflash-studio placement: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if not gpus:
+        print("no GPU to offload to (a CPU build, or none found): every layer runs on the CPU")
+        return EXIT_OK
+    report = compat.check(args.target, args.draft, kv=kv, gpus=gpus, placement=tpl, draft_placement=dpl,
+                          n_gpu_layers=args.ngl, draft_n_gpu_layers=args.ngl, n_ctx=args.n_ctx or None)
+    if report.unreadable:
+        print(f"dflash-studio placement: {report.summary()}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    fits = report.get("split_fits")
+    ctx = args.n_ctx or (report.target.context_length if report.target else None) or 4096
+    plans = [device_plan.plan_model(args.target, tpl, gpus, n_gpu_layers=args.ngl, n_ctx=ctx, kv=(kv.k, kv.v),
+                                    name="target")]
+    if args.draft:
+        dp = dpl or (compat.default_draft_placement(args.target, tpl, gpus, args.ngl) if len(gpus) > 1 else Placement())
+        plans.append(device_plan.plan_model(args.draft, dp, gpus, n_gpu_layers=args.ngl, n_ctx=ctx, kv=(kv.k, kv.v),
+                                            name="drafter"))
+    if args.json:
+        json.dump({"gpus": gpus, "fits": fits.status == compat.PASS, "reason": fits.reason, "fix": fits.fix,
+                   "plans": [{"model": p.name, "placement": str(p.placement), "output_device": p.output_device,
+                              "devices": {str(d): {"layers": h.layers, "weights": h.weights, "kv": h.kv,
+                                                   "output": h.output} for d, h in p.holdings.items()}}
+                             for p in plans]}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        for i, g in enumerate(gpus):
+            print(f"GPU{i}  {g['description']}: {g['memory_free'] / 2**30:.2f} GiB free of {g['memory_total'] / 2**30:.2f}")
+        for p in plans:
+            print(f"{p.name} ({p.placement}):")
+            for line in p.describe(gpus):
+                print("  " + line.split(": ", 1)[1])
+        print(f"{fits.status}  split_fits: {fits.reason}" + (f"  -> {fits.fix}" if fits.fix else ""))
+    return EXIT_OK if fits.status != compat.FAIL else EXIT_FAIL

@@ -54,6 +54,8 @@ class ModelPlan:
         out = []
         for dev in sorted(self.holdings):
             h = self.holdings[dev]
+            if not (h.total or h.layers or h.output):
+                continue
             label = "CPU" if dev == CPU else f"GPU{dev} ({gpus[dev].get('description') or gpus[dev].get('name')})"
             what = _layer_ranges(h.layers) + (" + output" if h.output else "")
             what = what or ("input embedding" if dev == CPU else "its share of every layer's matrices")

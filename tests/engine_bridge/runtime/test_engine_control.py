@@ -144,3 +144,27 @@ def test_a_target_snapshot_restores_the_cache_byte_for_byte(tiny_engine):
         eng.restore_target(TargetSnapshot(tokens=[1, 2], state=b"\x00garbage" * 4))
     eng.reset()
     assert eng.generate("Hello", GenerationSettings(mode="ar", max_tokens=4)).summary.n_generated == 4
+
+
+def test_a_placement_reaches_llama_cpp_and_the_engine_runs_with_it(tiny_pair):
+    import llama_cpp
+
+    from engine_bridge.common.placement import Placement
+    from engine_bridge.runtime.native import apply_placement
+
+    params = llama_cpp.llama_model_default_params()
+    keep = apply_placement(params, Placement.parse("row", "3,1", 1))
+    assert (params.split_mode, params.main_gpu) == (2, 1) and [params.tensor_split[i] for i in range(3)] == [3, 1, 0]
+    assert keep is not None
+    apply_placement(params, Placement())
+    assert (params.split_mode, params.main_gpu, bool(params.tensor_split)) == (1, 0, False)
+    # on this build (no GPU) the split is accepted and changes nothing: the same tokens as AR
+    target, draft = tiny_pair
+    cfg = EngineConfig(target=target, draft=draft, n_ctx=512, target_placement=Placement.parse("layer", "3,1", 0))
+    with Engine.load(cfg) as eng:
+        assert eng.draft_placement == Placement()          # one device or none: the drafter's default
+        chain = eng.generate("Hello world", GenerationSettings(mode="chain", budget=4, max_tokens=12)).tokens
+        eng.reset()
+        assert chain == eng.generate("Hello world", GenerationSettings(mode="ar", max_tokens=12)).tokens
+    with Engine.load(cfg.replace(draft_placement=Placement(split_mode="none", main_gpu=0))) as eng:
+        assert eng.draft_placement == Placement(split_mode="none", main_gpu=0)
