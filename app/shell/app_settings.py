@@ -15,6 +15,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QSettings
 
+from engine_bridge.common.placement import Placement
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings, KVTypes
 
 ORGANIZATION = "DFlashStudio"
@@ -43,6 +44,12 @@ class StudioSettings:
     target_v: str = "f16"
     draft_k: str = "f16"
     draft_v: str = "f16"
+    # several GPUs (a change needs a reload): the target's split, and the drafter's GPU (-1: the one
+    # holding the target's output)
+    split_mode: str = "layer"
+    tensor_split: str = ""                     # "3,1": shares per GPU ('' = by free memory)
+    main_gpu: int = 0
+    draft_gpu: int = -1
     # generation (applies to the next request)
     mode: str = "chain"
     budget: int = 15
@@ -69,7 +76,15 @@ class StudioSettings:
             n_ctx=self.n_ctx, n_gpu_layers=self.n_gpu_layers, draft_n_gpu_layers=self.n_gpu_layers,
             flash_attn=self.flash_attn, target_kv=KVTypes(self.target_k, self.target_v),
             draft_kv=KVTypes(self.draft_k, self.draft_v),
-            adapters=tuple((Path(p), float(s)) for p, s in self.adapters))
+            adapters=tuple((Path(p), float(s)) for p, s in self.adapters),
+            target_placement=self.target_placement(),
+            draft_placement=None if self.draft_gpu < 0 else Placement(split_mode="none", main_gpu=self.draft_gpu))
+
+    def target_placement(self) -> Placement:
+        try:
+            return Placement.parse(self.split_mode, self.tensor_split, self.main_gpu)
+        except ValueError:
+            return Placement()      # a hand-edited value the panel would not accept: llama.cpp's default
 
     def generation_settings(self, has_drafter: bool = True) -> GenerationSettings:
         mode = self.mode if has_drafter else "ar"

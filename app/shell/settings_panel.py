@@ -18,9 +18,10 @@ from typing import Callable
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QFrame, QGroupBox, QHBoxLayout, QLabel,
-                               QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
+                               QLineEdit, QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
 
-from engine_bridge.runtime.config import KV_TYPES
+from engine_bridge.common.placement import MAX_DEVICES, Placement
+from engine_bridge.runtime.config import KV_TYPES, EngineConfig
 
 from .app_settings import StudioSettings
 
@@ -121,6 +122,36 @@ class SettingsPanel(QScrollArea):
         lf.addRow("Drafter K cache", self.kv[("drafter", "k")])
         lf.addRow("Drafter V cache", self.kv[("drafter", "v")])
 
+        # -- several GPUs: llama.cpp's split of the target, the drafter's GPU, and what each GPU holds
+        gpu = QGroupBox("Several GPUs (a change needs a reload)", body)
+        uf = QFormLayout(gpu)
+        self.split_mode = QComboBox(gpu, objectName="splitModeCombo")
+        for mode, label in (("layer", "layer (whole layers per GPU)"), ("row", "row (rows of each matrix)"),
+                            ("none", "none (all on the main GPU)")):
+            self.split_mode.addItem(label, mode)
+        self.tensor_split = QLineEdit(gpu, objectName="tensorSplitEdit")
+        self.tensor_split.setPlaceholderText("by free memory")
+        self.tensor_split.setToolTip("share of the target's layers (or rows) per GPU, e.g. 3,1")
+        self.main_gpu = _spin(gpu, "mainGpuSpin", 0, MAX_DEVICES - 1, "split none: the GPU; row: the GPU for the rest")
+        self.draft_gpu = _spin(gpu, "draftGpuSpin", -1, MAX_DEVICES - 1,
+                               "the drafter's GPU; -1: the one holding the target's output (its features come from there)")
+        self.draft_gpu.setSpecialValueText("beside the target's output")
+        self.split_error = QLabel("", gpu, objectName="splitError")
+        self.split_error.setStyleSheet("color: #b00020;")
+        self.split_error.setWordWrap(True)
+        self.split_error.hide()
+        self.devices_view = QLabel("", gpu, objectName="devicesView")
+        self.devices_view.setWordWrap(True)
+        self.devices_view.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        uf.addRow("Split mode", self.split_mode)
+        uf.addRow("Tensor split", self.tensor_split)
+        uf.addRow("Main GPU", self.main_gpu)
+        uf.addRow("Drafter GPU", self.draft_gpu)
+        uf.addRow(self.split_error)
+        uf.addRow(self.devices_view)
+        #: the GPUs to plan over: this build's (engine_bridge), replaceable where there are none to show
+        self.gpu_source: Callable[[], list[dict]] = _offload_gpus
+
         # -- drafter variant
         var = QGroupBox("Drafter", body)
         vf = QFormLayout(var)
@@ -133,16 +164,19 @@ class SettingsPanel(QScrollArea):
         lay.addWidget(self.banner)
         lay.addWidget(gen)
         lay.addWidget(load)
+        lay.addWidget(gpu)
         lay.addWidget(var)
         lay.addStretch(1)
 
         self._variants: list[tuple[str, str, list]] = []    # (label, draft_variant, adapters)
         self.show_settings(settings)
-        for w in (self.budget, self.top_k, self.max_tokens, self.seed, self.n_ctx, self.gpu_layers):
+        for w in (self.budget, self.top_k, self.max_tokens, self.seed, self.n_ctx, self.gpu_layers, self.main_gpu,
+                  self.draft_gpu):
             w.valueChanged.connect(self._edited)
+        self.tensor_split.editingFinished.connect(self._edited)
         for w in (self.temperature, self.top_p):
             w.valueChanged.connect(self._edited)
-        for w in (self.mode, self.flash_attn, self.variant, *self.kv.values()):
+        for w in (self.mode, self.flash_attn, self.variant, self.split_mode, *self.kv.values()):
             w.currentIndexChanged.connect(self._edited)
 
     # -- showing ----------------------------------------------------------------------------------
@@ -164,10 +198,46 @@ class SettingsPanel(QScrollArea):
             _select(self.kv[("target", "v")], s.target_v)
             _select(self.kv[("drafter", "k")], s.draft_k)
             _select(self.kv[("drafter", "v")], s.draft_v)
+            _select(self.split_mode, s.split_mode)
+            self.tensor_split.setText(s.tensor_split)
+            self.main_gpu.setValue(s.main_gpu)
+            self.draft_gpu.setValue(s.draft_gpu)
             self._fill_variants()
         finally:
             self._updating = False
         self.refresh_kv()
+        self.refresh_devices()
+
+    def refresh_devices(self) -> None:
+        """Each GPU's memory and what the target and drafter would hold there (from their GGUF
+        headers, under the panel's split), with the pairing check's verdict when it cannot fit."""
+        try:
+            gpus = self.gpu_source()
+        except Exception as exc:  # noqa: BLE001 - the device list is advice; the app stays up
+            self.devices_view.setText(f"GPUs: not read ({exc})")
+            return
+        if not gpus:
+            self.devices_view.setText("No GPU to offload to: every layer runs on the CPU.")
+            return
+        lines = [f"GPU{i}  {g.get('description') or g.get('name')}: {g['memory_free'] / 2**30:.2f} GiB free of "
+                 f"{g.get('memory_total', g['memory_free']) / 2**30:.2f}" for i, g in enumerate(gpus)]
+        s = self.settings
+        if s.target:
+            from engine_bridge.models import compat
+
+            cfg = s.engine_config()
+            report = compat.check(cfg.target, cfg.draft, gpus=gpus, placement=cfg.target_placement,
+                                  draft_placement=cfg.draft_placement, n_gpu_layers=cfg.n_gpu_layers,
+                                  draft_n_gpu_layers=cfg.draft_n_gpu_layers, n_ctx=cfg.n_ctx or None,
+                                  kv=cfg.target_kv, draft_kv=cfg.draft_kv)
+            fits = report.get("split_fits")
+            if fits is not None:
+                held = fits.reason.split(": ", 1)[1] if fits.status == "PASS" else fits.reason
+                lines += [("Fits" if fits.status == "PASS" else "Does not fit") + ":"]
+                lines += ["  " + part for part in held.split("; ")]
+                if fits.fix:
+                    lines.append("  -> " + fits.fix)
+        self.devices_view.setText("\n".join(lines))
 
     def set_variants(self, variants: list[tuple[str, str, list]]) -> None:
         """Drafter choices: (label, draft_variant path or '' for the base, adapters [[path, scale]])."""
@@ -236,6 +306,15 @@ class SettingsPanel(QScrollArea):
         if self.sender() in (self.flash_attn, self.kv[("target", "k")], self.kv[("drafter", "k")]):
             self.refresh_kv()
         variant, adapters = self.variant.currentData() or ("", [])
+        split_text = self.tensor_split.text().strip()
+        try:
+            Placement.parse(self.split_mode.currentData(), split_text, self.main_gpu.value())
+        except ValueError as exc:
+            self.split_error.setText(str(exc))      # kept out of the settings until it reads
+            self.split_error.show()
+            split_text = self.settings.tensor_split
+        else:
+            self.split_error.hide()
         s = self.settings.replace(
             mode=self.mode.currentData(), budget=self.budget.value(), temperature=self.temperature.value(),
             top_k=self.top_k.value(), top_p=self.top_p.value(), max_tokens=self.max_tokens.value(),
@@ -243,8 +322,13 @@ class SettingsPanel(QScrollArea):
             flash_attn=self.flash_attn.currentData(),
             target_k=self.kv[("target", "k")].currentData(), target_v=self.kv[("target", "v")].currentData(),
             draft_k=self.kv[("drafter", "k")].currentData(), draft_v=self.kv[("drafter", "v")].currentData(),
-            draft_variant=variant, adapters=[list(a) for a in adapters])
+            draft_variant=variant, adapters=[list(a) for a in adapters],
+            split_mode=self.split_mode.currentData(), tensor_split=split_text, main_gpu=self.main_gpu.value(),
+            draft_gpu=self.draft_gpu.value())
         self.settings = s
+        if self.sender() in (self.split_mode, self.tensor_split, self.main_gpu, self.draft_gpu, self.n_ctx,
+                             self.gpu_layers):
+            self.refresh_devices()
         self.changed.emit(s)
 
     def show_pending(self, reload_fields: list[str], swap_fields: list[str]) -> None:
@@ -263,7 +347,13 @@ class SettingsPanel(QScrollArea):
             self.banner.hide()
 
 
-FIELD_NAMES = {"n_ctx": "context size", "n_gpu_layers": "GPU layers", "draft_n_gpu_layers": "GPU layers",
+def _offload_gpus() -> list[dict]:
+    from engine_bridge.runtime.engine import offload_gpus
+
+    return offload_gpus(EngineConfig(target="x"))
+
+
+FIELD_NAMES = {"target_placement": "GPU split", "draft_placement": "drafter GPU", "n_ctx": "context size", "n_gpu_layers": "GPU layers", "draft_n_gpu_layers": "GPU layers",
                "flash_attn": "flash attention", "target_kv": "target K/V cache", "draft_kv": "drafter K/V cache",
                "draft": "drafter", "adapters": "LoRA adapters", "target": "target"}
 

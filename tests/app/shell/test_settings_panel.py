@@ -91,3 +91,41 @@ def test_tree_mode_runs_when_the_engine_offers_it(qtbot, make_window, tiny_pair)
     assert res.summary.mode == "tree" and res.summary.n_generated == 10
     nodes = [w.profiler.model.value(r, KEYS.index("tree_nodes")) for r in range(w.profiler.row_count())]
     assert w.profiler.row_count() == len(res.steps) and max(nodes) > 0
+
+
+def test_gpu_split_settings_show_what_each_gpu_holds_and_need_a_reload(qtbot, make_window, tiny_pair):
+    w = make_window(n_ctx=2048)
+    load_pair(qtbot, w, tiny_pair)
+    p = w.settings_panel
+    w.side_tabs.setCurrentWidget(p)
+    # this machine has no GPU: the panel says so
+    p.refresh_devices()
+    assert "No GPU" in p.devices_view.text()
+    # two described GPUs (the panel plans over whatever its source lists)
+    gib = 2**30
+    gpus = [{"name": "CUDA0", "description": "GPU A", "memory_free": 8 * gib, "memory_total": 8 * gib},
+            {"name": "CUDA1", "description": "GPU B", "memory_free": 8 * gib, "memory_total": 8 * gib}]
+    p.gpu_source = lambda: gpus
+    p.tensor_split.setText("1,3")
+    p.tensor_split.editingFinished.emit()
+    assert w.settings.tensor_split == "1,3"
+    text = p.devices_view.text()
+    assert "GPU0  GPU A: 8.00 GiB free" in text and "Fits:" in text
+    assert "target: GPU0 (GPU A): layers 0" in text and "drafter: GPU1 (GPU B)" in text   # beside the output
+    assert p.banner.isVisible() and "GPU split" in p.banner_text.text()
+    # the drafter on GPU 0 instead
+    p.draft_gpu.setValue(0)
+    assert "drafter: GPU0 (GPU A)" in p.devices_view.text() and "drafter GPU" in p.banner_text.text()
+    # a GPU too small: the numbers and the fix
+    gpus[0]["memory_free"] = 1 << 20
+    p.split_mode.setCurrentIndex(p.split_mode.findData("row"))
+    text = p.devices_view.text()
+    assert "Does not fit" in text and "GPU0 (GPU A) would hold" in text and "--tensor-split" in text
+    # a split that does not read: said beside the field, and the settings keep the last good one
+    p.tensor_split.setText("3,x")
+    p.tensor_split.editingFinished.emit()
+    assert p.split_error.isVisible() and "numbers separated by commas" in p.split_error.text()
+    assert w.settings.tensor_split == "1,3"
+    cfg = w.settings.engine_config()
+    assert cfg.target_placement.tensor_split == (1.0, 3.0) and cfg.target_placement.split_mode == "row"
+    assert cfg.draft_placement.main_gpu == 0
