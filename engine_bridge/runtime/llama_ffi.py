@@ -149,33 +149,29 @@ __all__ = [
 ]
 
 
-# -- ggml devices (for `doctor` and the status bar): C functions of libggml-base -------------------
-def _ggml_lib(stem: str):
-    libdir = Path(C.__file__).parent / "lib"
-    for name in (f"lib{stem}.so", f"lib{stem}.dylib", f"{stem}.dll"):
-        if (libdir / name).exists():
-            return ctypes.CDLL(str(libdir / name))
-    return None
-
-
+# -- ggml devices (for `doctor`, the status bar, the GPU plan): C functions of libggml ---------------
 @functools.lru_cache(maxsize=1)
 def _ggml_devices_api():
-    """The device registry lives in libggml, the device methods in libggml-base."""
-    reg, base = _ggml_lib("ggml"), _ggml_lib("ggml-base")
-    if reg is None or base is None:
+    """The device registry and device methods, looked up through libllama's own handle: dlsym there
+    searches its dependencies, so these are the very libggml / libggml-base that llama.cpp uses.
+    (Opening llama_cpp/lib/libggml.so by name loads a second copy beside libllama's libggml.so.0,
+    with a registry of its own: found by the issue-18 investigation, two different addresses.)"""
+    lib = _lib
+    try:
+        lib.ggml_backend_dev_count.restype = ctypes.c_size_t
+    except AttributeError:
         return None
-    reg.ggml_backend_dev_count.restype = ctypes.c_size_t
-    reg.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
-    reg.ggml_backend_dev_get.restype = ctypes.c_void_p
+    lib.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
+    lib.ggml_backend_dev_get.restype = ctypes.c_void_p
     for fn in ("ggml_backend_dev_name", "ggml_backend_dev_description"):
-        getattr(base, fn).argtypes = [ctypes.c_void_p]
-        getattr(base, fn).restype = ctypes.c_char_p
-    base.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
-    base.ggml_backend_dev_type.restype = ctypes.c_int
-    base.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
-                                             ctypes.POINTER(ctypes.c_size_t)]
-    base.ggml_backend_dev_memory.restype = None
-    return reg, base
+        getattr(lib, fn).argtypes = [ctypes.c_void_p]
+        getattr(lib, fn).restype = ctypes.c_char_p
+    lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_dev_type.restype = ctypes.c_int
+    lib.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
+                                            ctypes.POINTER(ctypes.c_size_t)]
+    lib.ggml_backend_dev_memory.restype = None
+    return lib, lib
 
 
 _DEV_TYPES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel"}
