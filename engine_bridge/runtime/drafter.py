@@ -37,7 +37,10 @@ BACKEND_TOP_K = 32
 #: 0.67 -> 1.04 ms at budget 6, docs/benchmarks.md), more than the host's pass; on a 152k vocabulary the host's pass takes 14 ms
 #: against ~1.7 ms. Normalising over BACKEND_TOP_K candidates also flatters deep nodes of an
 #: uncertain drafter (a flat synthetic drafter's trees committed less at budget 32 than at 8 on
-#: CUDA), so "auto" takes the backend only where the host's pass costs milliseconds.
+#: CUDA), so "auto" takes the backend only where the host's pass costs milliseconds -- and only
+#: when the drafter runs on a GPU: on the CPU the sampler competes with the same cores and lost at
+#: a 262k vocabulary (Gemma 3 270M, tree 8: draft phase 127 ms against 103 on the host; tree 16:
+#: 142 against 122; docs/benchmarks.md "Gemma 3"), while on the H100 it won 3.5-4.8x.
 TREE_TOP_K_ON = "auto"
 BACKEND_TOP_K_MIN_VOCAB = 100_000
 
@@ -46,6 +49,8 @@ class Drafter:
     def __init__(self, path: Path, config: EngineConfig, target_ctx: Context, placement: Placement | None = None):
         self.path = Path(path)
         self.model = Model(self.path, config.draft_n_gpu_layers, placement)
+        #: its layers run on a GPU (a GPU build offloading them): where a sampler in the graph pays
+        self.on_gpu = config.draft_n_gpu_layers != 0 and _gpu_build()
         try:
             # The drafter has no embeddings or lm_head of its own: it reads the target's through
             # ctx_other, so its context must be created with the target's as the other.
@@ -209,7 +214,7 @@ class Drafter:
         """How many candidates a tree step's backend top-k sampler should return (0: use the host)."""
         on = TREE_TOP_K_ON
         if on == "auto":
-            on = "backend" if self.model.n_vocab >= BACKEND_TOP_K_MIN_VOCAB else "host"
+            on = "backend" if self.model.n_vocab >= BACKEND_TOP_K_MIN_VOCAB and self.on_gpu else "host"
         return BACKEND_TOP_K if on == "backend" else 0
 
     def free(self) -> None:
@@ -220,6 +225,12 @@ class Drafter:
         self.inject_batch.free()
         self.ctx.free()
         self.model.free()
+
+
+def _gpu_build() -> bool:
+    from . import llama_ffi
+
+    return llama_ffi.build_info().get("backend", "cpu") != "cpu"
 
 
 def _has_markov_head(model: Model) -> bool:

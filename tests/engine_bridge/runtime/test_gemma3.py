@@ -97,3 +97,13 @@ def test_the_embedding_scale_is_applied_once(engine, drafters):
         engine.swap_drafter(drafters["plain"])
     assert np.allclose(plain, stated, rtol=1e-4, atol=1e-3)
     assert np.abs(plain - unscaled).max() > 0.1
+
+
+def test_the_tree_takes_the_drafters_top_k_where_it_was_measured_to_win(engine):
+    """262k vocabulary: the backend top-k sampler won 3.5-4.8x on the H100 and lost on the CPU
+    (docs/benchmarks.md, "Gemma 3"): auto takes it on a GPU build offloading the drafter only."""
+    from engine_bridge.runtime import drafter as drafter_mod
+
+    gpu = llama_ffi.build_info().get("backend", "cpu") != "cpu"
+    assert engine.drafter.on_gpu == gpu
+    assert engine.drafter.tree_top_k_backend() == (drafter_mod.BACKEND_TOP_K if gpu else 0)
