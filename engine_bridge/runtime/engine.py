@@ -143,7 +143,6 @@ class Engine:
         eng = cls(config, target, ctx, report)
         if config.draft is not None:
             eng.draft_placement = draft_placement(config, gpus)
-        if config.draft is not None:
             say(f"loading drafter {config.draft.name}")
             try:
                 eng._attach_drafter(config.draft, pins.get("drafter"))
@@ -377,14 +376,11 @@ class Engine:
     def restore_target(self, snap: "TargetSnapshot", keep: int | None = None) -> None:
         """Puts a ``snapshot_target`` back, keeping its first ``keep`` tokens (default: all), byte for
         byte. The drafter's cache is emptied (it catches up on the next drafted request)."""
-        self.target_ctx.clear()
+        self.reset()            # an empty cache first: a state llama.cpp refuses leaves it empty, not stale
         self.target_ctx.set_seq_state(0, snap.state)
         keep = len(snap.tokens) if keep is None else min(keep, len(snap.tokens))
         self.target_ctx.seq_rm(0, keep, -1)
         self.kv = list(snap.tokens[:keep])
-        if self.drafter is not None:
-            self.drafter.ctx.clear()
-        self.dft_valid = 0
 
     def reset(self) -> None:
         """Forgets every cached token (both caches)."""

@@ -142,7 +142,7 @@ def test_a_target_snapshot_restores_the_cache_byte_for_byte(tiny_engine):
     from engine_bridge.runtime.engine import TargetSnapshot
     with pytest.raises(Exception, match="refused a saved state"):
         eng.restore_target(TargetSnapshot(tokens=[1, 2], state=b"\x00garbage" * 4))
-    eng.reset()
+    assert eng.kv == [] and eng.dft_valid == 0              # left empty, not holding the old tokens
     assert eng.generate("Hello", GenerationSettings(mode="ar", max_tokens=4)).summary.n_generated == 4
 
 
