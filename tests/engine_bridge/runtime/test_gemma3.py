@@ -57,7 +57,6 @@ def test_the_engine_carries_the_gemma_patch_and_check_passes(gemma, drafters):
     assert report.ok, report.summary()
     names = [c.name for c in report.checks]
     assert {"target_arch_feeds_drafter", "gemma_embedding_scale", "gemma_logit_softcap"} <= set(names)
-    assert "15/18 layers slide" not in report.summary()       # summary lists failures only
     assert report.target.sliding_window == 512 and sum(report.target.sliding_window_pattern) == 15
 
 
