@@ -223,15 +223,17 @@ class SettingsPanel(QScrollArea):
                  f"{g.get('memory_total', g['memory_free']) / 2**30:.2f}" for i, g in enumerate(gpus)]
         s = self.settings
         if s.target:
+            # the split check alone (device_plan over the two GGUF headers), not the whole pairing check
             from engine_bridge.models import compat
 
             cfg = s.engine_config()
-            report = compat.check(cfg.target, cfg.draft, gpus=gpus, placement=cfg.target_placement,
-                                  draft_placement=cfg.draft_placement, n_gpu_layers=cfg.n_gpu_layers,
-                                  draft_n_gpu_layers=cfg.draft_n_gpu_layers, n_ctx=cfg.n_ctx or None,
-                                  kv=cfg.target_kv, draft_kv=cfg.draft_kv)
-            fits = report.get("split_fits")
-            if fits is not None:
+            try:
+                _, fits = compat.split_plan(cfg.target, cfg.draft, gpus, cfg.target_placement, cfg.draft_placement,
+                                            n_gpu_layers=cfg.n_gpu_layers, draft_n_gpu_layers=cfg.draft_n_gpu_layers,
+                                            n_ctx=cfg.n_ctx or None, kv=cfg.target_kv, draft_kv=cfg.draft_kv)
+            except Exception as exc:  # noqa: BLE001 - an unreadable file: the panel stays up and says so
+                lines.append(f"Not planned: {exc}")
+            else:
                 held = fits.reason.split(": ", 1)[1] if fits.status == "PASS" else fits.reason
                 lines += [("Fits" if fits.status == "PASS" else "Does not fit") + ":"]
                 lines += ["  " + part for part in held.split("; ")]

@@ -254,7 +254,7 @@ def _read_gpus(path: str) -> list[dict]:
 
 
 def cmd_placement(args) -> int:
-    from ..models import compat, device_plan
+    from ..models import compat
 
     try:
         tpl, dpl = placements_from_args(args)
@@ -271,19 +271,14 @@ def cmd_placement(args) -> int:
     if not gpus:
         print("no GPU to offload to (a CPU build, or none found): every layer runs on the CPU")
         return EXIT_OK
-    report = compat.check(args.target, args.draft, kv=kv, gpus=gpus, placement=tpl, draft_placement=dpl,
-                          n_gpu_layers=args.ngl, draft_n_gpu_layers=args.ngl, n_ctx=args.n_ctx or None)
-    if report.unreadable:
-        print(f"dflash-studio placement: {report.summary()}", file=sys.stderr)
+    from ..common.errors import UnreadableModelError
+
+    try:
+        plans, fits = compat.split_plan(args.target, args.draft, gpus, tpl, dpl, n_gpu_layers=args.ngl,
+                                        draft_n_gpu_layers=args.ngl, n_ctx=args.n_ctx or None, kv=kv)
+    except UnreadableModelError as exc:
+        print(f"dflash-studio placement: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
-    fits = report.get("split_fits")
-    ctx = args.n_ctx or (report.target.context_length if report.target else None) or 4096
-    plans = [device_plan.plan_model(args.target, tpl, gpus, n_gpu_layers=args.ngl, n_ctx=ctx, kv=(kv.k, kv.v),
-                                    name="target")]
-    if args.draft:
-        dp = dpl or (compat.default_draft_placement(args.target, tpl, gpus, args.ngl) if len(gpus) > 1 else Placement())
-        plans.append(device_plan.plan_model(args.draft, dp, gpus, n_gpu_layers=args.ngl, n_ctx=ctx, kv=(kv.k, kv.v),
-                                            name="drafter"))
     if args.json:
         json.dump({"gpus": gpus, "fits": fits.status == compat.PASS, "reason": fits.reason, "fix": fits.fix,
                    "plans": [{"model": p.name, "placement": str(p.placement), "output_device": p.output_device,

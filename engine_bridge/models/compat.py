@@ -148,40 +148,47 @@ def check(target, drafter=None, adapters=(), kv: KVTypes | None = None, *, draft
         path = a[0] if isinstance(a, tuple) else a
         checks.append(_lora(path, d))
     if gpus and t is not None and not report.unreadable:
-        checks.append(_split_fits(t, d, gpus, placement or Placement(), draft_placement, n_gpu_layers,
-                                  draft_n_gpu_layers, n_ctx, kv or KVTypes(), draft_kv or kv or KVTypes()))
+        checks.append(split_plan(t.path, d.path if d is not None else None, gpus, placement or Placement(),
+                                 draft_placement, n_gpu_layers=n_gpu_layers, draft_n_gpu_layers=draft_n_gpu_layers,
+                                 n_ctx=n_ctx, kv=kv, draft_kv=draft_kv, context_length=t.context_length)[1])
     return report
 
 
 def default_draft_placement(target, placement: Placement, gpus: list[dict], n_gpu_layers: int = -1) -> Placement:
     """All of the drafter on the GPU that holds the target's output (its features and lm_head)."""
-    plan = device_plan.plan_model(target, placement, gpus, n_gpu_layers=n_gpu_layers, n_ctx=16)
-    if plan.output_device < 0:
-        return Placement()
-    return Placement(split_mode="none", main_gpu=plan.output_device)
+    return device_plan.drafter_beside(device_plan.plan_model(target, placement, gpus, n_gpu_layers=n_gpu_layers,
+                                                             n_ctx=16))
 
 
-def _split_fits(t: ModelInfo, d: ModelInfo | None, gpus: list[dict], placement: Placement,
-                draft_placement: Placement | None, ngl: int, draft_ngl: int, n_ctx: int | None,
-                kv: KVTypes, draft_kv: KVTypes) -> Check:
-    ctx = n_ctx or t.context_length or 4096
-    try:
-        plans = [device_plan.plan_model(t.path, placement, gpus, n_gpu_layers=ngl, n_ctx=ctx,
-                                        kv=(kv.k, kv.v), name="target")]
-        if d is not None:
-            dp = draft_placement or (default_draft_placement(t.path, placement, gpus, ngl) if len(gpus) > 1
-                                     else Placement())
-            plans.append(device_plan.plan_model(d.path, dp, gpus, n_gpu_layers=draft_ngl, n_ctx=ctx,
-                                                kv=(draft_kv.k, draft_kv.v), name="drafter"))
-    except ValueError as exc:
-        return Check("split_fits", FAIL, str(exc), "choose a main GPU and tensor split for the GPUs this machine has")
+def split_fits(plans: list, gpus: list[dict], n_ctx: int) -> Check:
+    """The ``split_fits`` check over plans from device_plan.plan_pair: what each GPU would hold
+    against its free memory, with the numbers and a fix when it cannot."""
     problems = device_plan.fit_problems(plans, gpus)
-    held = "; ".join(line for p in plans for line in p.describe(gpus) if ": CPU:" not in line)
     if problems:
-        return Check("split_fits", FAIL, "; ".join(problems) + f" (context {ctx})",
+        return Check("split_fits", FAIL, "; ".join(problems) + f" (context {n_ctx})",
                      "move layers to the other GPUs with --tensor-split (e.g. 1,3), offload fewer with --ngl, or "
                      "shrink the KV cache (a smaller --n-ctx, q8_0 K/V)")
-    return Check("split_fits", PASS, f"context {ctx}: {held}")
+    held = "; ".join(line for p in plans for line in p.describe(gpus) if ": CPU:" not in line)
+    return Check("split_fits", PASS, f"context {n_ctx}: {held}")
+
+
+def split_plan(target, drafter, gpus: list[dict], placement: Placement, draft_placement: Placement | None = None, *,
+               n_gpu_layers: int = -1, draft_n_gpu_layers: int = -1, n_ctx: int | None = None,
+               kv: KVTypes | None = None, draft_kv: KVTypes | None = None,
+               context_length: int | None = None) -> tuple[list, Check]:
+    """What each GPU would hold for a pair (device_plan.plan_pair) and the ``split_fits`` check on it,
+    at ``n_ctx`` (default: the target's own context). A placement this machine cannot take is a FAIL
+    with no plans; an unreadable file raises UnreadableModelError."""
+    kv = kv or KVTypes()
+    draft_kv = draft_kv or kv
+    ctx = n_ctx or context_length or inspect_model(target).context_length or 4096
+    try:
+        plans = device_plan.plan_pair(target, drafter, gpus, placement, draft_placement, n_gpu_layers=n_gpu_layers,
+                                      draft_n_gpu_layers=draft_n_gpu_layers, n_ctx=ctx, kv=(kv.k, kv.v),
+                                      draft_kv=(draft_kv.k, draft_kv.v))
+    except ValueError as exc:
+        return [], Check("split_fits", FAIL, str(exc), "choose a main GPU and tensor split for the GPUs this machine has")
+    return plans, split_fits(plans, gpus, ctx)
 
 
 # --------------------------------------------------------------------------------------------

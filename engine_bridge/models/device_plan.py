@@ -166,6 +166,26 @@ def plan_model(path: str | Path, placement: Placement, gpus: list[dict], *, n_gp
     return ModelPlan(name or Path(path).name, placement, holdings, out_dev)
 
 
+def drafter_beside(target_plan: ModelPlan) -> Placement:
+    """All of a drafter on the GPU that holds the target's output (its features and lm_head)."""
+    if target_plan.output_device < 0:
+        return Placement()
+    return Placement(split_mode="none", main_gpu=target_plan.output_device)
+
+
+def plan_pair(target, drafter, gpus: list[dict], placement: Placement, draft_placement: Placement | None = None, *,
+              n_gpu_layers: int = -1, draft_n_gpu_layers: int = -1, n_ctx: int = 4096,
+              kv: tuple[str, str] = ("f16", "f16"), draft_kv: tuple[str, str] | None = None) -> list[ModelPlan]:
+    """The target's plan and, with a drafter, the drafter's: under ``draft_placement``, or (None)
+    beside the target's output when there are several GPUs. Each file is planned once."""
+    plans = [plan_model(target, placement, gpus, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx, kv=kv, name="target")]
+    if drafter is not None:
+        dp = draft_placement or (drafter_beside(plans[0]) if len(gpus) > 1 else Placement())
+        plans.append(plan_model(drafter, dp, gpus, n_gpu_layers=draft_n_gpu_layers, n_ctx=n_ctx,
+                                kv=draft_kv or kv, name="drafter"))
+    return plans
+
+
 def fit_problems(plans: list[ModelPlan], gpus: list[dict], margin: int = MARGIN_BYTES) -> list[str]:
     """Per GPU, what the plans put there against its free memory: one sentence per GPU that
     cannot hold it, with the numbers."""
