@@ -24,12 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from .config import EngineConfig, GenerationSettings
 from ..common.placement import Placement
 from .drafter import Drafter
 from ..common.errors import ContextOverflowError, IncompatiblePairError
 from .file_pin import FilePin, ModelChangedError, pin
 from .generation import Generation
+from . import tree as tree_mod
 from . import context_size, llama_log
 from .llama_ffi import C
 from .native import Batch, Context, Model
@@ -44,14 +47,33 @@ class TargetSnapshot:
 
 
 def offload_gpus(config: EngineConfig) -> list[dict]:
-    """The GPUs this build offloads to (none on a CPU build or with --ngl 0)."""
+    """The devices this engine offloads to, in the order the layers are spread over them: the RPC
+    servers' devices first (llama.cpp's default order), then this machine's GPUs (none on a CPU
+    build or with --ngl 0)."""
     if config.n_gpu_layers == 0 and config.draft_n_gpu_layers == 0:
         return []
     from . import llama_ffi
 
+    remote = []
+    if config.rpc_servers:
+        from . import rpc
+
+        remote = [d.as_gpu() for d in rpc.devices(config.rpc_servers)]
     if llama_ffi.build_info().get("backend", "cpu") == "cpu":
-        return []
-    return llama_ffi.gpus()
+        return remote
+    return remote + llama_ffi.gpus()
+
+
+def device_handles(config: EngineConfig) -> list[int] | None:
+    """The explicit device list for llama.cpp when RPC servers are configured (registering them:
+    from here on a lost server aborts this process); None: llama.cpp's own default."""
+    if not config.rpc_servers:
+        return None
+    from . import llama_ffi, rpc
+
+    remote = rpc.register(config.rpc_servers)
+    local = [] if llama_ffi.build_info().get("backend", "cpu") == "cpu" else llama_ffi.local_gpu_handles()
+    return remote + local
 
 
 def draft_placement(config: EngineConfig, gpus: list[dict]) -> Placement:
@@ -89,6 +111,7 @@ class Engine:
         self.target_ctx = target_ctx
         self.target_batch = Batch(target_ctx)
         self.drafter: Drafter | None = None
+        self.devices: list[int] | None = None    # the explicit device list (RPC servers configured)
         self.draft_placement: Placement | None = None    # set when the first drafter is attached
         self.report = report
         self.kv: list[int] = []
@@ -101,6 +124,9 @@ class Engine:
         self.tree_max_nodes = int(C.llama_n_seq_max(target_ctx.ptr)) if ok else 0
         self.tree_capable = ok and self.tree_max_nodes > 1
         self.tree_reason = reason if not ok else ("" if self.tree_capable else "the context has one sequence")
+        #: keep each tree step's verify batch in the result (GenerationResult.verify_batches): what a
+        #: losslessness check replays a parting in (near_tie.parting); off for chat and bench
+        self.record_verify = False
         self.calibration = None     # calibration.CostTable: step costs on this machine (auto mode)
         self.auto_policy = None     # auto_mode.AutoPolicy: the pair's running commit lengths
 
@@ -121,8 +147,9 @@ class Engine:
         say(f"loading target {config.target.name}")
         if "target" in pins:
             pins["target"].verify()
+        devices = device_handles(config)
         gpus = offload_gpus(config) if config.draft is not None else []
-        target = Model(config.target, config.n_gpu_layers, config.target_placement)
+        target = Model(config.target, config.n_gpu_layers, config.target_placement, devices)
         try:
             if "target" in pins:
                 pins["target"].verify()
@@ -141,6 +168,7 @@ class Engine:
             target.free()
             raise
         eng = cls(config, target, ctx, report)
+        eng.devices = devices
         if config.draft is not None:
             eng.draft_placement = draft_placement(config, gpus)
             say(f"loading drafter {config.draft.name}")
@@ -158,7 +186,7 @@ class Engine:
             pinned.verify()
         if self.draft_placement is None:
             self.draft_placement = draft_placement(self.config, offload_gpus(self.config))
-        drafter = Drafter(path, self.config, self.target_ctx, self.draft_placement)
+        drafter = Drafter(path, self.config, self.target_ctx, self.draft_placement, self.devices)
         if pinned is not None:
             try:
                 pinned.verify()
@@ -295,6 +323,60 @@ class Engine:
             self.kv.extend(span)
         return self.target_ctx.logits(1)[0].copy()
 
+    def replay_verify(self, prompt_tokens: list[int], generated: list[int], batches) -> np.ndarray:
+        """The target's logits for the committed rows of the last of ``batches``, recorded tree
+        verify batches (records.VerifyBatch, in run order): each decoded as the run decoded it --
+        the same tokens, positions and sequence sets in one batch -- and trimmed to its accepted
+        path as the run trimmed it (tree.keep_path), over the prompt prefilled as a request does.
+        Tokens of ``generated`` that no batch covers (a chain step's) are decoded one per decode.
+
+        Given one batch, the prefix before it is written as the target alone writes it; given the
+        run's batches up to it, the cache is rebuilt as the run left it (the K/V its earlier batches
+        wrote, sibling cells dropped): what the target reads there, with no drafter involved, tells
+        whether a parting is the target's own pick under that batching. Leaves the KV empty."""
+        batches = list(batches)
+        if not batches:
+            raise ValueError("no verify batch to replay")
+        tctx, b = self.target_ctx, self.target_batch
+        tctx.set_backend_greedy(False)
+        toks = list(prompt_tokens) + list(generated)
+        seqs = 1
+        try:
+            self._prefill(list(prompt_tokens[:-1]), need_features=False)
+            for n, vb in enumerate(batches):
+                if len(toks) <= vb.pos or toks[vb.pos] != vb.last:
+                    raise ValueError(f"batch {n} opens with token {vb.last} at {vb.pos}; the tokens disagree")
+                bad = vb.problems()
+                if bad:
+                    raise ValueError(f"batch {n} is not a well-formed tree: {'; '.join(bad[:3])}")
+                if vb.n_seqs > self.tree_max_nodes:
+                    raise ValueError(f"a batch uses {vb.n_seqs} sequences; this context has {self.tree_max_nodes}")
+                for tok in toks[len(self.kv):vb.pos]:          # tokens no recorded batch wrote
+                    b.clear()
+                    b.add_token(tok, len(self.kv), 0, True)
+                    tctx.process(b)
+                    self.kv.append(tok)
+                for seq in range(seqs, vb.n_seqs):            # as Generation._add_tree_seqs
+                    tctx.seq_cp(0, seq, -1, -1)
+                seqs = max(seqs, vb.n_seqs)
+                b.clear()
+                b.add_token_seqs(vb.last, vb.pos, list(range(seqs)), True)
+                for tok, dep, sq in zip(vb.tokens, vb.depth, vb.seqs):
+                    b.add_token_seqs(tok, vb.pos + 1 + dep, list(sq), True)
+                tctx.process(b)
+                tctx.synchronize()
+                if n == len(batches) - 1:
+                    rows = tctx.logits(len(vb.tokens) + 1)
+                    return np.array([rows[r] for r in vb.rows])
+                keep = len(vb.rows)
+                win = vb.seqs[vb.rows[-1] - 1][0] if keep > 1 else None
+                n_leaves = 1 + max((max(sq) for sq in vb.seqs if sq), default=0)
+                tree_mod.keep_path(tctx, vb.pos, keep, win, n_leaves, range(seqs))
+                self.kv = toks[:vb.pos + keep]
+        finally:
+            tctx.seq_keep(0)
+            self.reset()
+
     def _set_extraction(self, on: bool) -> None:
         if self.drafter is not None and on != self._extracting:
             self.drafter.enable_extraction(self.target_ctx, on)
@@ -415,12 +497,20 @@ class Engine:
             "n_ctx": self.target_ctx.n_ctx, "n_vocab": self.target.n_vocab,
             "target_kv": str(self.config.target_kv), "flash_attn": self.config.flash_attn,
         }
+        from . import llama_ffi
+
+        d["target_devices"] = llama_ffi.model_devices(self.target.ptr)
+        if self.config.rpc_servers:
+            from . import rpc
+
+            d["rpc_devices"] = [rpc.describe_device(dev) for dev in rpc.devices(self.config.rpc_servers)]
         if self.drafter is not None:
             dr = self.drafter
             d.update(draft=str(dr.path), draft_params=dr.model.n_params, block_size=dr.block_size,
                      max_draft=dr.max_draft, target_layers=dr.target_layers, mask_token=dr.mask_token,
                      dspark=dr.is_dspark, draft_kv=str(self.config.draft_kv),
-                     adapters=[(str(a.path), s) for a, s in dr.adapters])
+                     adapters=[(str(a.path), s) for a, s in dr.adapters],
+                     draft_devices=llama_ffi.model_devices(dr.model.ptr))
         return d
 
     def close(self) -> None:

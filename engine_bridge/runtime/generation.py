@@ -33,7 +33,7 @@ from .detok import StreamingDetokenizer
 from ..common.errors import ContextOverflowError, UnsupportedSettingError
 from .native import Context, Sampler
 from . import tree as tree_mod
-from .records import FROM_DRAFT, FROM_TARGET, GenerationResult, RunSummary, StepRecord, TokenEvent
+from .records import FROM_DRAFT, FROM_TARGET, GenerationResult, RunSummary, StepRecord, TokenEvent, VerifyBatch
 
 now = time.perf_counter
 
@@ -68,6 +68,7 @@ class Generation:
         # tree steps: one KV sequence per leaf, each holding the whole committed prefix (see tree.py);
         # the tree run's sequences are added after prefill
         self.tree_seqs, self.all_seqs = 1, [0]
+        self.verify_batches: list[VerifyBatch] = []
 
     def _effective_budget(self) -> tuple[int, str]:
         s, d = self.s, self.e.drafter
@@ -137,7 +138,7 @@ class Generation:
             budget_requested=s.budget if s.mode != "ar" else 0, budget_effective=self.budget,
             budget_note=self.budget_note, finish_reason=self.finish, verify_mode=self.mode)
         return GenerationResult(text="".join(self.text_parts), tokens=self.tokens, sources=self.sources,
-                                steps=self.steps, summary=summary)
+                                steps=self.steps, summary=summary, verify_batches=self.verify_batches)
 
     def _step_function(self):
         """What runs each step (auto mode's subclass picks per step)."""
@@ -395,24 +396,22 @@ class Generation:
         t_accept = now() - ta
         native += t_accept
 
+        first = len(self.tokens)
         n_commit, done = self._commit(chosen, len(path), len(self.steps), t0)
         keep = n_commit                     # rows kept: the root and the first keep-1 path nodes
+        if e.record_verify:
+            self.verify_batches.append(VerifyBatch(
+                first=first, pos=pos, last=last, n_seqs=len(self.all_seqs), tokens=tuple(int(t) for t in tr.tokens),
+                depth=tuple(int(x) for x in tr.depth), seqs=tuple(tuple(int(q) for q in st) for st in sets),
+                rows=tuple([0] + [n + 1 for n in path])[:n_commit]))
 
         # 4. keep the winning branch only, in every sequence: drop what lies deeper than the kept
         # path, then the other branches' cells beside it (they hold no sequence of the winning
         # leaf), then give the path's cells to every sequence again
         tt = now()
         kept_nodes = path[: max(0, keep - 1)]
-        tctx.seq_rm(-1, pos + keep, -1)
-        if kept_nodes:
-            win = sets[kept_nodes[-1]][0]
-            p0, p1 = pos + 1, pos + keep
-            for seq in range(tr.n_leaves):
-                if seq != win:
-                    tctx.seq_rm(seq, p0, p1)
-            for seq in self.all_seqs:
-                if seq != win:
-                    tctx.seq_cp(win, seq, p0, p1)
+        tree_mod.keep_path(tctx, pos, keep, sets[kept_nodes[-1]][0] if kept_nodes else None, tr.n_leaves,
+                           self.all_seqs)
         t_trim = now() - tt
 
         # 5. inject only the accepted path's features

@@ -89,15 +89,31 @@ def tolerance_for(engine) -> float:
     return NEAR_TIE if ftype in _FLOAT_FTYPES else NEAR_TIE_QUANT
 
 
+def batches_upto(verify_batches, k: int) -> list:
+    """The recorded tree verify batches (records.VerifyBatch) up to and including the one whose
+    commit holds token ``k``; empty when no batch committed it (a chain or AR step did)."""
+    out = []
+    for vb in verify_batches or ():
+        out.append(vb)
+        if vb.first <= k < vb.first + len(vb.rows):
+            return out
+    return []
+
+
 def replay_gaps(engine, prompt_tokens: list[int], reference: list[int], produced: list[int], k: int,
-                rows=REPLAY_ROWS, ar_logits=None, start=None) -> dict[str, float]:
+                rows=REPLAY_ROWS, ar_logits=None, start=None, verify_batches=()) -> dict[str, float]:
     """At a parting ``k`` (both lists hold a token there), the target's logit gap between the AR
     token and the speculative one, with the AR tokens up to ``k`` decoded in batches of each of
     ``rows`` ("b8": eight-row batches ending at the parting row) and with the parting row first in
     a verify-shaped batch followed by the speculative run's own next tokens ("v8"), as a chain or
     tree verify decodes it, with the whole prefix in one batch ("w"), and with the prompt prefilled
     in two pieces ("p50", "p75"), as a request that reuses a cached prefix does. Each shape is one
-    replay from an empty cache; the engine's KV is left empty. ``ar_logits``: the one-row ("b1")
+    replay from an empty cache; the engine's KV is left empty. With ``verify_batches`` (a tree run's
+    recorded batches up to the one that committed token k), also "tree": that exact batch -- its
+    sibling branches, positions and sequence sets -- decoded over the AR-written prefix, and "run":
+    the run's batches replayed in order, each trimmed to its path, so the cache holds the K/V the
+    run's own batches wrote (Engine.replay_verify).
+    ``ar_logits``: the one-row ("b1")
     replay's logits when the caller already has them (``parting`` reads its margin there).
     ``start`` puts the engine in the state each replay begins from (default: an empty cache)."""
     pt, hist = list(prompt_tokens), list(reference[:k])
@@ -125,12 +141,20 @@ def replay_gaps(engine, prompt_tokens: list[int], reference: list[int], produced
         if n > 1:
             gap(f"v{n}", lambda: engine.replay_logits(pt, hist, n, follow=list(produced[k:k + n - 1]),
                                                       history_rows=n))
+    if verify_batches:
+        # the tree step's own batch over the AR-written prefix, then the run's batches up to it
+        vbs = list(verify_batches)
+        vb = vbs[-1]
+        gap("tree", lambda: engine.replay_verify(pt, produced, [vb])[k - vb.first])
+        if len(vbs) > 1:
+            gap("run", lambda: engine.replay_verify(pt, produced, vbs)[k - vb.first])
     engine.reset()
     return gaps
 
 
 def parting(engine, prompt_tokens: list[int], reference: list[int], produced: list[int],
-            tolerance: float | None = None, replay: bool = False, start=None) -> Parting | None:
+            tolerance: float | None = None, replay: bool = False, start=None,
+            verify_batches=()) -> Parting | None:
     """Where ``produced`` parts from the autoregressive ``reference`` and how sure the target was
     there (a replay of the AR run up to the parting; it resets the engine's KV). None when equal.
 
@@ -144,7 +168,12 @@ def parting(engine, prompt_tokens: list[int], reference: list[int], produced: li
     ``start`` puts the engine in the state every replay begins from instead of an empty cache:
     e.g. ``Engine.restore_target`` of a snapshot taken before the run, when ``reference`` is what
     the target alone committed from there (a request that reuses a cached prefix is decoded over
-    K/V that earlier requests wrote)."""
+    K/V that earlier requests wrote).
+
+    ``verify_batches``: a tree run's recorded verify batches (GenerationResult.verify_batches, kept
+    with ``Engine.record_verify``); the batch that committed the parting token is replayed as it was
+    ("tree" in the gaps), since a tree verify's rows sit among sibling branches that no linear
+    replay rebuilds."""
     k = first_divergence(reference, produced)
     if k is None:
         return None
@@ -158,5 +187,6 @@ def parting(engine, prompt_tokens: list[int], reference: list[int], produced: li
     margin = top2_margin(ar_logits)
     gaps = None
     if replay and margin >= tol and k < len(reference) and k < len(produced):
-        gaps = replay_gaps(engine, prompt_tokens, reference, produced, k, ar_logits=ar_logits, start=start)
+        gaps = replay_gaps(engine, prompt_tokens, reference, produced, k, ar_logits=ar_logits, start=start,
+                           verify_batches=batches_upto(verify_batches, k))
     return Parting(k, margin, tol, gaps)

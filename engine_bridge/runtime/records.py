@@ -65,6 +65,51 @@ class StepRecord:
         return d
 
 
+@dataclass(frozen=True)
+class VerifyBatch:
+    """One tree step's verify decode, as it was sent to llama.cpp: row 0 is ``last`` at ``pos`` in
+    every sequence, row i+1 is ``tokens[i]`` at ``pos + 1 + depth[i]`` in sequences ``seqs[i]``.
+    Kept so that a parting can be judged in the very batch that made it (near_tie.parting)."""
+
+    first: int                          # index (in the generation) of the first token this step committed
+    pos: int
+    last: int
+    n_seqs: int
+    tokens: tuple[int, ...]
+    depth: tuple[int, ...]
+    seqs: tuple[tuple[int, ...], ...]
+    rows: tuple[int, ...]               # the rows whose target picks were committed, in order
+
+    def problems(self) -> list[str]:
+        """What keeps this batch from being a tree whose rows see their ancestors only: in one
+        unified cache a row attends to the cells that share a sequence with it, so each node's
+        sequences must lie within its parent's, siblings' must be disjoint, and the committed rows
+        must follow one root-to-leaf path. Checked before a replay is trusted (near_tie)."""
+        out = []
+        root = frozenset(range(self.n_seqs))
+        sets = [frozenset(s) for s in self.seqs]
+        if not (len(self.tokens) == len(self.depth) == len(sets)):
+            return [f"{len(self.tokens)} tokens, {len(self.depth)} depths, {len(sets)} sequence sets"]
+        parent = []
+        for i, (d, st) in enumerate(zip(self.depth, sets)):
+            if not st or not st <= root:
+                out.append(f"node {i}: sequences {sorted(st)} not within 0..{self.n_seqs - 1}")
+            ups = [-1] if d == 0 else [j for j in range(len(sets)) if self.depth[j] == d - 1 and st <= sets[j]]
+            if len(ups) != 1:
+                out.append(f"node {i} (depth {d}): {len(ups)} parents")
+            parent.append(ups[0] if ups else None)
+            for j in range(i):
+                if self.depth[j] == d and parent[j] == parent[i] and sets[j] & st:
+                    out.append(f"nodes {j} and {i}: siblings sharing sequences {sorted(sets[j] & st)}")
+        prev = -1
+        for r in self.rows[1:]:
+            if not 1 <= r <= len(sets) or parent[r - 1] != prev:
+                out.append(f"committed row {r} does not continue the path after node {prev}")
+                break
+            prev = r - 1
+        return out
+
+
 @dataclass
 class RunSummary:
     mode: str
@@ -119,6 +164,8 @@ class GenerationResult:
     sources: list[str]
     steps: list[StepRecord] = field(default_factory=list)
     summary: RunSummary | None = None
+    #: tree steps' verify batches, when the engine was asked to keep them (``Engine.record_verify``)
+    verify_batches: list["VerifyBatch"] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {

@@ -192,3 +192,20 @@ def build_tree(tokens: np.ndarray, logp: np.ndarray, budget: int, chain_len: int
         if d + 1 < n_pos:
             push(sc + lp[d + 1][0], d + 1, 0, node)
     return tree
+
+
+def keep_path(tctx, pos: int, keep: int, win: int | None, n_leaves: int, all_seqs) -> None:
+    """After a tree verify at ``pos``: keep the root and the first ``keep - 1`` nodes of the
+    accepted path in the target's cache, in every sequence. Drops what lies deeper than the kept
+    path, then the other branches' cells beside it (they hold no sequence of the winning leaf
+    ``win``), then gives the path's cells to every sequence again. ``win`` None: only the root kept."""
+    tctx.seq_rm(-1, pos + keep, -1)
+    if win is None:
+        return
+    p0, p1 = pos + 1, pos + keep
+    for seq in range(n_leaves):
+        if seq != win:
+            tctx.seq_rm(seq, p0, p1)
+    for seq in all_seqs:
+        if seq != win:
+            tctx.seq_cp(win, seq, p0, p1)

@@ -19,13 +19,14 @@ LONG_PROMPT = " ".join(f"token{i} and" for i in range(120))
 
 
 def assert_lossless(engine, prompt, reference: list[int], produced: list[int], what: str = "",
-                    tol: float = NEAR_TIE, replay: bool = True) -> None:
+                    tol: float = NEAR_TIE, replay: bool = True, verify_batches=()) -> None:
     """``produced`` must equal the autoregressive ``reference``, except that both may part at a
     floating-point near-tie of the target's own logits, or where the target itself, replayed in one
     of the verify's batch shapes, picks what ``produced`` holds (near_tie.replay_gaps); then the
     shared prefix is what counts."""
     prompt_tokens = engine.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
-    part = near_tie.parting(engine, prompt_tokens, reference, produced, tolerance=tol, replay=replay)
+    part = near_tie.parting(engine, prompt_tokens, reference, produced, tolerance=tol, replay=replay,
+                            verify_batches=verify_batches)
     assert part is None or part.near_tie, (
         f"{what}: speculative output differs at token {part.index} "
         f"({produced[part.index] if part.index < len(produced) else 'end'} vs "

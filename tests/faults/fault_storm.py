@@ -86,7 +86,8 @@ def storm_prompts(n: int = 4, chars: int = 240) -> list[str]:
 
 
 def _check_prefix(eng: Engine, prompt: str, reference: list[int], produced: list[int], tol: float,
-                  what: str = "storm run", before: TargetSnapshot | None = None, reused: int = 0) -> str | None:
+                  what: str = "storm run", before: TargetSnapshot | None = None, reused: int = 0,
+                  verify_batches=()) -> str | None:
     if len(produced) > len(reference):
         return f"{len(produced)} tokens, more than the reference's {len(reference)}"
     if produced == reference[:len(produced)]:
@@ -107,15 +108,17 @@ def _check_prefix(eng: Engine, prompt: str, reference: list[int], produced: list
     # single-token reference's, and that history (not the cancels) moves a near-tie's margin.
     eng.reset()
     try:
-        assert_lossless(eng, prompt, reference[:len(produced)], produced, what, tol=tol)
+        assert_lossless(eng, prompt, reference[:len(produced)], produced, what, tol=tol, verify_batches=verify_batches)
         return None
     except AssertionError as exc:
         why = str(exc)
     if before is not None:
         # the parting judged from the same cache state: the margin of the target alone there, and
-        # its picks when the tokens are replayed in the verify's batch shapes over that cache
+        # its picks when the tokens are replayed in the verify's batch shapes over that cache --
+        # a tree run's in the very verify batch that committed the parting token
         part = near_tie.parting(eng, eng.tokenize(prompt), again[:len(produced)], produced, tolerance=tol,
-                                replay=True, start=lambda: eng.restore_target(before, keep=reused))
+                                replay=True, start=lambda: eng.restore_target(before, keep=reused),
+                                verify_batches=verify_batches)
         eng.reset()
         if part is None or part.near_tie:
             return None
@@ -135,6 +138,7 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
     t0 = time.monotonic()
     cfg = EngineConfig(target=target, draft=drafter, n_ctx=1024, n_batch=256, n_ubatch=64, n_threads=n_threads)
     with Engine.load(cfg) as eng:
+        eng.record_verify = True    # a tree run's parting is judged in the verify batch that made it
         # The target alone, per prompt: what every greedy run must be a prefix of.
         reference = {}
         for p in prompts:
@@ -198,7 +202,7 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
             res.completed += reason != "cancelled"
             if settings.greedy:
                 why = _check_prefix(eng, prompt, reference[prompt], r.tokens, near_tie, before=before,
-                                    reused=r.summary.n_prompt_reused)
+                                    reused=r.summary.n_prompt_reused, verify_batches=r.verify_batches)
                 res.prefix_checked += 1
                 if why:
                     res.failures.append(f"run {i} ({mode}, {reason}): {why}")

@@ -149,3 +149,42 @@ def test_replayed_shapes_reproduce_ar_and_judge_a_forced_parting(tiny_engine, ar
     assert not near_tie.Parting(3, 5.0, 0.1, {"b1": 0.4, "v8": 0.3}).near_tie
     # and one whose lead under some replayed history is below the tolerance
     assert near_tie.Parting(3, 5.0, 0.1, {"b1": 0.12, "w": 0.09}).near_tie
+
+
+def test_recorded_tree_batches_replay_to_the_runs_own_picks(tiny_engine):
+    """Engine.record_verify keeps every tree step's verify batch; replaying the run's batches in
+    order (the target alone, no drafter) gives, at each step's committed rows, the very tokens the
+    run committed -- the replay rebuilds what the run's target read. A batch whose sequence sets
+    would let a row see a sibling is refused, not replayed."""
+    import dataclasses
+
+    prompt = tiny_engine.tokenize(PROMPT)
+    tiny_engine.reset()
+    tiny_engine.record_verify = True
+    try:
+        run = tiny_engine.generate(PROMPT, GenerationSettings(mode="tree", budget=12, max_tokens=24, stop_at_eog=False))
+    finally:
+        tiny_engine.record_verify = False
+    vbs = run.verify_batches
+    assert vbs and vbs[0].first == 0 and all(not vb.problems() for vb in vbs)
+    assert sum(len(vb.rows) for vb in vbs) <= len(run.tokens)
+    assert any(len(vb.rows) > 1 for vb in vbs), "no step accepted a draft: the path replay went untested"
+    for n in (0, len(vbs) // 2, len(vbs) - 1):
+        rows = tiny_engine.replay_verify(prompt, run.tokens, vbs[:n + 1])
+        picks = [int(np.argmax(r)) for r in rows]
+        assert picks == run.tokens[vbs[n].first:vbs[n].first + len(vbs[n].rows)], f"step {n}"
+    # the engine is left empty and usable
+    assert tiny_engine.kv == []
+    # nothing is recorded unless asked (chat and bench runs keep no batches)
+    tiny_engine.reset()
+    assert tiny_engine.generate(PROMPT, GenerationSettings(mode="tree", budget=12, max_tokens=8)).verify_batches == []
+    # a malformed batch: two siblings sharing a sequence (a row would see its sibling's cell)
+    vb = next(v for v in vbs if sum(1 for d in v.depth if d == 0) >= 2)
+    firsts = [i for i, d in enumerate(vb.depth) if d == 0][:2]
+    seqs = list(vb.seqs)
+    seqs[firsts[1]] = tuple(sorted(set(seqs[firsts[1]]) | {seqs[firsts[0]][0]}))
+    bad = dataclasses.replace(vb, seqs=tuple(seqs))
+    assert any("siblings sharing" in p for p in bad.problems())
+    with pytest.raises(ValueError, match="not a well-formed tree"):
+        tiny_engine.replay_verify(prompt, run.tokens, [bad])
+    assert tiny_engine.kv == []
