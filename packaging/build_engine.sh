@@ -53,6 +53,9 @@ if [ "$backend" = auto ]; then
 fi
 
 flags="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
+# RPC devices (issue 18): libggml-rpc.so ships beside libllama and registers itself. RDMA stays off:
+# CMake turns it on where libibverbs is found and the wheel would then fail to load where it is not.
+flags="$flags -DGGML_RPC=ON -DGGML_RPC_RDMA=OFF"
 if [ "$backend" = cuda ]; then
   if [ -z "$ARCH" ]; then
     # Detected from the GPUs present: compute capability 9.0 -> 90.

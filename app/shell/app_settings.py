@@ -50,6 +50,7 @@ class StudioSettings:
     tensor_split: str = ""                     # "3,1": shares per GPU ('' = by free memory)
     main_gpu: int = 0
     draft_gpu: int = -1
+    rpc_servers: str = ""                      # "host:port,host:port": llama.cpp RPC servers (their devices first)
     # generation (applies to the next request)
     mode: str = "chain"
     budget: int = 15
@@ -78,7 +79,16 @@ class StudioSettings:
             draft_kv=KVTypes(self.draft_k, self.draft_v),
             adapters=tuple((Path(p), float(s)) for p, s in self.adapters),
             target_placement=self.target_placement(),
-            draft_placement=None if self.draft_gpu < 0 else Placement(split_mode="none", main_gpu=self.draft_gpu))
+            draft_placement=None if self.draft_gpu < 0 else Placement(split_mode="none", main_gpu=self.draft_gpu),
+            rpc_servers=self.rpc_endpoints())
+
+    def rpc_endpoints(self) -> tuple[str, ...]:
+        from engine_bridge.runtime.rpc import parse_endpoints
+
+        try:
+            return parse_endpoints(self.rpc_servers)
+        except ValueError:
+            return ()      # a hand-edited value the panel would not accept: no servers
 
     def target_placement(self) -> Placement:
         try:

@@ -13,9 +13,10 @@ asks it through ``kv_verdict(which, k, v, flash_attn)``.
 from __future__ import annotations
 
 import importlib.util
+import threading
 from typing import Callable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QFrame, QGroupBox, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
@@ -49,6 +50,7 @@ KVVerdict = Callable[[str, str, str, str], tuple[str, str]]
 class SettingsPanel(QScrollArea):
     changed = Signal(object)           # StudioSettings
     applyRequested = Signal()          # the banner's button: reload or swap, as the banner says
+    rpcProbed = Signal(object)         # (endpoints, devices, problems) from the probe thread
 
     def __init__(self, settings: StudioSettings, parent=None):
         super().__init__(parent)
@@ -123,7 +125,7 @@ class SettingsPanel(QScrollArea):
         lf.addRow("Drafter V cache", self.kv[("drafter", "v")])
 
         # -- several GPUs: llama.cpp's split of the target, the drafter's GPU, and what each GPU holds
-        gpu = QGroupBox("Several GPUs (a change needs a reload)", body)
+        gpu = QGroupBox("Several GPUs and RPC servers (a change needs a reload)", body)
         uf = QFormLayout(gpu)
         self.split_mode = QComboBox(gpu, objectName="splitModeCombo")
         for mode, label in (("layer", "layer (whole layers per GPU)"), ("row", "row (rows of each matrix)"),
@@ -136,6 +138,11 @@ class SettingsPanel(QScrollArea):
         self.draft_gpu = _spin(gpu, "draftGpuSpin", -1, MAX_DEVICES - 1,
                                "the drafter's GPU; -1: the one holding the target's output (its features come from there)")
         self.draft_gpu.setSpecialValueText("beside the target's output")
+        self.rpc_edit = QLineEdit(gpu, objectName="rpcServersEdit")
+        self.rpc_edit.setPlaceholderText("none (host:port, ...)")
+        self.rpc_edit.setToolTip("llama.cpp RPC servers (`dflash-studio rpc-server` on each machine): their devices "
+                                 "take layers first, before this machine's GPUs; the engine then runs in a child "
+                                 "process, so a lost server ends it, not the app")
         self.split_error = QLabel("", gpu, objectName="splitError")
         self.split_error.setStyleSheet("color: #b00020;")
         self.split_error.setWordWrap(True)
@@ -147,10 +154,16 @@ class SettingsPanel(QScrollArea):
         uf.addRow("Tensor split", self.tensor_split)
         uf.addRow("Main GPU", self.main_gpu)
         uf.addRow("Drafter GPU", self.draft_gpu)
+        uf.addRow("RPC servers", self.rpc_edit)
         uf.addRow(self.split_error)
         uf.addRow(self.devices_view)
         #: the GPUs to plan over: this build's (engine_bridge), replaceable where there are none to show
         self.gpu_source: Callable[[], list[dict]] = _offload_gpus
+        #: the RPC servers' devices from the last probe (off the UI thread: a host may take seconds)
+        self.rpc_devices: list[dict] = []
+        self.rpc_problems: list[str] = []
+        self._rpc_probed_for: tuple[str, ...] | None = None
+        self.rpcProbed.connect(self._on_rpc_probed)
 
         # -- drafter variant
         var = QGroupBox("Drafter", body)
@@ -174,6 +187,7 @@ class SettingsPanel(QScrollArea):
                   self.draft_gpu):
             w.valueChanged.connect(self._edited)
         self.tensor_split.editingFinished.connect(self._edited)
+        self.rpc_edit.editingFinished.connect(self._edited)
         for w in (self.temperature, self.top_p):
             w.valueChanged.connect(self._edited)
         for w in (self.mode, self.flash_attn, self.variant, self.split_mode, *self.kv.values()):
@@ -202,6 +216,7 @@ class SettingsPanel(QScrollArea):
             self.tensor_split.setText(s.tensor_split)
             self.main_gpu.setValue(s.main_gpu)
             self.draft_gpu.setValue(s.draft_gpu)
+            self.rpc_edit.setText(s.rpc_servers)
             self._fill_variants()
         finally:
             self._updating = False
@@ -211,16 +226,20 @@ class SettingsPanel(QScrollArea):
     def refresh_devices(self) -> None:
         """Each GPU's memory and what the target and drafter would hold there (from their GGUF
         headers, under the panel's split), with the pairing check's verdict when it cannot fit."""
+        endpoints = self.settings.rpc_endpoints()
+        if endpoints != self._rpc_probed_for:
+            self._probe_rpc(endpoints)      # answers through rpcProbed, which refreshes again
         try:
-            gpus = self.gpu_source()
+            gpus = self.rpc_devices + self.gpu_source()
         except Exception as exc:  # noqa: BLE001 - the device list is advice; the app stays up
             self.devices_view.setText(f"GPUs: not read ({exc})")
             return
         if not gpus:
-            self.devices_view.setText("No GPU to offload to: every layer runs on the CPU.")
+            self.devices_view.setText("\n".join(self.rpc_problems + ["No GPU to offload to: every layer runs on the CPU."]))
             return
         lines = [f"GPU{i}  {g.get('description') or g.get('name')}: {g['memory_free'] / 2**30:.2f} GiB free of "
                  f"{g.get('memory_total', g['memory_free']) / 2**30:.2f}" for i, g in enumerate(gpus)]
+        lines += self.rpc_problems
         s = self.settings
         if s.target:
             # the split check alone (device_plan over the two GGUF headers), not the whole pairing check
@@ -240,6 +259,35 @@ class SettingsPanel(QScrollArea):
                 if fits.fix:
                     lines.append("  -> " + fits.fix)
         self.devices_view.setText("\n".join(lines))
+
+    def _probe_rpc(self, endpoints: tuple[str, ...]) -> None:
+        self._rpc_probed_for = endpoints
+        if not endpoints:
+            self.rpc_devices, self.rpc_problems = [], []
+            return
+        self.rpc_problems = [f"{ep}: asking ..." for ep in endpoints]
+
+        def work():
+            from engine_bridge.runtime import rpc
+
+            devices, problems = [], []
+            for ep in endpoints:
+                try:
+                    devices += [d.as_gpu() for d in rpc.probe(ep, timeout=2.0).devices]
+                except rpc.RpcError as exc:
+                    busy = " (a pair loaded on it holds the server)" if exc.reason == "busy" else ""
+                    problems.append(f"{ep}: {exc.reason}{busy}: {exc}")
+            self.rpcProbed.emit((endpoints, devices, problems))     # queued to the UI thread
+
+        threading.Thread(target=work, name="rpc-probe", daemon=True).start()
+
+    @Slot(object)
+    def _on_rpc_probed(self, answer) -> None:
+        endpoints, devices, problems = answer
+        if endpoints != self._rpc_probed_for:
+            return      # an older probe, overtaken by an edit
+        self.rpc_devices, self.rpc_problems = devices, problems
+        self.refresh_devices()
 
     def set_variants(self, variants: list[tuple[str, str, list]]) -> None:
         """Drafter choices: (label, draft_variant path or '' for the base, adapters [[path, scale]])."""
@@ -317,6 +365,15 @@ class SettingsPanel(QScrollArea):
             split_text = self.settings.tensor_split
         else:
             self.split_error.hide()
+        rpc_text = self.rpc_edit.text().strip()
+        try:
+            from engine_bridge.runtime.rpc import parse_endpoints
+
+            parse_endpoints(rpc_text)
+        except ValueError as exc:
+            self.split_error.setText(str(exc))
+            self.split_error.show()
+            rpc_text = self.settings.rpc_servers
         s = self.settings.replace(
             mode=self.mode.currentData(), budget=self.budget.value(), temperature=self.temperature.value(),
             top_k=self.top_k.value(), top_p=self.top_p.value(), max_tokens=self.max_tokens.value(),
@@ -326,10 +383,10 @@ class SettingsPanel(QScrollArea):
             draft_k=self.kv[("drafter", "k")].currentData(), draft_v=self.kv[("drafter", "v")].currentData(),
             draft_variant=variant, adapters=[list(a) for a in adapters],
             split_mode=self.split_mode.currentData(), tensor_split=split_text, main_gpu=self.main_gpu.value(),
-            draft_gpu=self.draft_gpu.value())
+            draft_gpu=self.draft_gpu.value(), rpc_servers=rpc_text)
         self.settings = s
         if self.sender() in (self.split_mode, self.tensor_split, self.main_gpu, self.draft_gpu, self.n_ctx,
-                             self.gpu_layers):
+                             self.gpu_layers, self.rpc_edit):
             self.refresh_devices()
         self.changed.emit(s)
 
@@ -355,7 +412,7 @@ def _offload_gpus() -> list[dict]:
     return offload_gpus(EngineConfig(target="x"))
 
 
-FIELD_NAMES = {"target_placement": "GPU split", "draft_placement": "drafter GPU", "n_ctx": "context size", "n_gpu_layers": "GPU layers", "draft_n_gpu_layers": "GPU layers",
+FIELD_NAMES = {"rpc_servers": "RPC servers", "target_placement": "GPU split", "draft_placement": "drafter GPU", "n_ctx": "context size", "n_gpu_layers": "GPU layers", "draft_n_gpu_layers": "GPU layers",
                "flash_attn": "flash attention", "target_kv": "target K/V cache", "draft_kv": "drafter K/V cache",
                "draft": "drafter", "adapters": "LoRA adapters", "target": "target"}
 

@@ -79,14 +79,15 @@ class EngineWorker(QObject):
 
     @Slot(object)
     def load(self, req: LoadRequest) -> None:
-        from engine_bridge.runtime.engine import Engine
+        from engine_bridge.runtime.engine_process import open_engine
 
         if req.cancel.is_set():
             self.loadFailed.emit(LoadCancelled("load cancelled"))
             return
         self._close_engine()   # free the old pair's memory before loading the new one
         try:
-            eng = Engine.load(req.config, check=req.check, progress=self.progress.emit)
+            # in a child process when RPC servers are configured: a lost server ends that process, not the app
+            eng = open_engine(req.config, check=req.check, progress=self.progress.emit)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a message in the UI
             self.loadFailed.emit(exc)
             return
@@ -107,6 +108,9 @@ class EngineWorker(QObject):
                                        on_step=self._channel.push_step, cancel=req.cancel)
         except Exception as exc:  # noqa: BLE001
             self.generateFailed.emit(req.request_id, exc)
+            if getattr(self.engine, "dead", None):   # its process is gone (an RPC server lost): unload
+                self._close_engine()
+                self.unloaded.emit()
             return
         self.generated.emit(req.request_id, res)
         self.memoryChanged.emit(self.engine.memory())

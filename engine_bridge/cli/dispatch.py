@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "engine_bridge.cli.bench",      # bench
     "engine_bridge.models.registry_models",  # fetch-default
     "engine_bridge.cli.train",      # train-drafter
+    "engine_bridge.cli.rpc",        # rpc-server, rpc-devices
 )
 
 

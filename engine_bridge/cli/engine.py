@@ -49,6 +49,7 @@ def register(sub) -> None:
                     help='plan for other GPUs: [{"description": "RTX 4090", "memory_free": 25000000000}, ...]')
     pl.add_argument("--json", action="store_true")
     add_placement_args(pl)
+    add_rpc_arg(pl)
     pl.set_defaults(func=cmd_placement)
 
 
@@ -71,7 +72,15 @@ def add_engine_args(p) -> None:
                              "split and main GPU) and where the drafter goes (default: all of it on the GPU that "
                              "holds the target's output); see `dflash-studio placement`")
     add_placement_args(g)
+    add_rpc_arg(p)
     p.add_argument("--no-check", action="store_true", help="skip the pairing checks (unsafe: llama.cpp may abort)")
+
+
+def add_rpc_arg(p) -> None:
+    p.add_argument("--rpc", default=None, metavar="HOST:PORT,...",
+                   help="llama.cpp RPC servers (`dflash-studio rpc-server` on each machine): their devices take "
+                        "layers first, before this machine's GPUs; the engine then runs in a child process, so a "
+                        "lost server is an error, not a crash")
 
 
 def add_placement_args(p) -> None:
@@ -109,10 +118,13 @@ def config_from_args(args) -> EngineConfig:
     tkv = KVTypes(args.kv_k, args.kv_v)
     dkv = KVTypes(args.draft_kv_k or args.kv_k, args.draft_kv_v or args.kv_v)
     tpl, dpl = placements_from_args(args)
+    from ..runtime.rpc import parse_endpoints
+
     return EngineConfig(target=target, draft=draft, n_ctx=args.n_ctx, n_gpu_layers=args.ngl,
                         draft_n_gpu_layers=args.ngl, flash_attn=args.flash_attn, target_kv=tkv,
                         draft_kv=dkv, adapters=tuple(adapters), n_threads=args.threads,
-                        target_placement=tpl, draft_placement=dpl)
+                        target_placement=tpl, draft_placement=dpl,
+                        rpc_servers=parse_endpoints(getattr(args, "rpc", None)))
 
 
 def cmd_generate(args) -> int:
@@ -194,7 +206,9 @@ def doctor_report() -> dict:
         # packaging/patches applied to the vendored llama.cpp by build_engine.sh (name, sha256)
         "patches": list(info.get("patches", [])),
         "system_info": info.get("system_info", ""),
-        "gpu_offload": bool(llama_ffi.C.llama_supports_gpu_offload()),
+        # a build with RPC says "GPU offload" even with no GPU (a server's device counts): RPC on its own line
+        "gpu_offload": bool(llama_ffi.C.llama_supports_gpu_offload()) and bool(llama_ffi.gpus()),
+        "rpc": bool(getattr(llama_ffi.C, "llama_supports_rpc", lambda: False)()),
         "devices": llama_ffi.devices(),
     }
 
@@ -214,6 +228,7 @@ def cmd_doctor(args) -> int:
     print(f"backend           {rep['backend'].upper()}{arch}")
     print(f"FA all quants     {'on' if rep['fa_all_quants'] else 'off'}")
     print(f"GPU offload       {'yes' if rep['gpu_offload'] else 'no'}")
+    print(f"RPC devices       {'yes (--rpc host:port; dflash-studio rpc-server)' if rep['rpc'] else 'no (make engine builds them)'}")
     print(f"CMake flags       {rep['cmake_args']}")
     if not rep["patches"]:
         print("llama.cpp patches none")
@@ -231,17 +246,20 @@ def cmd_doctor(args) -> int:
 def load_engine(cfg, args, command: str):
     """``(engine, None)`` for a CLI command, or ``(None, exit code)`` after saying on stderr why the
     pair could not be loaded (an incompatible pair: EXIT_FAIL; an unreadable file: EXIT_UNREADABLE)."""
-    from ..common.errors import IncompatiblePairError, ModelLoadError
-    from ..runtime.engine import Engine
+    from ..common.errors import EngineError, IncompatiblePairError, ModelLoadError
+    from ..runtime.engine_process import open_engine
 
     try:
-        return Engine.load(cfg, check=not args.no_check), None
+        return open_engine(cfg, check=not args.no_check), None
     except IncompatiblePairError as exc:
         print(f"dflash-studio {command}: the pair cannot run together:\n{exc}", file=sys.stderr)
         return None, EXIT_FAIL
     except ModelLoadError as exc:
         print(f"dflash-studio {command}: {exc}", file=sys.stderr)
         return None, EXIT_UNREADABLE
+    except EngineError as exc:   # an RPC server unreachable, busy or lost while loading
+        print(f"dflash-studio {command}: {exc}", file=sys.stderr)
+        return None, EXIT_FAIL
 
 
 def _read_gpus(path: str) -> list[dict]:
@@ -254,6 +272,7 @@ def _read_gpus(path: str) -> list[dict]:
 
 
 def cmd_placement(args) -> int:
+    from ..common.errors import EngineError
     from ..models import compat
 
     try:
@@ -264,8 +283,11 @@ def cmd_placement(args) -> int:
         else:
             from ..runtime.engine import offload_gpus
 
-            gpus = offload_gpus(EngineConfig(target=args.target, n_gpu_layers=args.ngl))
-    except (ValueError, OSError) as exc:
+            from ..runtime.rpc import parse_endpoints
+
+            gpus = offload_gpus(EngineConfig(target=args.target, n_gpu_layers=args.ngl,
+                                             rpc_servers=parse_endpoints(args.rpc)))
+    except (ValueError, OSError, EngineError) as exc:
         print(f"dflash-studio placement: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
     if not gpus:

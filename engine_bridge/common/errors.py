@@ -18,6 +18,9 @@ class IncompatiblePairError(EngineError):
         super().__init__(message)
         self.report = report
 
+    def __reduce__(self):   # keeps the report across a process boundary (runtime.engine_process)
+        return (type(self), (str(self), self.report))
+
     @property
     def failures(self):
         return [] if self.report is None else self.report.failures
@@ -41,3 +44,6 @@ class UnreadableModelError(EngineError):
     def __init__(self, message: str, path=None):
         super().__init__(message)
         self.path = path
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.path))

@@ -56,6 +56,10 @@ class EngineConfig:
     # the GPU that holds the target's last layers and output, where its features come from)
     target_placement: Placement = field(default_factory=Placement)
     draft_placement: Placement | None = None
+    # llama.cpp RPC servers ("host:port"): their devices come first in the device list, before this
+    # machine's GPUs, as in llama.cpp's own default order; the engine then runs in a child process
+    # (runtime.engine_process), because ggml-rpc aborts the process that loses a server
+    rpc_servers: tuple[str, ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "target", Path(self.target))
@@ -63,6 +67,7 @@ class EngineConfig:
             object.__setattr__(self, "draft", Path(self.draft))
         if self.flash_attn not in FLASH_ATTN:
             raise ValueError(f"flash_attn must be one of {', '.join(FLASH_ATTN)}")
+        object.__setattr__(self, "rpc_servers", tuple(self.rpc_servers))
         if self.n_ctx and self.n_ctx < 16:
             raise ValueError("n_ctx must be 0 (the model's own) or at least 16")
 

@@ -46,9 +46,10 @@ BACKEND_TOP_K_MIN_VOCAB = 100_000
 
 
 class Drafter:
-    def __init__(self, path: Path, config: EngineConfig, target_ctx: Context, placement: Placement | None = None):
+    def __init__(self, path: Path, config: EngineConfig, target_ctx: Context, placement: Placement | None = None,
+                 devices: list[int] | None = None):
         self.path = Path(path)
-        self.model = Model(self.path, config.draft_n_gpu_layers, placement)
+        self.model = Model(self.path, config.draft_n_gpu_layers, placement, devices)
         #: its layers run on a GPU (a GPU build offloading them): where a sampler in the graph pays
         self.on_gpu = config.draft_n_gpu_layers != 0 and _gpu_build()
         try:

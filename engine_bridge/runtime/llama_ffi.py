@@ -120,6 +120,21 @@ def llama_model_dflash_selector_top_k(model, /) -> int:
     """> 0 for DFlash2 drafters (selector lattice), 0 for DFlash / DSpark."""
 
 
+# llama-ext.h (C++ linkage): the devices a loaded model spreads its layers over, in order
+@_bind(("llama_model_n_devices", "_Z21llama_model_n_devicesPK11llama_model",
+        "?llama_model_n_devices@@YAHPEBUllama_model@@@Z"),
+       [model_p], ctypes.c_int32)
+def llama_model_n_devices(model, /) -> int:
+    """How many devices the model's layers were placed on (0: CPU only)."""
+
+
+@_bind(("llama_model_get_device", "_Z22llama_model_get_devicePK11llama_modeli",
+        "?llama_model_get_device@@YAPEAUggml_backend_device@@PEBUllama_model@@H@Z"),
+       [model_p, ctypes.c_int], ctypes.c_void_p)
+def llama_model_get_device(model, i: int, /):
+    """The ggml device handle of the model's i-th device."""
+
+
 # Already bound by llama-cpp-python (llama_cpp_ext.py); re-exported so callers see one FFI module.
 from llama_cpp.llama_cpp_ext import llama_get_embeddings_nextn, llama_set_embeddings_nextn  # noqa: E402
 
@@ -174,11 +189,32 @@ def _ggml_devices_api():
     return lib, lib
 
 
-_DEV_TYPES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel"}
+_DEV_TYPES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel", 4: "meta"}
+
+
+def _is_rpc(lib, dev) -> bool:
+    """An RPC device (it says "GPU"): its registry is ggml-rpc's, as llama.cpp itself tells them apart."""
+    lib.ggml_backend_dev_backend_reg.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
+    lib.ggml_backend_reg_name.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_reg_name.restype = ctypes.c_char_p
+    return lib.ggml_backend_reg_name(lib.ggml_backend_dev_backend_reg(dev)) == b"RPC"
+
+
+def device_memory(dev) -> tuple[int, int]:
+    """(free, total) bytes of one device handle. On an RPC device this is a network call through the
+    engine's own connection: only in the engine's process, with the server known alive."""
+    api = _ggml_devices_api()
+    _, lib = api
+    free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+    lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
+    return int(free.value), int(total.value)
 
 
 def devices() -> list[dict]:
-    """Every ggml backend device: name, description, type, free and total memory in bytes."""
+    """This machine's ggml backend devices: name, description, type, free and total memory in
+    bytes. RPC devices registered in this process are left out (runtime.rpc lists those: asking
+    their memory here would be a network call that aborts the process if the server is gone)."""
     C.llama_backend_init()   # loads the backends (idempotent)
     api = _ggml_devices_api()
     if api is None:
@@ -187,16 +223,45 @@ def devices() -> list[dict]:
     out = []
     for i in range(reg.ggml_backend_dev_count()):
         dev = reg.ggml_backend_dev_get(i)
-        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
-        lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
+        if _is_rpc(lib, dev):
+            continue
+        free, total = device_memory(dev)
         out.append({
             "name": (lib.ggml_backend_dev_name(dev) or b"").decode(),
             "description": (lib.ggml_backend_dev_description(dev) or b"").decode(),
             "type": _DEV_TYPES.get(lib.ggml_backend_dev_type(dev), "unknown"),
-            "memory_free": int(free.value), "memory_total": int(total.value),
+            "memory_free": free, "memory_total": total,
         })
     return out
 
 
 def gpus() -> list[dict]:
     return [d for d in devices() if d["type"] in ("gpu", "igpu")]
+
+
+def model_devices(model_ptr) -> list[str]:
+    """The devices a loaded model uses, as "NAME (description)": e.g. "RPC0 (127.0.0.1:50052)"."""
+    api = _ggml_devices_api()
+    if api is None:
+        return []
+    _, lib = api
+    out = []
+    for i in range(llama_model_n_devices(model_ptr)):
+        dev = llama_model_get_device(model_ptr, i)
+        out.append(f"{(lib.ggml_backend_dev_name(dev) or b'').decode()} ({(lib.ggml_backend_dev_description(dev) or b'').decode()})")
+    return out
+
+
+def local_gpu_handles() -> list[int]:
+    """The local GPUs llama.cpp's default device list would take, in its order (discrete GPUs; the
+    integrated ones only when there is none): with RPC servers, the engine passes RPC devices +
+    these explicitly."""
+    C.llama_backend_init()
+    api = _ggml_devices_api()
+    if api is None:
+        return []
+    reg, lib = api
+    handles = [reg.ggml_backend_dev_get(i) for i in range(reg.ggml_backend_dev_count())]
+    local = [(d, lib.ggml_backend_dev_type(d)) for d in handles if not _is_rpc(lib, d)]
+    discrete = [d for d, t in local if t == 1]
+    return discrete or [d for d, t in local if t == 2]

@@ -68,7 +68,11 @@ def apply_placement(params, placement: Placement):
 class Model(_Handle):
     """A loaded GGUF model (weights only; no KV)."""
 
-    def __init__(self, path: str | os.PathLike, n_gpu_layers: int = -1, placement: Placement | None = None):
+    def __init__(self, path: str | os.PathLike, n_gpu_layers: int = -1, placement: Placement | None = None,
+                 devices: list[int] | None = None):
+        """``devices``: ggml device handles to spread the layers over, in order (None: llama.cpp's
+        default list). With RPC servers registered the list must be explicit: llama.cpp's default
+        would put every layer on the remote devices first."""
         ensure_backend()
         self.path = Path(path)
         if not self.path.is_file():
@@ -76,6 +80,11 @@ class Model(_Handle):
         params = C.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers if n_gpu_layers >= 0 else 999
         split = apply_placement(params, placement or Placement())   # noqa: F841 - alive until the load returns
+        devs = None
+        if devices is not None:
+            # NULL-terminated; read only while loading (llama.cpp copies the list into the model)
+            devs = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
+            params.devices = ctypes.cast(devs, ctypes.c_void_p).value
         ptr = C.llama_model_load_from_file(str(self.path).encode(), params)
         if not ptr:
             said = [line for line in llama_log.drain() if " error: " in line]   # the first say why

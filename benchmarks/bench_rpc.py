@@ -1,0 +1,97 @@
+"""RPC overhead per step on loopback (issue 18): the same pair with every layer on this machine's
+own device, and with every layer on an RPC server on 127.0.0.1 serving that device, in one run.
+
+    python benchmarks/bench_rpc.py [--target T --draft D] [--device CUDA0] [--threads 1] [--max-tokens 64]
+
+The server is `dflash-studio rpc-server` from this very build (runtime.rpc_server), started here;
+the engine over RPC runs in this process (Engine.load), as the bench does, so both sides time the
+same code. Reported per mode (AR, chain): tok/s local and over RPC, their ratio, the mean step
+time of each and the difference (what the network round trips and the remote graph cost add per
+step), and whether the tokens are identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+from engine_bridge.runtime.config import EngineConfig, GenerationSettings
+from engine_bridge.runtime.engine import Engine
+from engine_bridge.runtime.rpc_server import RpcServerProcess
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from bench_engine import PROMPTS, cpu_model  # noqa: E402
+
+
+def run(eng: Engine, settings: GenerationSettings, prompts, reps: int) -> dict:
+    eng.reset()
+    eng.generate(prompts[0], settings.replace(max_tokens=8))          # warm-up
+    steps, tps, tokens = [], [], []
+    for _ in range(reps):
+        for p in prompts:
+            eng.reset()
+            r = eng.generate(p, settings)
+            tps.append(r.summary.tok_per_s)
+            steps += [s.wall for s in r.steps if s.committed]
+            tokens.append(r.tokens)
+    return {"tok_s": statistics.median(tps), "step_ms": 1000 * statistics.fmean(steps), "n_steps": len(steps),
+            "tokens": tokens}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--target")
+    ap.add_argument("--draft")
+    ap.add_argument("--device", default="", help="the device the server serves (default: every GPU, else the CPU)")
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads, engine and server alike")
+    ap.add_argument("--ngl", type=int, default=-1)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--budget", type=int, default=7)
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--prompts", type=int, default=5)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    if a.target is None:
+        from engine_bridge.models.demo import demo_pair
+
+        target, draft = demo_pair()
+    else:
+        target, draft = a.target, a.draft
+    prompts = PROMPTS[:a.prompts]
+    base = EngineConfig(target=target, draft=draft, n_ctx=2048, n_gpu_layers=a.ngl, draft_n_gpu_layers=a.ngl,
+                        n_threads=a.threads, flash_attn="off")
+    modes = {"ar": GenerationSettings(mode="ar", max_tokens=a.max_tokens),
+             "chain": GenerationSettings(mode="chain", budget=a.budget, max_tokens=a.max_tokens)}
+    out: dict = {"machine": cpu_model(), "target": str(target), "draft": str(draft), "threads": a.threads}
+    with RpcServerProcess(threads=a.threads, devices=[a.device] if a.device else None) as srv:
+        results = {}
+        for where, cfg in (("local", base), ("rpc", base.replace(rpc_servers=(srv.endpoint,)))):
+            t = time.monotonic()
+            with Engine.load(cfg) as eng:
+                out[f"{where}_load_s"] = round(time.monotonic() - t, 2)
+                out[f"{where}_devices"] = eng.describe()["target_devices"]
+                results[where] = {m: run(eng, s, prompts, a.reps) for m, s in modes.items()}
+    print(f"machine: {out['machine']}; target devices local {out['local_devices']}, rpc {out['rpc_devices']}")
+    print(f"load: local {out['local_load_s']} s, rpc {out['rpc_load_s']} s")
+    print("| mode | local tok/s | RPC tok/s | RPC/local | local step ms | RPC step ms | added per step ms | same tokens |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for m in modes:
+        lo, rp = results["local"][m], results["rpc"][m]
+        same = lo["tokens"] == rp["tokens"]
+        row = {"local_tok_s": lo["tok_s"], "rpc_tok_s": rp["tok_s"], "ratio": rp["tok_s"] / lo["tok_s"],
+               "local_step_ms": lo["step_ms"], "rpc_step_ms": rp["step_ms"],
+               "added_ms": rp["step_ms"] - lo["step_ms"], "same_tokens": same}
+        out[m] = row
+        print(f"| {m} | {lo['tok_s']:.1f} | {rp['tok_s']:.1f} | {row['ratio']:.2f} | {lo['step_ms']:.2f} | "
+              f"{rp['step_ms']:.2f} | {row['added_ms']:+.2f} | {'yes' if same else 'NO'} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
