@@ -8,13 +8,20 @@ the engine over RPC runs in this process (Engine.load), as the bench does, so bo
 same code. Reported per mode (AR, chain): tok/s local and over RPC, their ratio, the mean step
 time of each and the difference (what the network round trips and the remote graph cost add per
 step), and whether the tokens are identical.
+
+Each side runs in a process of its own, one after the other, in one invocation. With
+``--client-hides-gpus`` the RPC side's client sees no local GPU (CUDA_VISIBLE_DEVICES=""), so on a
+CUDA machine every layer goes to the server's GPU -- a GPU-less client driving a GPU over loopback
+-- while the local side runs on that GPU directly.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -41,7 +48,25 @@ def run(eng: Engine, settings: GenerationSettings, prompts, reps: int) -> dict:
             "tokens": tokens}
 
 
+def side(spec: dict) -> dict:
+    """One side of the comparison, in this process: load, warm up, measure both modes."""
+    cfg = EngineConfig(target=spec["target"], draft=spec["draft"], n_ctx=2048, n_gpu_layers=spec["ngl"],
+                       draft_n_gpu_layers=spec["ngl"], n_threads=spec["threads"], flash_attn="off",
+                       rpc_servers=(spec["rpc"],) if spec["rpc"] else ())
+    modes = {"ar": GenerationSettings(mode="ar", max_tokens=spec["max_tokens"]),
+             "chain": GenerationSettings(mode="chain", budget=spec["budget"], max_tokens=spec["max_tokens"])}
+    t = time.monotonic()
+    with Engine.load(cfg) as eng:
+        load_s = round(time.monotonic() - t, 2)
+        devices = eng.describe()["target_devices"]
+        return {"load_s": load_s, "devices": devices,
+                "modes": {m: run(eng, s, spec["prompts"], spec["reps"]) for m, s in modes.items()}}
+
+
 def main(argv=None) -> int:
+    if argv is None and len(sys.argv) == 3 and sys.argv[1] == "--side":
+        print(json.dumps(side(json.loads(sys.argv[2]))))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--target")
     ap.add_argument("--draft")
@@ -52,6 +77,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=int, default=7)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--prompts", type=int, default=5)
+    ap.add_argument("--client-hides-gpus", action="store_true",
+                    help="the RPC side's client sees no GPU (CUDA_VISIBLE_DEVICES=''): every layer goes to the server")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     if a.target is None:
@@ -61,19 +88,25 @@ def main(argv=None) -> int:
     else:
         target, draft = a.target, a.draft
     prompts = PROMPTS[:a.prompts]
-    base = EngineConfig(target=target, draft=draft, n_ctx=2048, n_gpu_layers=a.ngl, draft_n_gpu_layers=a.ngl,
-                        n_threads=a.threads, flash_attn="off")
-    modes = {"ar": GenerationSettings(mode="ar", max_tokens=a.max_tokens),
-             "chain": GenerationSettings(mode="chain", budget=a.budget, max_tokens=a.max_tokens)}
     out: dict = {"machine": cpu_model(), "target": str(target), "draft": str(draft), "threads": a.threads}
+    results = {}
     with RpcServerProcess(threads=a.threads, devices=[a.device] if a.device else None) as srv:
-        results = {}
-        for where, cfg in (("local", base), ("rpc", base.replace(rpc_servers=(srv.endpoint,)))):
-            t = time.monotonic()
-            with Engine.load(cfg) as eng:
-                out[f"{where}_load_s"] = round(time.monotonic() - t, 2)
-                out[f"{where}_devices"] = eng.describe()["target_devices"]
-                results[where] = {m: run(eng, s, prompts, a.reps) for m, s in modes.items()}
+        for where in ("local", "rpc"):
+            env = dict(os.environ)
+            if where == "rpc" and a.client_hides_gpus:
+                env["CUDA_VISIBLE_DEVICES"] = ""
+            spec = {"target": str(target), "draft": str(draft), "ngl": a.ngl, "threads": a.threads,
+                    "rpc": srv.endpoint if where == "rpc" else "", "max_tokens": a.max_tokens, "budget": a.budget,
+                    "reps": a.reps, "prompts": prompts}
+            proc = subprocess.run([sys.executable, __file__, "--side", json.dumps(spec)], env=env,
+                                  capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                print(proc.stderr[-3000:], file=sys.stderr)
+                return 1
+            got = json.loads(proc.stdout.strip().splitlines()[-1])
+            out[f"{where}_load_s"], out[f"{where}_devices"] = got["load_s"], got["devices"]
+            results[where] = got["modes"]
+    modes = ("ar", "chain")
     print(f"machine: {out['machine']}; target devices local {out['local_devices']}, rpc {out['rpc_devices']}")
     print(f"load: local {out['local_load_s']} s, rpc {out['rpc_load_s']} s")
     print("| mode | local tok/s | RPC tok/s | RPC/local | local step ms | RPC step ms | added per step ms | same tokens |")

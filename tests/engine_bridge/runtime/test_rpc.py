@@ -120,6 +120,22 @@ def test_pair_on_the_rpc_device_is_lossless_against_the_local_run(server, tiny_p
                 assert res.summary.n_drafted > 0
 
 
+def test_a_target_split_over_two_servers_puts_the_drafter_beside_its_output(server, tiny_pair, local_runs, tmp_path):
+    """Two servers are two devices: the target's layers split over both (llama.cpp's layer split, as
+    over two GPUs), the drafter whole on the device that holds the target's output; still lossless."""
+    with RpcServerProcess(threads=1, log=tmp_path / "second.log") as second:
+        eps = (server.endpoint, second.endpoint)
+        with EngineProcess.load(_config(tiny_pair, rpc_servers=eps)) as eng:
+            d = eng.describe()
+            assert d["target_devices"] == [f"RPC0 ({eps[0]})", f"RPC1 ({eps[1]})"], d["target_devices"]
+            assert d["draft_devices"] == [f"RPC1 ({eps[1]})"], d["draft_devices"]
+            for (prompt, mode), reference in list(local_runs.items())[:6]:
+                eng.reset()
+                res = eng.generate(prompt, GenerationSettings(mode=mode, budget={"ar": 1, "chain": 7, "tree": 12}[mode],
+                                                              **GREEDY))
+                assert res.tokens == reference, f"{mode} split over two servers parts from the local run"
+
+
 def test_a_server_killed_mid_generation_is_named_and_the_engine_is_rebuilt(tiny_pair, local_runs, tmp_path):
     srv = RpcServerProcess(threads=1, log=tmp_path / "server.log").start()
     prompt = PROMPTS[0]
