@@ -22,6 +22,7 @@ from engine_bridge.runtime import generation as gen_mod
 from engine_bridge.models import synth
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings, KVTypes
 from engine_bridge.runtime.engine import Engine
+from engine_bridge.runtime.rpc import parse_endpoints
 
 PROMPTS = ["Hello world", "def fibonacci(n):", "The history of the", "1, 2, 3, 4,", "Dear team,"]
 
@@ -105,6 +106,10 @@ def main(argv=None) -> int:
                          "h(ost)/b(ackend) for where the drafter's top-K and the target's argmax are taken, e.g. hh,bh,hb")
     ap.add_argument("--rounds", type=int, default=1, help="passes over all configurations, interleaved")
     ap.add_argument("--json")
+    from engine_bridge.cli.engine import add_placement_args, add_rpc_arg, placements_from_args
+
+    add_placement_args(ap)     # several GPUs: --split-mode, --tensor-split, --main-gpu, --draft-*
+    add_rpc_arg(ap)            # --rpc host:port,... (in this process: a lost server ends the bench)
     args = ap.parse_args(argv)
     if not args.target:
         tmp = tempfile.mkdtemp(prefix="bench-engine-")
@@ -112,7 +117,8 @@ def main(argv=None) -> int:
     k, v = args.kv.split("/")
     cfg = EngineConfig(target=args.target, draft=args.draft, n_ctx=args.n_ctx, n_gpu_layers=args.ngl,
                        flash_attn=args.flash_attn, target_kv=KVTypes(k, v), draft_kv=KVTypes(k, v),
-                       n_threads=args.threads)
+                       n_threads=args.threads, target_placement=placements_from_args(args)[0],
+                       draft_placement=placements_from_args(args)[1], rpc_servers=parse_endpoints(args.rpc))
     out = {"command": " ".join(["python", "benchmarks/bench_engine.py"] + list(argv or sys.argv[1:])),
            "machine": {"cpu": cpu_model(), "python": platform.python_version()}, "rows": []}
     from engine_bridge.cli.engine import doctor_report

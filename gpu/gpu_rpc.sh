@@ -4,6 +4,8 @@
 # split -b 20M -d -a 2 into .gpu-carry/s/s.partNN here), then the RPC tests and the loopback bench:
 # a client that sees no GPU driving the GPU through `dflash-studio rpc-server`, against the GPU direct.
 #
+# Here, once: bash gpu/gpu_rpc.sh bundle   # .gpu-bundle/ggml-rpc.tgz from the sdist (make-offline-bundle.sh
+#                                          # copies only the CPU and CUDA backends' sources)
 # Usage, from the project root on the GPU machine:
 #   bash gpu/gpu_rpc.sh build                    # + ggml-rpc's source, then gpu_gemma.sh build (background)
 #   bash gpu/gpu_rpc.sh part .gpu-carry/s/s.part02
@@ -15,6 +17,11 @@ SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 S=$T/SmolLM2-135M-Instruct.Q4_1.gguf
 mkdir -p $T "$OUT"
 case "${1:-}" in
+  bundle)
+    sdist=${SDIST:-$HOME/.cache/dflash-studio/converter-peer/sdist/llama_cpp_python-0.3.36.tar.gz}
+    tmp=$(mktemp -d); tar xzf "$sdist" -C $tmp --wildcards '*/vendor/llama.cpp/ggml/src/ggml-rpc/*'
+    mkdir -p $tmp/lcp/vendor/llama.cpp/ggml/src && mv $tmp/llama_cpp_python-*/vendor/llama.cpp/ggml/src/ggml-rpc $tmp/lcp/vendor/llama.cpp/ggml/src/
+    tar czf .gpu-bundle/ggml-rpc.tgz -C $tmp lcp && rm -rf $tmp && ls -la .gpu-bundle/ggml-rpc.tgz ;;
   build)   # the offline bundle's source has only the CPU and CUDA backends: add ggml-rpc (.gpu-bundle/ggml-rpc.tgz)
     mkdir -p /tmp/w; [ -d /tmp/w/lcp ] || tar xzf .gpu-bundle/lcp-*.tgz -C /tmp/w
     tar xzf .gpu-bundle/ggml-rpc.tgz -C /tmp/w && bash gpu/gpu_gemma.sh build ;;

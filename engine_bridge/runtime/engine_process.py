@@ -38,7 +38,7 @@ from .records import GenerationResult
 #: seconds without a word from the child while it generates (a step) before it counts as hung
 GENERATE_WATCHDOG_S = 120.0
 #: ... while it loads (weights travel to the servers: minutes for a large model)
-LOAD_WATCHDOG_S = 900.0
+LOAD_WATCHDOG_S = 3600.0
 #: the methods the parent may call (the Engine API the app and the CLI use)
 CALLS = frozenset({"format_chat", "tokenize", "detokenize", "chat_template", "describe", "memory",
                    "llama_messages", "swap_drafter", "set_adapters", "reset"})
