@@ -130,6 +130,7 @@ class EngineProcess:
             return
         if self.dead is None and self._proc.poll() is None:
             try:
+                self._proc.send_signal(signal.SIGUSR1)    # a generation left running (Ctrl-C) stops first
                 with self._lock:
                     self._conn.send(("close",))
                 self._proc.wait(10)
@@ -165,6 +166,7 @@ class EngineProcess:
                 self._lost("while taking a request")
             heard = time.monotonic()
             cancelled = False
+            failed: BaseException | None = None     # a callback of ours that raised: drain, then re-raise
             while True:
                 if cancel is not None and cancel.is_set() and not cancelled:
                     cancelled = True
@@ -184,18 +186,22 @@ class EngineProcess:
                 except (OSError, EOFError):
                     self._lost(self._during(msg))
                 heard = time.monotonic()
-                if kind == "token":
-                    on_token and on_token(value)
-                elif kind == "step":
-                    on_step and on_step(value)
-                elif kind == "progress":
-                    progress and progress(value)
-                elif kind == "ok":
+                if kind == "ok":
+                    if failed is not None:
+                        raise failed
                     return value
-                elif kind == "err":
-                    raise value
-                else:
+                if kind == "err":
+                    raise failed or value
+                callback = {"token": on_token, "step": on_step, "progress": progress}.get(kind, False)
+                if callback is False:
                     raise EngineProcessError(f"the engine process said {kind!r}")
+                if callback is not None and failed is None:
+                    try:
+                        callback(value)
+                    except BaseException as exc:  # noqa: BLE001 - as in-process: the caller gets it,
+                        failed = exc              # once the child has stopped and answered
+                        cancelled = True
+                        self._proc.send_signal(signal.SIGUSR1)
 
     @staticmethod
     def _during(msg) -> str:
@@ -209,8 +215,15 @@ class EngineProcess:
         self._kill()
         rc = self._proc.returncode if self._proc else None
         words = _last_words(_stderr_tail(self._log))
-        why = f"no answer for {hung:g} s" if hung else (
-            f"it ended with {signal.Signals(-rc).name}" if rc is not None and rc < 0 else f"it exited with {rc}")
+        if hung:
+            why = f"no answer for {hung:g} s"
+        elif rc is not None and rc < 0:
+            try:
+                why = f"it ended with {signal.Signals(-rc).name}"
+            except ValueError:
+                why = f"it ended with signal {-rc}"
+        else:
+            why = f"it exited with {rc}"
         lost = []
         for ep in self.config.rpc_servers:
             try:

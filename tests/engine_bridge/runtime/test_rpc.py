@@ -210,3 +210,40 @@ def test_an_unreachable_server_refuses_the_load_and_nothing_aborts(tiny_pair):
     # in this very process too: the probe refuses before ggml's client could abort us
     with pytest.raises(rpc.RpcError, match="unreachable"):
         Engine.load(_config(tiny_pair, rpc_servers=(f"127.0.0.1:{port}",)))
+
+
+def test_the_engine_process_behaves_as_the_engine_for_the_app(tiny_pair):
+    """Without RPC (isolate=True): a cancel stops within a step, a callback that raises reaches the
+    caller after the child stopped (the next request is clean), errors keep their type and report."""
+    from engine_bridge.common.errors import IncompatiblePairError
+    from engine_bridge.runtime.engine_process import open_engine
+
+    eng = open_engine(_config(tiny_pair), isolate=True)
+    try:
+        assert isinstance(eng, EngineProcess) and eng.has_drafter
+        cancel = threading.Event()
+        seen = []
+
+        def stop_at_six(ev):
+            seen.append(ev)
+            if len(seen) == 6:
+                cancel.set()
+
+        res = eng.generate(PROMPTS[2], GenerationSettings(max_tokens=400, stop_at_eog=False), on_token=stop_at_six,
+                           cancel=cancel)
+        assert res.summary.finish_reason == "cancelled" and 6 <= len(res.tokens) < 400
+
+        def boom(ev):
+            raise KeyError("from the callback")
+
+        with pytest.raises(KeyError, match="from the callback"):
+            eng.generate(PROMPTS[2], GenerationSettings(max_tokens=400, stop_at_eog=False), on_token=boom)
+        again = eng.generate(PROMPTS[3], GenerationSettings(max_tokens=5))
+        assert len(again.tokens) == 5
+        with pytest.raises(IncompatiblePairError) as err:
+            eng.swap_drafter(tiny_pair[0])          # a target is no drafter: the pairing check says so
+        assert err.value.report is not None and err.value.failures
+        assert eng.generate(PROMPTS[3], GenerationSettings(max_tokens=5)).tokens == again.tokens
+    finally:
+        eng.close()
+    assert eng.dead is None and eng._proc.returncode is not None
