@@ -176,6 +176,20 @@ _ADD_SERVER = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p)
 _registered: dict[str, list[int]] = {}
 
 
+def proc_address(name: str) -> int | None:
+    """A function of ggml's RPC backend by name (its registry's get_proc_address: the backend exports
+    ``ggml_backend_rpc_add_server`` and ``ggml_backend_rpc_start_server`` no other way); None when
+    this build has no RPC backend."""
+    from .llama_ffi import _lib as lib
+
+    lib.ggml_backend_reg_by_name.argtypes = [ctypes.c_char_p]
+    lib.ggml_backend_reg_by_name.restype = ctypes.c_void_p
+    lib.ggml_backend_reg_get_proc_address.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    lib.ggml_backend_reg_get_proc_address.restype = ctypes.c_void_p
+    reg = lib.ggml_backend_reg_by_name(b"RPC")
+    return (reg and lib.ggml_backend_reg_get_proc_address(reg, name.encode())) or None
+
+
 def supported() -> bool:
     from .llama_ffi import C
 
@@ -188,7 +202,7 @@ def register(endpoints, timeout: float = 3.0) -> list[int]:
     ``ggml_backend_register``); returns the ggml device handles, servers in the order given.
 
     Only call this in a process that may die: from here on, a server that goes away aborts it."""
-    from .llama_ffi import C, _lib
+    from .llama_ffi import _lib
     from .native import ensure_backend
 
     if not supported():
@@ -198,18 +212,13 @@ def register(endpoints, timeout: float = 3.0) -> list[int]:
     # a server this process already holds a connection to would answer a probe "busy"
     infos = probe_all([ep for ep in endpoints if ep not in _registered], timeout)
     lib = _lib
-    lib.ggml_backend_reg_by_name.argtypes = [ctypes.c_char_p]
-    lib.ggml_backend_reg_by_name.restype = ctypes.c_void_p
-    lib.ggml_backend_reg_get_proc_address.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-    lib.ggml_backend_reg_get_proc_address.restype = ctypes.c_void_p
     lib.ggml_backend_register.argtypes = [ctypes.c_void_p]
     lib.ggml_backend_register.restype = None
     lib.ggml_backend_reg_dev_count.argtypes = [ctypes.c_void_p]
     lib.ggml_backend_reg_dev_count.restype = ctypes.c_size_t
     lib.ggml_backend_reg_dev_get.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     lib.ggml_backend_reg_dev_get.restype = ctypes.c_void_p
-    rpc_reg = lib.ggml_backend_reg_by_name(b"RPC")
-    addr = rpc_reg and lib.ggml_backend_reg_get_proc_address(rpc_reg, b"ggml_backend_rpc_add_server")
+    addr = proc_address("ggml_backend_rpc_add_server")
     if not addr:
         raise RpcError(",".join(endpoints), "unsupported", "this engine's RPC backend has no ggml_backend_rpc_add_server")
     add_server = _ADD_SERVER(addr)

@@ -31,17 +31,13 @@ _CPU, _ACCEL = 0, 3
 
 def _devices(names: list[str]) -> list[int]:
     """The named ggml devices, or, as ggml-rpc-server: every accelerator, else the CPU."""
-    from .llama_ffi import _lib as lib
+    from . import llama_ffi
 
+    _, lib = llama_ffi._ggml_devices_api()      # dev_count / dev_get / dev_type, bound once there
     lib.ggml_backend_dev_by_name.argtypes = [ctypes.c_char_p]
     lib.ggml_backend_dev_by_name.restype = ctypes.c_void_p
     lib.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
     lib.ggml_backend_dev_by_type.restype = ctypes.c_void_p
-    lib.ggml_backend_dev_count.restype = ctypes.c_size_t
-    lib.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
-    lib.ggml_backend_dev_get.restype = ctypes.c_void_p
-    lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
-    lib.ggml_backend_dev_type.restype = ctypes.c_int
     if names:
         out = []
         for n in names:
@@ -58,18 +54,13 @@ def _devices(names: list[str]) -> list[int]:
 def serve(host: str = "127.0.0.1", port: int = rpc.DEFAULT_PORT, threads: int | None = None,
           devices: list[str] | None = None, cache_dir: str | None = None) -> None:
     """Blocks serving clients until the process is killed."""
-    from .llama_ffi import _lib as lib
     from .native import ensure_backend
 
-    if not rpc.supported():
-        raise SystemExit("rpc-server: this engine was built without the RPC backend (make engine adds -DGGML_RPC=ON)")
     ensure_backend()
-    lib.ggml_backend_reg_by_name.argtypes = [ctypes.c_char_p]
-    lib.ggml_backend_reg_by_name.restype = ctypes.c_void_p
-    lib.ggml_backend_reg_get_proc_address.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-    lib.ggml_backend_reg_get_proc_address.restype = ctypes.c_void_p
-    start = _START_SERVER(lib.ggml_backend_reg_get_proc_address(lib.ggml_backend_reg_by_name(b"RPC"),
-                                                                 b"ggml_backend_rpc_start_server"))
+    addr = rpc.proc_address("ggml_backend_rpc_start_server") if rpc.supported() else None
+    if not addr:
+        raise SystemExit("rpc-server: this engine was built without the RPC backend (make engine adds -DGGML_RPC=ON)")
+    start = _START_SERVER(addr)
     devs = _devices(devices or [])
     arr = (ctypes.c_void_p * len(devs))(*devs)
     if host != "127.0.0.1":
