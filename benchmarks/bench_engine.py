@@ -115,10 +115,11 @@ def main(argv=None) -> int:
         tmp = tempfile.mkdtemp(prefix="bench-engine-")
         args.target, args.draft = map(str, synth.write_pair(tmp))
     k, v = args.kv.split("/")
+    target_placement, draft_placement = placements_from_args(args)
     cfg = EngineConfig(target=args.target, draft=args.draft, n_ctx=args.n_ctx, n_gpu_layers=args.ngl,
                        flash_attn=args.flash_attn, target_kv=KVTypes(k, v), draft_kv=KVTypes(k, v),
-                       n_threads=args.threads, target_placement=placements_from_args(args)[0],
-                       draft_placement=placements_from_args(args)[1], rpc_servers=parse_endpoints(args.rpc))
+                       n_threads=args.threads, target_placement=target_placement, draft_placement=draft_placement,
+                       rpc_servers=parse_endpoints(args.rpc))
     out = {"command": " ".join(["python", "benchmarks/bench_engine.py"] + list(argv or sys.argv[1:])),
            "machine": {"cpu": cpu_model(), "python": platform.python_version()}, "rows": []}
     from engine_bridge.cli.engine import doctor_report

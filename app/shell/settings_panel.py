@@ -277,7 +277,10 @@ class SettingsPanel(QScrollArea):
                 except rpc.RpcError as exc:
                     busy = " (a pair loaded on it holds the server)" if exc.reason == "busy" else ""
                     problems.append(f"{ep}: {exc.reason}{busy}: {exc}")
-            self.rpcProbed.emit((endpoints, devices, problems))     # queued to the UI thread
+            try:
+                self.rpcProbed.emit((endpoints, devices, problems))     # queued to the UI thread
+            except RuntimeError:
+                pass        # the panel was closed while the probe waited on a host
 
         threading.Thread(target=work, name="rpc-probe", daemon=True).start()
 

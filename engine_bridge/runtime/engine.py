@@ -353,7 +353,7 @@ class Engine:
                     raise ValueError(f"a batch uses {vb.n_seqs} sequences; this context has {self.tree_max_nodes}")
                 for tok in toks[len(self.kv):vb.pos]:          # tokens no recorded batch wrote
                     b.clear()
-                    b.add_token(tok, len(self.kv), 0, True)
+                    b.add_token_seqs(tok, len(self.kv), list(range(seqs)), True)
                     tctx.process(b)
                     self.kv.append(tok)
                 for seq in range(seqs, vb.n_seqs):            # as Generation._add_tree_seqs
@@ -374,7 +374,6 @@ class Engine:
                 tree_mod.keep_path(tctx, vb.pos, keep, win, n_leaves, range(seqs))
                 self.kv = toks[:vb.pos + keep]
         finally:
-            tctx.seq_keep(0)
             self.reset()
 
     def _set_extraction(self, on: bool) -> None:

@@ -186,6 +186,10 @@ def _ggml_devices_api():
     lib.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
                                             ctypes.POINTER(ctypes.c_size_t)]
     lib.ggml_backend_dev_memory.restype = None
+    lib.ggml_backend_dev_backend_reg.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
+    lib.ggml_backend_reg_name.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_reg_name.restype = ctypes.c_char_p
     return lib, lib
 
 
@@ -194,18 +198,13 @@ _DEV_TYPES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel", 4: "meta"}
 
 def _is_rpc(lib, dev) -> bool:
     """An RPC device (it says "GPU"): its registry is ggml-rpc's, as llama.cpp itself tells them apart."""
-    lib.ggml_backend_dev_backend_reg.argtypes = [ctypes.c_void_p]
-    lib.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
-    lib.ggml_backend_reg_name.argtypes = [ctypes.c_void_p]
-    lib.ggml_backend_reg_name.restype = ctypes.c_char_p
     return lib.ggml_backend_reg_name(lib.ggml_backend_dev_backend_reg(dev)) == b"RPC"
 
 
 def device_memory(dev) -> tuple[int, int]:
     """(free, total) bytes of one device handle. On an RPC device this is a network call through the
     engine's own connection: only in the engine's process, with the server known alive."""
-    api = _ggml_devices_api()
-    _, lib = api
+    _, lib = _ggml_devices_api()
     free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
     lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
     return int(free.value), int(total.value)
