@@ -149,10 +149,26 @@ def prepare(target: str | Path, out: str | Path, *, n_per_category: int = 3000, 
         "python": sys.version.split()[0],
         "benchmarks_excluded": ["MT-Bench", "AlpacaEval", "HumanEval", "MBPP", "GSM8K", "MATH"],
     }
+    meta["turns"] = turn_fragments(model, template, bos, eos, stops, log)
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
     log(f"prepare: {len(train)} training prompts ({meta['prompt_tokens']} tokens, mean {meta['prompt_len_mean']}), "
         f"{len(held)} held-out; mask token {mask} {meta['mask_token']!r}; stop ids {stops} -> {out}")
     return meta
+
+
+def turn_fragments(model, template: str, bos: str, eos: str, stops: list[int], log) -> dict | None:
+    """The template's turn boundaries as ids (``chat_turns``), for Magpie prompts and follow-up
+    turns on the GPU machine; None (said) when the template cannot express them."""
+    from ..runtime.chat_template import render_chat
+    from .chat_turns import TemplateTurnsError, fragments
+
+    try:
+        return fragments(lambda msgs, gen: render_chat(template, msgs, bos_token=bos, eos_token=eos,
+                                                       add_generation_prompt=gen),
+                         lambda text, special: model.tokenize(text, add_special=special, parse_special=True), stops)
+    except (TemplateTurnsError, ValueError) as e:
+        log(f"prepare: no multi-turn fragments ({e}): single-turn data only")
+        return None
 
 
 def load_prompts(folder: str | Path) -> tuple[list[np.ndarray], np.ndarray, dict]:

@@ -179,25 +179,46 @@ class GGUFTarget(nn.Module):
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], max_new: int, stop_ids, pad_id: int = 0, exact: bool = False,
-                 graph: bool = False) -> list[list[int]]:
+                 graph: bool = False, temperature=None, seed: int | None = None) -> list[list[int]]:
         """Greedy responses to a batch of prompts of different lengths (left-padded, one static KV
         cache); each response ends with its stop token, or after ``max_new`` tokens.
 
         ``exact``: float32 throughout with TF32 off (llama.cpp's precision; slower on a GPU); else
         bf16 on CUDA (float32 on the CPU either way). ``graph`` (CUDA): the decode step is captured
         once as a CUDA graph and replayed, so a step costs no Python or launch overhead; the host
-        looks at the stop flags every 16 steps only."""
+        looks at the stop flags every 16 steps only.
+
+        ``temperature``: None (greedy), a number, or one per prompt; a row at 0 stays greedy. Sampling
+        is Gumbel-max on the device (argmax of logits / T plus Gumbel noise: the softmax sample,
+        with no host round trip, so it lives inside the captured graph too); ``seed`` seeds it."""
         tf32 = torch.backends.cuda.matmul.allow_tf32
         if exact:
             torch.backends.cuda.matmul.allow_tf32 = False
         try:
-            return self._generate(prompts, max_new, stop_ids, pad_id, exact, graph)
+            return self._generate(prompts, max_new, stop_ids, pad_id, exact, graph, temperature, seed)
         finally:
             torch.backends.cuda.matmul.allow_tf32 = tf32
 
-    def _generate(self, prompts, max_new, stop_ids, pad_id, exact, graph):
+    def _generate(self, prompts, max_new, stop_ids, pad_id, exact, graph, temperature=None, seed=None):
         dev = self.embed_tokens.weight.device
         B = len(prompts)
+        temp = None
+        if temperature is not None:
+            t = [float(temperature)] * B if isinstance(temperature, (int, float)) else [float(x) for x in temperature]
+            if len(t) != B or any(not (x >= 0) for x in t):
+                raise ValueError("temperature: one value >= 0, or one per prompt")
+            if any(x > 0 for x in t):
+                temp = torch.tensor(t, device=dev, dtype=torch.float32)
+                if seed is not None:
+                    torch.manual_seed(int(seed))
+
+        def pick(lg):
+            best = lg.argmax(-1)
+            if temp is None:
+                return best
+            u = torch.rand_like(lg).clamp_(min=1e-20, max=1.0 - 1e-7)
+            samp = (lg / temp.clamp(min=1e-4)[:, None] - torch.log(-torch.log(u))).argmax(-1)
+            return torch.where(temp > 0, samp, best)
         P = max(len(p) for p in prompts)
         pad = torch.tensor([P - len(p) for p in prompts], device=dev)
         toks = torch.full((B, P), pad_id, dtype=torch.long, device=dev)
@@ -219,7 +240,7 @@ class GGUFTarget(nn.Module):
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=low):
             logits, _ = self(toks, positions=pos, mask=m[:, None], caches=caches, pos0=0, last_only=True)
         out = torch.full((B, max_new), pad_id, dtype=torch.long, device=dev)
-        nxt = logits[:, -1].float().argmax(-1)
+        nxt = pick(logits[:, -1].float())
         out[:, 0] = nxt
         done = (nxt[:, None] == stop[None]).any(-1)
         cur = torch.tensor(P, device=dev)              # cache slot of the token being fed
@@ -228,7 +249,7 @@ class GGUFTarget(nn.Module):
             mask = (key_ok & (slots[None, :] <= cur))[:, None, None, :]
             with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=low, cache_enabled=False):
                 lg, _ = self(nxt[:, None], positions=(cur - pad)[:, None], mask=mask, caches=caches, pos0=cur)
-            new = torch.where(done, torch.full_like(nxt, pad_id), lg[:, -1].float().argmax(-1))
+            new = torch.where(done, torch.full_like(nxt, pad_id), pick(lg[:, -1].float()))
             nxt.copy_(new)
             out.index_copy_(1, (cur - P + 1).view(1), new[:, None])
             done.logical_or_(((new[:, None] == stop[None]).any(-1)))

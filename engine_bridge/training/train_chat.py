@@ -32,9 +32,14 @@ from typing import Callable
 
 import numpy as np
 
+# The published DFlash recipe (SpecForge's defaults) where it fits a small target; where ours differs,
+# the card and docs/benchmarks.md say why: 3 drafter layers (not 5: the step of a 135M target is
+# launch-bound and every drafter layer is paid at every step), 32 anchors per sequence (not 512: our
+# sequences are ~400 tokens, not 3k), the clock rather than epochs as the budget.
 DEFAULTS = dict(gen_seconds=180.0, seconds=540.0, max_new=384, gen_batch=1024, n_layer=3, n_target_layers=5,
-                block_size=16, batch=32, anchors=32, lr=1e-3, gamma=7.0, ckpt_every=120.0, val_frac=0.03,
-                weight_decay=0.1, patience=12)
+                block_size=16, batch=32, anchors=32, lr=6e-4, gamma=7.0, ckpt_every=120.0, val_frac=0.03,
+                weight_decay=0.1, patience=12, warmup=0.04, temperatures=(0.0, 0.8), magpie_frac=0.1,
+                followup_frac=0.2)
 
 
 class NoCudaError(RuntimeError):
@@ -53,8 +58,9 @@ def lr_at(progress: float, peak: float, warmup: float = 0.04, floor: float = 0.0
 
 
 def default_target_layers(n_layer: int, n: int = 5) -> list[int]:
-    """GGUF ids (input of layer k), spread from layer 2 to the last layer's input."""
-    ids = np.linspace(2, n_layer - 1, n).round().astype(int)
+    """GGUF ids (input of layer k), spread evenly from layer 2 to layer L-2: the recipe's Hugging Face
+    hidden states 1 .. L-3 (the output of layer k is the input of layer k + 1)."""
+    ids = np.linspace(2, max(2, n_layer - 2), n).round().astype(int)
     return sorted({int(i) for i in ids})
 
 
@@ -87,96 +93,22 @@ def _fmt(s: float) -> str:
     return f"{s // 60}:{s % 60:02d}"
 
 
-# -- 1. generation ----------------------------------------------------------------------------------------
-def generate(target, data: Path, out: Path, *, seconds: float, max_new: int, batch: int, max_prompts: int | None,
-             log, progress, cancel, exact: bool = False) -> dict:
-    from .chat_data import load_prompts
-
-    gdir = out / "gen"
-    f = gdir / "responses.npz"
-    if f.exists():
-        stats = json.loads((gdir / "gen-stats.json").read_text())
-        log(f"generate: reusing {stats['n']} responses from {f}")
-        return stats
-    prompts, cats, meta = load_prompts(data)
-    n = len(prompts) if max_prompts is None else min(max_prompts, len(prompts))
-    rng = np.random.default_rng(0)
-    pick = rng.permutation(len(prompts))[:n]          # a time budget that stops early keeps a mix of categories
-    order = sorted(pick.tolist(), key=lambda i: len(prompts[i]))
-    chunks = [order[i:i + batch] for i in range(0, len(order), batch)]
-    rng.shuffle(chunks)
-    stop = meta["stop_ids"]
-    graph = False
-    dev = target.embed_tokens.weight.device
-    if dev.type == "cuda":
-        # CUDA graphs remove the per-step launch overhead; used only when a small batch decodes to
-        # the same tokens with and without them
-        probe = [prompts[i].tolist() for i in order[:4]]
-        try:
-            a = target.generate(probe, 24, stop, pad_id=meta["pad_id"], exact=exact)
-            b = target.generate(probe, 24, stop, pad_id=meta["pad_id"], exact=exact, graph=True)
-            graph = a == b
-            log(f"generate: CUDA graphs {'on' if graph else 'off (they decoded differently)'}")
-        except Exception as e:       # capture unsupported here: the eager loop is correct, only slower
-            log(f"generate: CUDA graphs off ({type(e).__name__}: {e})")
-    t0 = time.time()
-    done_idx, resp = [], []
-    for ci, ch in enumerate(chunks):
-        if cancel is not None and cancel.is_set():
-            raise Cancelled()
-        if ci and time.time() - t0 > seconds:
-            log(f"generate: time budget reached after {len(done_idx)}/{n} prompts")
-            break
-        r = target.generate([prompts[i].tolist() for i in ch], max_new, stop, pad_id=meta["pad_id"], exact=exact,
-                            graph=graph)
-        done_idx.extend(ch)
-        resp.extend(r)
-        el = time.time() - t0
-        eta = el / (ci + 1) * (len(chunks) - ci - 1)
-        ntok = sum(len(x) for x in resp)
-        log(f"generate: {len(done_idx)}/{n} prompts, {ntok} tokens, {ntok / el:.0f} tok/s, "
-            f"{_fmt(el)} elapsed, ETA {_fmt(min(eta, max(0, seconds - el)))}")
-        if progress:
-            progress({"stage": "generate", "done": len(done_idx), "total": n, "elapsed_s": el,
-                      "eta_s": min(eta, max(0.0, seconds - el)), "tokens": ntok})
-    lens = np.array([len(x) for x in resp])
-    ended = np.array([bool(x) and x[-1] in set(stop) for x in resp])
-    flat = np.concatenate([np.asarray(x, dtype=np.int32) for x in resp]) if resp else np.zeros(0, np.int32)
-    gdir.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(f, prompt_index=np.asarray(done_idx, dtype=np.int32), ids=flat,
-                        offsets=np.concatenate([[0], np.cumsum(lens)]).astype(np.int64))
-    el = time.time() - t0
-    by_cat = {}
-    for ci_, name in enumerate(meta["categories"]):
-        sel = np.array([cats[i] == ci_ for i in done_idx])
-        if sel.any():
-            by_cat[name] = {"n": int(sel.sum()), "mean_len": round(float(lens[sel].mean()), 1),
-                            "ended": round(float(ended[sel].mean()), 3)}
-    stats = {"n": len(done_idx), "of": n, "tokens": int(lens.sum()), "mean_len": round(float(lens.mean()), 1) if resp else 0,
-             "ended_with_stop": round(float(ended.mean()), 3) if resp else 0, "max_new": max_new, "seconds": round(el, 1),
-             "tokens_per_s": round(float(lens.sum()) / max(el, 1e-9), 1), "batch": batch, "by_category": by_cat,
-             "precision": "float32" if exact or dev.type != "cuda" else "bfloat16", "cuda_graphs": graph}
-    (gdir / "gen-stats.json").write_text(json.dumps(stats, indent=1))
-    log(f"generate: done, {stats['n']} responses, {stats['tokens']} tokens (mean {stats['mean_len']}, "
-        f"{100 * stats['ended_with_stop']:.0f}% ended) in {_fmt(el)}")
-    return stats
-
-
+# -- 1. generation: gen_conversations (Magpie prompts, greedy + sampled first turns, follow-ups) ---------------
 def load_sequences(data: Path, out: Path):
-    """(sequences prompt + response as int arrays, prompt lengths) of a run's generated data."""
-    from .chat_data import load_prompts
+    """(sequences context + response as int arrays, context lengths) of a run's generated data."""
+    from .gen_conversations import load_sequences as load
 
-    prompts, _, _ = load_prompts(data)
-    z = np.load(out / "gen" / "responses.npz")
-    ids, off, pi = z["ids"], z["offsets"], z["prompt_index"]
-    seqs, plen = [], []
-    for k, i in enumerate(pi):
-        r = ids[off[k]:off[k + 1]]
-        if len(r) < 2:
-            continue
-        seqs.append(np.concatenate([prompts[i], r]).astype(np.int64))
-        plen.append(len(prompts[i]))
-    return seqs, np.asarray(plen)
+    seqs, plen, _ = load(out, data)
+    return seqs, plen
+
+
+def val_split(prompt_index: np.ndarray, frac: float) -> np.ndarray:
+    """Boolean mask of the validation sequences: whole prompts (every answer and follow-up of a
+    prompt on one side), chosen by a hash of the prompt index, so a sampled answer never
+    validates the drafter that trained on its greedy twin."""
+    k = max(2, int(round(1 / max(frac, 1e-6))))
+    h = (prompt_index.astype(np.int64) * 2654435761) % (1 << 32)
+    return (h % k) == 0
 
 
 # -- 2. training ---------------------------------------------------------------------------------------------
@@ -224,19 +156,24 @@ def block_loss(logits, labels, valid, weights):
 def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, target_layers: list[int],
           block_size: int, batch: int, anchors: int, lr: float, gamma: float, ckpt_every: float, val_frac: float,
           max_steps: int | None, seed: int, resume: bool, log, progress, cancel, weight_decay: float = 0.1,
-          patience: int = 0) -> dict:
+          patience: int = 0, mixed_blocks: bool = False, warmup: float = 0.04) -> dict:
     import torch
 
     from .ckpt import load_sharded, save_sharded
     from .drafter_model import DFlashDrafter, DrafterConfig, position_weights
 
+    from .gen_conversations import load_sequences as load_conversations
+
     meta = json.loads((data / "meta.json").read_text())
-    seqs, plen = load_sequences(data, out)
+    seqs, plen, pidx = load_conversations(out, data)
     if not seqs:
         raise ValueError("no generated responses to train on")
-    n_val = max(1, int(len(seqs) * val_frac)) if len(seqs) > 4 else 1
-    tr_idx = np.arange(n_val, len(seqs))
-    va_idx = np.arange(n_val)
+    is_val = val_split(pidx, val_frac)
+    if len(seqs) <= 4 or is_val.all() or not is_val.any():
+        is_val = np.zeros(len(seqs), bool)
+        is_val[0] = True
+    tr_idx = np.flatnonzero(~is_val)
+    va_idx = np.flatnonzero(is_val)
     if len(tr_idx) == 0:
         tr_idx = va_idx
     tc = target.c
@@ -339,8 +276,8 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
             cancelled = True
             break
         for gp in opt.param_groups:
-            gp["lr"] = lr_at(el / seconds, lr)
-        S = block_size if torch.rand(1, generator=gen).item() < 0.5 else min(8, block_size)
+            gp["lr"] = lr_at(el / seconds, lr, warmup=warmup)
+        S = block_size if not mixed_blocks or torch.rand(1, generator=gen).item() < 0.5 else min(8, block_size)
         idx = tr_idx[torch.randint(0, len(tr_idx), (batch,), generator=gen).numpy()].tolist()
         loss, acc, accepted = step_loss(idx, S, gen)
         opt.zero_grad(set_to_none=True)
@@ -410,6 +347,8 @@ def run(target: str | Path, data: str | Path, out: str | Path, *, stages=("gener
         gamma: float = DEFAULTS["gamma"], ckpt_every: float = DEFAULTS["ckpt_every"],
         val_frac: float = DEFAULTS["val_frac"], weight_decay: float = DEFAULTS["weight_decay"],
         patience: int = DEFAULTS["patience"], max_steps: int | None = None, seed: int = 0, resume: bool = True,
+        temperatures=DEFAULTS["temperatures"], magpie_frac: float = DEFAULTS["magpie_frac"],
+        followup_frac: float = DEFAULTS["followup_frac"], mixed_blocks: bool = False, warmup: float = DEFAULTS["warmup"],
         threads: int | None = None, progress: Callable[[dict], None] | None = None, cancel=None,
         log: Callable[[str], None] | None = None) -> dict:
     """Generate the target's responses and train its drafter; returns a summary dict.
@@ -449,14 +388,21 @@ def run(target: str | Path, data: str | Path, out: str | Path, *, stages=("gener
     summary = {"target": meta["target"], "target_layers": layers}
     try:
         if "generate" in stages:
-            summary["generate"] = generate(model, data, out, seconds=gen_seconds, max_new=max_new, batch=gen_batch,
-                                           max_prompts=max_prompts, log=log_, progress=progress, cancel=cancel,
-                                           exact=gen_fp32)
+            from . import gen_conversations
+
+            try:
+                summary["generate"] = gen_conversations.generate(
+                    model, target, data, out, seconds=gen_seconds, max_new=max_new, batch=gen_batch,
+                    max_prompts=max_prompts, log=log_, progress=progress, cancel=cancel, exact=gen_fp32,
+                    temperatures=temperatures, magpie_frac=magpie_frac, followup_frac=followup_frac, seed=seed)
+            except gen_conversations.Cancelled:
+                raise Cancelled() from None
         if "train" in stages:
             summary["train"] = train(model, data, out, dev=dev, seconds=seconds, n_layer=n_layer, target_layers=layers,
                                      block_size=block_size, batch=batch, anchors=anchors, lr=lr, gamma=gamma,
                                      ckpt_every=ckpt_every, val_frac=val_frac, max_steps=max_steps, seed=seed,
-                                     weight_decay=weight_decay, patience=patience,
+                                     weight_decay=weight_decay, patience=patience, mixed_blocks=mixed_blocks,
+                                     warmup=warmup,
                                      resume=resume, log=log_, progress=progress, cancel=cancel)
     except Cancelled:
         log_("cancelled during generation; nothing saved")
@@ -488,6 +434,24 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--no-resume", action="store_true")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--temperatures", default=",".join(str(t) for t in DEFAULTS["temperatures"]),
+                    help="one response per prompt at each temperature (0 = greedy), comma-separated")
+    ap.add_argument("--magpie-frac", type=float, default=DEFAULTS["magpie_frac"],
+                    help="share of the generation budget in which the target writes requests itself (0: none)")
+    ap.add_argument("--followup-frac", type=float, default=DEFAULTS["followup_frac"],
+                    help="share of the generation budget for second turns (the target asks and answers; 0: none)")
+    ap.add_argument("--mixed-blocks", action="store_true", help="train on blocks of 8 half the time (before 2026-11-25)")
+    ap.add_argument("--warmup", type=float, default=DEFAULTS["warmup"], help="share of the budget spent warming up")
+
+
+def _temperatures(text: str) -> tuple[float, ...]:
+    try:
+        t = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--temperatures {text!r}: numbers separated by commas") from None
+    if not t or any(not 0 <= x <= 2 for x in t):
+        raise argparse.ArgumentTypeError(f"--temperatures {text!r}: one or more values in [0, 2]")
+    return t
 
 
 def kwargs_from(a) -> dict:
@@ -495,7 +459,9 @@ def kwargs_from(a) -> dict:
                 max_prompts=a.max_prompts, gen_fp32=a.gen_fp32, n_layer=a.layers,
                 target_layers=[int(x) for x in a.target_layers.split(",")] if a.target_layers else None,
                 n_target_layers=a.n_target_layers, block_size=a.block_size, batch=a.batch, anchors=a.anchors, lr=a.lr,
-                max_steps=a.max_steps, weight_decay=a.weight_decay, patience=a.patience, ckpt_every=a.ckpt_every, resume=not a.no_resume, threads=a.threads, seed=a.seed)
+                max_steps=a.max_steps, weight_decay=a.weight_decay, patience=a.patience, ckpt_every=a.ckpt_every, resume=not a.no_resume, threads=a.threads, seed=a.seed,
+                temperatures=_temperatures(a.temperatures), magpie_frac=a.magpie_frac, followup_frac=a.followup_frac,
+                mixed_blocks=a.mixed_blocks, warmup=a.warmup)
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,140 @@
+"""The target's own conversations as training data (chat_turns, gen_conversations, the sampler of
+gguf_target), on the CPU with real llama.cpp and real GGUF files.
+
+* the template's turn fragments, joined around tokenized words, give exactly the ids of the whole
+  conversation rendered and tokenized as the app's chat does (SmolLM2's real template);
+* sampling: temperature-0 rows stay greedy, a seed repeats a sample, T > 0 leaves the greedy path;
+* a generation run holds greedy and sampled first turns, Magpie prompts that begin with the
+  template's user-turn prefix, and follow-up turns whose context extends a first turn;
+* the validation split keeps every answer of a prompt on one side.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine_bridge.models import synth
+
+torch = pytest.importorskip("torch")
+
+from engine_bridge.training import chat_data, gen_conversations, train_chat  # noqa: E402
+from engine_bridge.training.chat_turns import close_answer, close_query  # noqa: E402
+
+
+
+def smollm2_path() -> Path:
+    from engine_bridge.models import registry_models
+
+    p = registry_models.cached()
+    if p is None:
+        pytest.skip("SmolLM2-135M-Instruct is not in the models cache: run `dflash-studio fetch-default`")
+    return p
+
+
+def test_fragments_rebuild_a_whole_conversation_on_smollm2():
+    from engine_bridge.runtime.chat_template import render_chat
+    from engine_bridge.runtime.llama_ffi import C
+    from engine_bridge.runtime.native import Model
+
+    m = Model(smollm2_path(), n_gpu_layers=0)
+    tpl, v = m.chat_template(), m.vocab
+    bos, eos = m.token_text(C.llama_vocab_bos(v)), m.token_text(C.llama_vocab_eos(v))
+    stops = chat_data.end_tokens(m)
+    f = chat_data.turn_fragments(m, tpl, bos, eos, stops, print)
+    assert f is not None and f["answer_end"] in stops
+    turns = [("user", "What is 2+2? Answer briefly."), ("assistant", "It is 4.\n\nAnything else?"),
+             ("user", "Now explain why, in one line:\n- step one")]
+    whole = m.tokenize(render_chat(tpl, [{"role": r, "content": c} for r, c in turns], bos_token=bos, eos_token=eos,
+                                   add_generation_prompt=True), add_special=True, parse_special=True)
+    words = [m.tokenize(c, add_special=False, parse_special=False) for _, c in turns]
+    pieces = (f["pre_query"] + close_query(words[0] + [f["answer_end"]], f, stops)
+              + close_answer(words[1] + [f["answer_end"]], f) + close_query(words[2], f, stops))
+    assert pieces == whole
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("conv")
+    target = synth.write_target(root / "tiny-llama.gguf", synth.TargetSpec(arch="llama", vocab="gpt2", n_ctx=1024, seed=5))
+    data = root / "data"
+    chat_data.prepare(target, data, n_per_category=2, variants=1, log=lambda s: None)
+    meta = json.loads((data / "meta.json").read_text())
+    assert meta["turns"] is not None
+    from engine_bridge.training.gguf_target import load_gguf_target
+
+    model = load_gguf_target(target)
+    # A random-weight model seldom writes its end-of-turn token: make the third token of its greedy
+    # answers end a turn, so greedy first turns end (and get follow-ups) and sampled text ends
+    # wherever it meets that token.
+    prompts, _, _ = chat_data.load_prompts(data)
+    paths = model.generate([p.tolist() for p in prompts], 8, [], pad_id=0)
+    stops = set(meta["stop_ids"]) | {p[2] for p in paths}
+    stops -= {t for p in paths for t in p[:2]}
+    assert stops - set(meta["stop_ids"])
+    meta["stop_ids"] = sorted(stops)
+    (data / "meta.json").write_text(json.dumps(meta))
+    return target, data, model, meta
+
+
+def test_sampling_keeps_greedy_rows_and_repeats_with_a_seed(tiny):
+    _, _, model, meta = tiny
+    prompts = [[1, 5, 9, 20], [1, 7, 3, 30, 31, 32], [1, 5, 9, 20]]
+    greedy = model.generate(prompts, 12, [], pad_id=0)
+    a = model.generate(prompts, 12, [], pad_id=0, temperature=[0.0, 1.5, 1.5], seed=3)
+    b = model.generate(prompts, 12, [], pad_id=0, temperature=[0.0, 1.5, 1.5], seed=3)
+    assert a == b
+    assert a[0] == greedy[0]
+    assert a[1] != greedy[1] or a[2] != greedy[2]
+    assert a[2] != greedy[2] or a[2] != a[1]
+    with pytest.raises(ValueError, match="temperature"):
+        model.generate(prompts, 4, [], pad_id=0, temperature=[0.5])
+
+
+def test_generation_holds_greedy_sampled_magpie_and_follow_up_turns(tiny, tmp_path):
+    target, data, model, meta = tiny
+    lines = []
+    stats = gen_conversations.generate(model, target, data, tmp_path, seconds=600, max_new=12, batch=8, max_prompts=6,
+                                       log=lines.append, progress=None, cancel=None, magpie_n=8,
+                                       query_min_tokens=1)
+    assert stats["by_kind"]["greedy"] > 0 and stats["by_kind"]["sampled"] > 0
+    assert stats["by_kind"]["follow-up"] > 0, lines
+    assert stats["magpie"]["sampled"] == 8
+    z = np.load(tmp_path / "gen" / "responses.npz")
+    co, ci, kind, pidx = z["ctx_offsets"], z["ctx_ids"], z["kind"], z["prompt_index"]
+    ctx = [ci[co[k]:co[k + 1]].tolist() for k in range(len(co) - 1)]
+    turns = meta["turns"]
+    firsts = {pidx[k]: ctx[k] for k in range(len(ctx)) if kind[k] != gen_conversations.KIND_FOLLOWUP}
+    for k in range(len(ctx)):
+        if pidx[k] < 0:                                    # a request the target wrote
+            assert ctx[k][:len(turns["pre_query"])] == turns["pre_query"]
+            assert ctx[k][-len(turns["after_query"]):] == turns["after_query"]
+        if kind[k] == gen_conversations.KIND_FOLLOWUP:     # extends its own first turn
+            first = firsts[pidx[k]]
+            assert ctx[k][:len(first)] == first and len(ctx[k]) > len(first) + len(turns["after_answer"])
+    seqs, plen, pi = gen_conversations.load_sequences(tmp_path)
+    assert len(seqs) == len(ctx) and all(len(s) > p for s, p in zip(seqs, plen))
+    again = []
+    gen_conversations.generate(model, target, data, tmp_path, seconds=1, max_new=6, batch=8, max_prompts=6,
+                               log=again.append, progress=None, cancel=None)
+    assert any("reusing" in s for s in again)
+
+
+def test_validation_split_keeps_a_prompts_answers_together():
+    pidx = np.repeat(np.arange(-50, 400), 3)               # three answers per prompt
+    val = train_chat.val_split(pidx, 0.05)
+    assert 0.02 < val.mean() < 0.09
+    for p in np.unique(pidx):
+        assert len(set(val[pidx == p].tolist())) == 1
+
+
+def test_temperatures_flag_is_checked():
+    import argparse
+
+    assert train_chat._temperatures("0,0.8") == (0.0, 0.8)
+    for bad in ("", "x", "-1", "0,3"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            train_chat._temperatures(bad)
