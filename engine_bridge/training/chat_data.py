@@ -116,7 +116,8 @@ def prepare(target: str | Path, out: str | Path, *, n_per_category: int = 3000, 
             f.write(json.dumps(p) + "\n")
             if (i + 1) % 5000 == 0:
                 log(f"prepare: {i + 1}/{len(train)} prompts tokenized")
-    np.savez_compressed(out / "prompts.npz", ids=np.asarray(ids, dtype=np.int32),
+    # uint16 where the vocabulary allows: the folder travels to the GPU machine (64 MiB a call)
+    np.savez_compressed(out / "prompts.npz", ids=np.asarray(ids, dtype=np.uint16 if model.n_vocab <= 65535 else np.int32),
                         offsets=np.asarray(offsets, dtype=np.int64), category=np.asarray(cats, dtype=np.int8))
     held_lines = []
     for p in held:
