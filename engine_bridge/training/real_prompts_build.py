@@ -21,6 +21,7 @@ import json
 import lzma
 import re
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -68,10 +69,20 @@ SOURCES = {
                            "Roleplay/roleplay-simple-deduped-roleplay-instruct.json (instruction + input)", "MIT"),
     "thealgorithms-python": ("TheAlgorithms/Python", "f5988cc09713315817df6a7e327e258013a94440",
                              "*.py: function names, signatures and docstring first paragraphs", "MIT"),
+    "thealgorithms-javascript": ("TheAlgorithms/JavaScript", "08d8c6b6749c06a36fab705a8cf16e9a04d46a8e",
+                                 "*.js: doc comments and the function they describe", "MIT"),
+    "thealgorithms-java": ("TheAlgorithms/Java", "9d05db2d14702454a418ff31158905e502df83e0",
+                           "*.java: doc comments and the method they describe", "MIT"),
+    "thealgorithms-go": ("TheAlgorithms/Go", "5ba447ec5ff3d1213de65b92e726ee74c5d5cc19",
+                         "*.go: doc comments and the function they describe", "MIT"),
+    "thealgorithms-rust": ("TheAlgorithms/Rust", "2c53ddfa4b43da4df34bc2f990c5e806f455cb90",
+                           "*.rs: doc comments and the function they describe", "MIT"),
+    "thealgorithms-cpp": ("TheAlgorithms/C-Plus-Plus", "b9c118fb5dca86f6325e816481959e1e6c360373",
+                          "*.cpp: doc comments and the function they describe", "MIT"),
     "awesome-chatgpt-prompts": ("f/awesome-chatgpt-prompts", "50a97c072933c93c76cc0714e9dd4c4cf1d80ae7",
                                 "prompts.csv (type TEXT; ${var:default} placeholders filled with their defaults)",
                                 "CC0-1.0 (public domain dedication)"),
-    "cpython-stdlib": ("the running CPython", "",
+    "cpython-stdlib": (f"CPython {sys.version_info.major}.{sys.version_info.minor} (the interpreter running the builder)", "",
                        "module and function names, docstring first lines (chat_prompts.stdlib_functions) in our "
                        "code request templates", "PSF-2.0 (docstrings); MIT (templates, DFlash Studio)"),
 }
@@ -240,6 +251,80 @@ def thealgorithms(m: Mirror) -> list[tuple[str, str, str]]:
     return out
 
 
+#: TheAlgorithms in other languages (MIT): file extension, language name, function-name pattern of the
+#: line after a doc comment
+OTHER_LANGS = {
+    "JavaScript": (".js", r"(?:export\s+)?(?:default\s+)?(?:async\s+)?(?:function\s*\*?\s*(\w+)|(?:const|let|var)\s+(\w+)\s*=)"),
+    "Java": (".java", r"(?:public|private|protected|static|final|synchronized|\s)+[\w<>\[\],?\s]+?\s(\w+)\s*\("),
+    "Go": (".go", r"func\s+(?:\([^)]*\)\s*)?(\w+)"),
+    "Rust": (".rs", r"(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?fn\s+(\w+)"),
+    "C++": (".cpp", r"(?:template\s*<[^>]*>\s*)?(?:static\s+|inline\s+|constexpr\s+)*[\w:<>,\*&\s]+?\s[\*&]*(\w+)\s*\("),
+}
+OTHER_TEMPLATES = [
+    "Write a {lang} function `{name}`: {doc}",
+    "Implement `{name}` in {lang}. {doc}",
+    "{doc}\n\nWrite this in {lang} (a function named `{name}`) and explain the approach.",
+    "How would I write `{name}` in {lang}? It should do this: {doc}",
+]
+FILE_TEMPLATES = [
+    "Implement the following in {lang}: {doc}", "Write a {lang} program for this. {doc}",
+    "{doc}\n\nShow an implementation in {lang}, with a short explanation.",
+]
+_COMMENT_RE = re.compile(r"/\*\*?(.*?)\*/|((?:^[ \t]*//[/!]?[^\n]*\n)+)", re.S | re.M)
+_DROP_DOC = re.compile(r"^(?:@(?:param|return|returns|throws|author|see|since|version|tparam|note|example|file|"
+                       r"namespace|exception|license|copyright)|\\(?:param|return|author)|reference|references|"
+                       r"author|time complexity|space complexity|complexity|see |https?://|example|for more|"
+                       r"package |copyright|license)", re.I)
+
+
+def _clean_comment(raw: str) -> str:
+    """The prose of a doc comment: comment markers, tags and links dropped, first paragraph(s) only."""
+    keep: list[str] = []
+    for line in raw.splitlines():
+        s = re.sub(r"^\s*(?:/\*+|\*+/?|//[/!]?)\s?", "", line).strip()
+        s = re.sub(r"^(?:@brief|\\brief|@details|\\details|description:|@description)\s*", "", s, flags=re.I).strip()
+        if not s:
+            if len(" ".join(keep)) >= 60:
+                break
+            continue
+        if _DROP_DOC.match(s) or s.startswith(("```", "<", "|", "#include", "import ", "$")):
+            if keep:
+                break
+            continue
+        keep.append(s)
+    text = " ".join(keep)
+    text = re.sub(r"\[([^\]]+)\]\([^)]+\)", r"\1", text)          # markdown links -> their text
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def other_languages(mirrors: Path) -> list[tuple[str, str, str]]:
+    out = []
+    for lang, (ext, fn_re) in OTHER_LANGS.items():
+        src = "thealgorithms-" + lang.lower().replace("+", "p")
+        m = Mirror(mirrors, *SOURCES[src][:2])
+        files = [p for p in m.ls() if p.endswith(ext) and "test" not in p.lower()]
+        fn = re.compile(fn_re)
+        for path, data in sorted(m.read_many(files).items()):
+            code = data.decode("utf-8", "replace")
+            first = True
+            for mt in _COMMENT_RE.finditer(code):
+                doc = _clean_comment(mt.group(1) or mt.group(2) or "")
+                after = code[mt.end():mt.end() + 300].lstrip().split("\n", 1)[0]
+                name_m = fn.match(after)
+                name = next((g for g in name_m.groups() if g), None) if name_m else None
+                is_header = first and mt.start() < 400
+                first = False
+                if not (40 <= len(doc) <= 700) or sum(c.isalpha() for c in doc) < 30:
+                    continue
+                if name and name not in ("main", "if", "for", "while", "return", "switch", "new") and not name.startswith("test"):
+                    tmpl = OTHER_TEMPLATES[_h(f"{path}:{name}") % len(OTHER_TEMPLATES)]
+                    out.append(("code", src, tmpl.format(lang=lang, name=name, doc=doc)))
+                elif is_header:
+                    tmpl = FILE_TEMPLATES[_h(path) % len(FILE_TEMPLATES)]
+                    out.append(("code", src, tmpl.format(lang=lang, doc=doc)))
+    return out
+
+
 def stdlib() -> list[tuple[str, str, str]]:
     out = []
     for mod, fn, doc in chat_prompts.stdlib_functions():
@@ -379,6 +464,7 @@ def main(argv=None) -> int:
     raw += gsm8k_train(Mirror(mirrors, *SOURCES["gsm8k-train"][:2]))
     raw += gpteacher(Mirror(mirrors, *SOURCES["gpteacher-codegen"][:2]))
     raw += thealgorithms(Mirror(mirrors, *SOURCES["thealgorithms-python"][:2]))
+    raw += other_languages(mirrors)
     raw += awesome(Mirror(mirrors, *SOURCES["awesome-chatgpt-prompts"][:2]))
     raw += stdlib()
     rows, stats = assemble(raw)
