@@ -32,9 +32,9 @@ SOURCES = {
                     "Apache-2.0 (the repository); the 805 instructions"),
     "mbpp": ("OckBench/OckBench", "b72752a0ba5989d3c212675ec60d3eedcd838628", "data/mbpp.jsonl",
              "CC-BY-4.0 (MBPP, google-research/google-research mbpp/mbpp.jsonl; all 974 tasks, copied verbatim there)"),
-    "math-500": ("MobileLLM/BudgetThinker", "f0466b9d37595f46603387baa5930e312fefb7f5",
-                 "evaluation/data/math500/test_ori.jsonl",
-                 "MIT (MATH, hendrycks/math); MATH-500, the 500-problem subset of the MATH test split"),
+    "math-test": ("LightChen233/ECM", "aac9ae2f22e312fac2de44f20e4227922649b5f4", "data/math/test.jsonl",
+                  "MIT (MATH, hendrycks/math); the whole test split, 5,000 problems (a copy; its subject counts "
+                  "match the original's and it holds every MATH-500 problem)"),
 }
 
 #: the user message of a HumanEval suite line (the function's prompt, as the model must complete it)
@@ -71,8 +71,8 @@ def read_sets(mirrors: Path) -> dict[str, list[dict]]:
     out["mbpp"] = [{"id": f"mbpp-{q['task_id']}", "category": "code",
                     "texts": [q["text"], "\n".join(q.get("test_list", []))]}
                    for q in jsonl(show(mirrors, "mbpp"))]
-    out["math-500"] = [{"id": f"math-500-{i:03d}", "category": "math", "texts": [q["problem"]]}
-                       for i, q in enumerate(jsonl(show(mirrors, "math-500")))]
+    out["math-test"] = [{"id": f"math-test-{i:04d}", "category": "math", "texts": [q["question"]]}
+                        for i, q in enumerate(jsonl(show(mirrors, "math-test")))]
     return out
 
 
