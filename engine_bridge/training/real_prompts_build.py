@@ -79,6 +79,9 @@ SOURCES = {
                            "*.rs: doc comments and the function they describe", "MIT"),
     "thealgorithms-cpp": ("TheAlgorithms/C-Plus-Plus", "b9c118fb5dca86f6325e816481959e1e6c360373",
                           "*.cpp: doc comments and the function they describe", "MIT"),
+    "scitldr-train": ("allenai/scitldr", "5ccad9c00a60ad75c9e04abf7f27d0f53f983b20",
+                      "SciTLDR-Data/SciTLDR-A/train.jsonl (paper abstracts, train split only) in our summary "
+                      "request templates", "Apache-2.0 (abstracts); MIT (templates, DFlash Studio)"),
     "awesome-chatgpt-prompts": ("f/awesome-chatgpt-prompts", "50a97c072933c93c76cc0714e9dd4c4cf1d80ae7",
                                 "prompts.csv (type TEXT; ${var:default} placeholders filled with their defaults)",
                                 "CC0-1.0 (public domain dedication)"),
@@ -212,6 +215,28 @@ def awesome(m: Mirror) -> list[tuple[str, str, str]]:
             continue
         cat = "code" if (r.get("for_devs") or "").upper() == "TRUE" else "chat"
         out.append((cat, "awesome-chatgpt-prompts", text))
+    return out
+
+
+SUMMARY_TEMPLATES = [
+    "Write a one-sentence TL;DR of this abstract:\n\n{a}",
+    "Summarize the following paper abstract in a single sentence.\n\n{a}",
+    "{a}\n\nExplain what this paper is about to someone who is not an expert, in a short paragraph.",
+    "Here is the abstract of a research paper:\n\n{a}\n\nWhat is its main contribution, in one or two sentences?",
+    "Suggest a clear, catchy title for a paper with this abstract:\n\n{a}",
+    "Rewrite this abstract as a short blog post introduction for a general audience.\n\n{a}",
+]
+
+
+def scitldr(m: Mirror) -> list[tuple[str, str, str]]:
+    out = []
+    for line in m.read("SciTLDR-Data/SciTLDR-A/train.jsonl").decode().splitlines():
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        a = " ".join(s.strip() for s in r["source"]).strip()
+        tmpl = SUMMARY_TEMPLATES[_h(r["paper_id"]) % len(SUMMARY_TEMPLATES)]
+        out.append(("writing", "scitldr-train", tmpl.format(a=a)))
     return out
 
 
@@ -403,6 +428,13 @@ REFUSED = {
         "Toolformer/*: tool-call formatted, not requests a user types",
     "deepmind/AQuA train.json": "not used: over the 4 MiB file limit (Apache-2.0); dev/test are evaluation splits",
     "openai/prm800k (MATH splits)": "not used: Git LFS pointers only; its train split also holds 4,500 MATH test problems",
+    "MATH train split (hendrycks/math; meta-math/MetaMath, Qwen-style evaluation folders)": "not used: the data is "
+        "outside git or the copies are over the 4 MiB file limit (MIT, would be fine)",
+    "Yale-LILY/dart": "MIT as released, but built from WebNLG (CC-BY-NC-SA) and E2E / WikiTableQuestions (CC-BY-SA)",
+    "thunlp/UltraChat, LAION-AI/Open-Assistant (oasst1)": "not used: the conversations are on Hugging Face, not in "
+        "the git repositories (MIT / Apache-2.0, would be fine); Open-Assistant's en_100 files are its evaluation set",
+    "allenai/scitldr dev/test": "SciTLDR's evaluation splits: only its train split is used",
+    "google/BIG-bench": "an evaluation benchmark whose canary asks that it never appear in training data",
 }
 
 
@@ -465,6 +497,7 @@ def main(argv=None) -> int:
     raw += gpteacher(Mirror(mirrors, *SOURCES["gpteacher-codegen"][:2]))
     raw += thealgorithms(Mirror(mirrors, *SOURCES["thealgorithms-python"][:2]))
     raw += other_languages(mirrors)
+    raw += scitldr(Mirror(mirrors, *SOURCES["scitldr-train"][:2]))
     raw += awesome(Mirror(mirrors, *SOURCES["awesome-chatgpt-prompts"][:2]))
     raw += stdlib()
     rows, stats = assemble(raw)
