@@ -307,7 +307,9 @@ def _clean_comment(raw: str) -> str:
     keep: list[str] = []
     for line in raw.splitlines():
         s = re.sub(r"^\s*(?:/\*+|\*+/?|//[/!]?)\s?", "", line).strip()
-        s = re.sub(r"^(?:@brief|\\brief|@details|\\details|description:|@description)\s*", "", s, flags=re.I).strip()
+        s = re.sub(r"^(?:@brief|\\brief|@details|\\details|description:|@description|@summary)\s*", "", s,
+                   flags=re.I).strip()
+        s = re.sub(r"^@(?:function|name|method|class|module|func)\s+\S+\s*", "", s).strip()
         if not s:
             if len(" ".join(keep)) >= 60:
                 break
@@ -319,6 +321,7 @@ def _clean_comment(raw: str) -> str:
         keep.append(s)
     text = " ".join(keep)
     text = re.sub(r"\[([^\]]+)\]\([^)]+\)", r"\1", text)          # markdown links -> their text
+    text = re.sub(r"https?://\S+", "", text).replace("\\f$", "")  # bare links, Doxygen math markers
     return re.sub(r"\s+", " ", text).strip()
 
 
