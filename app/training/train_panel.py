@@ -49,6 +49,7 @@ class TrainRequest:
     gen_seconds: float = 180.0         # time budget for generating the target's responses
     device: str = "auto"
     work: Path | None = None           # where data and checkpoints go (default: next to out, "<stem>.train")
+    prompts: Path | None = None        # the user's extra training prompts (JSONL), beside the shipped set
     #: further trainer options (name, value): prompts per category, max_steps, batch, ... (tests: tiny runs)
     extra: tuple = ()
 
@@ -75,11 +76,23 @@ def start_training(req: TrainRequest, on_event, cancel: threading.Event) -> Path
     train_chat.pick_device(device)       # no CUDA for "cuda": say so before minutes of preparation
     train_for_target.run(req.target, req.out, stages=("prepare", "train", "export"), work=req.work,
                          device=device, n_layer=req.layers, block_size=req.block_size, seconds=req.seconds,
-                         gen_seconds=req.gen_seconds, progress=on_event, cancel=cancel,
+                         gen_seconds=req.gen_seconds, extra_prompts=req.prompts, progress=on_event, cancel=cancel,
                          log=lambda line: on_event({"log": str(line)}), **dict(req.extra))
     if cancel.is_set() or not req.out.exists():
         return None
     return req.out
+
+
+def check_prompt_file(path: Path) -> int:
+    """The number of prompts in a user's prompt file; ValueError naming the first bad line or the first
+    prompt that overlaps a public benchmark (what prepare would refuse, said before anything runs)."""
+    from engine_bridge.training import decontam
+    from engine_bridge.training.chat_data import read_extra_prompts
+
+    rows = read_extra_prompts(path)
+    decontam.require_clean([r["text"] for r in rows], [f"{path.name} line {r['line']}" for r in rows],
+                           what=f"the prompts of {path.name}")
+    return len(rows)
 
 
 def work_folder(req: TrainRequest) -> Path:
@@ -206,6 +219,17 @@ class TrainPanel(QWidget):
         self.device_combo.addItems(list(DEVICES))
         self.device_combo.setToolTip("cuda needs a CUDA device and PyTorch built for it; auto picks it when present")
         self.out_edit = QLineEdit(objectName="trainOutEdit", placeholderText="default: <models>/<target>-dflash.gguf")
+        self.prompts_edit = QLineEdit(objectName="trainPromptsEdit",
+                                      placeholderText="optional: one JSON object per line, {\"text\": ...}")
+        self.prompts_edit.setToolTip("extra training prompts of your own, added to the shipped prompt set; each line "
+                                     "{\"text\": ...} (or \"prompt\", or \"messages\") with an optional \"category\" "
+                                     "(chat, instructions, writing, code, math, reasoning). Prompts that overlap a "
+                                     "public benchmark (MT-Bench, GSM8K, HumanEval, ...) are refused.")
+        self.prompts_button = QPushButton("Browse…", objectName="trainPromptsBrowseButton")
+        self.prompts_button.clicked.connect(self._browse_prompts)
+        prompts_row = QHBoxLayout()
+        prompts_row.addWidget(self.prompts_edit, 1)
+        prompts_row.addWidget(self.prompts_button)
         form = QFormLayout()
         form.addRow("Target", target_row)
         form.addRow("Drafter layers", self.layers_spin)
@@ -214,6 +238,7 @@ class TrainPanel(QWidget):
         form.addRow("Training budget", self.seconds_spin)
         form.addRow("Device", self.device_combo)
         form.addRow("Save drafter as", self.out_edit)
+        form.addRow("Extra prompts (JSONL)", prompts_row)
 
         self.start_button = QPushButton("Train drafter", objectName="trainStartButton")
         self.start_button.clicked.connect(self.start)
@@ -268,6 +293,12 @@ class TrainPanel(QWidget):
         if path:
             self.target_edit.setText(path)
 
+    def _browse_prompts(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a prompt file", str(Path(self.prompts_edit.text()).parent),
+                                              "JSON lines (*.jsonl);;All files (*)")
+        if path:
+            self.prompts_edit.setText(path)
+
     def build_request(self, **overrides) -> TrainRequest:
         """The request the inputs describe; ValueError with the reason when they describe none."""
         text = self.target_edit.text().strip()
@@ -280,7 +311,11 @@ class TrainPanel(QWidget):
         out = Path(out_text).expanduser() if out_text else default_output(target)
         if out.exists():
             raise ValueError(f"{out} already exists: choose another name (a drafter is never overwritten)")
-        fields = dict(target=target, out=out, layers=self.layers_spin.value(),
+        prompts = None
+        if self.prompts_edit.text().strip():
+            prompts = Path(self.prompts_edit.text().strip()).expanduser()
+            check_prompt_file(prompts)
+        fields = dict(target=target, out=out, prompts=prompts, layers=self.layers_spin.value(),
                       block_size=int(self.block_combo.currentText()), seconds=float(self.seconds_spin.value()),
                       gen_seconds=float(self.gen_seconds_spin.value()), device=self.device_combo.currentText(),
                       extra=tuple(self.extra_options.items()))

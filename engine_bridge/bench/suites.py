@@ -71,19 +71,28 @@ class Suite:
                 "n_prompts": len(self.prompts), "prompt_ids": [p.id for p in self.prompts]}
 
 
+#: public benchmark suites (resources/prompts/public/, README.md there): measured, never trained on
+PUBLIC_SUITES = {"mt-bench": "public/mt_bench.jsonl", "gsm8k": "public/gsm8k_test.jsonl",
+                 "humaneval": "public/humaneval.jsonl"}
+
+
 def builtin_dir() -> Path:
     return resource("prompts")
 
 
 def builtin_names() -> list[str]:
-    return sorted(p.stem for p in builtin_dir().glob("*.jsonl"))
+    return sorted([p.stem for p in builtin_dir().glob("*.jsonl")]
+                  + [n for n, rel in PUBLIC_SUITES.items() if (builtin_dir() / rel).is_file()])
 
 
 def load_suite(name_or_path: str | os.PathLike) -> Suite:
-    """A built-in suite by name (``code``, ``math``, ``chat``) or a JSONL file by path."""
+    """A built-in suite by name (``code``, ``math``, ``chat``; the public ``mt-bench``, ``gsm8k``,
+    ``humaneval``) or a JSONL file by path."""
     p = Path(name_or_path)
+    name = None
     if p.suffix != ".jsonl" and not p.exists():
-        cand = builtin_dir() / f"{name_or_path}.jsonl"
+        name = str(name_or_path)
+        cand = builtin_dir() / PUBLIC_SUITES.get(name, f"{name}.jsonl")
         if not cand.exists():
             raise SuiteError(f"unknown suite {str(name_or_path)!r}: built-in suites are "
                              f"{', '.join(builtin_names())}, or give a .jsonl file")
@@ -92,7 +101,7 @@ def load_suite(name_or_path: str | os.PathLike) -> Suite:
         raise SuiteError(f"{p}: no such file")
     data = p.read_bytes()
     prompts = parse_jsonl(data.decode("utf-8", "replace"), source=str(p))
-    return Suite(p.stem, str(p), hashlib.sha256(data).hexdigest(), tuple(prompts))
+    return Suite(name or p.stem, str(p), hashlib.sha256(data).hexdigest(), tuple(prompts))
 
 
 def parse_jsonl(text: str, source: str = "<string>") -> list[Prompt]:

@@ -25,7 +25,7 @@ def register(sub) -> None:
                     "acceptance and commit length with mean ± sd and bootstrap 95% intervals, the "
                     "speed-up, a losslessness check, and each row's delta vs a baseline row.")
     add_engine_args(b)
-    b.add_argument("--suite", default="code", help="built-in suite (code, math, chat) or a JSONL file")
+    b.add_argument("--suite", default="code", help="built-in suite (code, math, chat; public: mt-bench, gsm8k, humaneval) or a JSONL file")
     b.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N prompts of the suite")
     b.add_argument("--reps", type=int, default=3, help="timed repetitions per prompt (default 3)")
     b.add_argument("--max-tokens", type=int, default=64, help="tokens generated per prompt (default 64)")

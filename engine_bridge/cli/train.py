@@ -21,6 +21,12 @@ def register(sub) -> None:
     p.add_argument("--card", default=None, help="card path (default: card.md next to OUT)")
     p.add_argument("--heldout-copy", default=None, help="also write the held-out prompts (JSONL suite) here")
     p.add_argument("--per-category", type=int, default=3000, help="training prompts per category")
+    p.add_argument("--prompt-source", choices=["real", "templates"], default="real",
+                   help="real: the shipped prompt set from public permissively licensed sources (default); "
+                        "templates: our own prompt templates")
+    p.add_argument("--prompts", default=None, metavar="FILE.jsonl",
+                   help="extra training prompts of your own: one JSON object per line with \"text\" (or \"prompt\", "
+                        "or \"messages\") and an optional \"category\"; checked against public benchmarks")
     p.add_argument("--mask-token-id", type=int, default=None)
     p.add_argument("--eval-max-tokens", type=int, default=128)
     p.add_argument("--eval-prompts", type=int, default=None, help="held-out prompts per category (default all)")
@@ -34,6 +40,9 @@ def cmd_train_drafter(args) -> int:
     target = Path(args.target)
     if not target.is_file():
         print(f"train-drafter: {target}: no such file", file=sys.stderr)
+        return 2
+    if args.prompts and not Path(args.prompts).is_file():
+        print(f"train-drafter: --prompts {args.prompts}: no such file", file=sys.stderr)
         return 2
     stages = ("prepare", "train", "export", "evaluate") if args.stage == "all" else (args.stage,)
     try:
@@ -49,6 +58,7 @@ def cmd_train_drafter(args) -> int:
                                    card=args.card, heldout_copy=args.heldout_copy, n_per_category=args.per_category,
                                    mask_token_id=args.mask_token_id, eval_max_tokens=args.eval_max_tokens,
                                    eval_n_per_category=args.eval_prompts,
+                                   prompt_source=args.prompt_source, extra_prompts=args.prompts,
                                    command=train_for_target.command_line(sys.argv[1:]) if sys.argv[1:2] == ["train-drafter"] else None,
                                    **kw)
     except NoCudaError as e:

@@ -34,6 +34,7 @@ def run(target: str | Path, out: str | Path, *, stages=STAGES, work: str | Path 
         run_dir: str | Path | None = None, data_dir: str | Path | None = None, card: str | Path | None = None, heldout_copy: str | Path | None = None,
         n_per_category: int = 3000, mask_token_id: int | None = None, eval_max_tokens: int = 128,
         eval_n_per_category: int | None = None, eval_gpu_layers: int = -1, command: str | None = None,
+        prompt_source: str = "real", extra_prompts: str | Path | None = None,
         progress: Callable[[dict], None] | None = None, cancel=None, log: Callable[[str], None] = print,
         **train_kwargs) -> dict:
     """Runs the given stages; returns {"data": meta, "train": summary, "export": paths, "evaluate": results}.
@@ -57,7 +58,7 @@ def run(target: str | Path, out: str | Path, *, stages=STAGES, work: str | Path 
         from .chat_data import prepare
 
         result["data"] = prepare(target, data, n_per_category=n_per_category, mask_token_id=mask_token_id,
-                                 heldout_copy=heldout_copy, log=log)
+                                 heldout_copy=heldout_copy, source=prompt_source, extra_prompts=extra_prompts, log=log)
     if "train" in stages and not cancelled():
         from . import train_chat
 
@@ -146,8 +147,10 @@ def write_card(path: Path, target: Path, out: Path, data: Path, rdir: Path, res:
     L += [f"| {c} | {n} |" for c, n in dmeta["counts"].items()]
     L += ["", "Sources and licences:", ""]
     L += [f"- `{k}`: {v}" for k, v in dmeta["sources"].items()]
-    L += ["", f"No public benchmark set was used ({', '.join(dmeta['benchmarks_excluded'])} excluded). "
-          "Held-out prompts (chat, code, math) use templates of their own and topics split off by a hash.", ""]
+    L += ["", f"No public benchmark set was used ({', '.join(dmeta['benchmarks_excluded'])} excluded"
+          + ("; every prompt passed the 13-gram decontamination check" if dmeta.get("decontamination") else "") + "). "
+          + dmeta.get("heldout_note", "Held-out prompts (chat, code, math) use templates of their own and topics "
+                                      "split off by a hash."), ""]
     if gen_stats:
         L += [f"Generation: {gen_stats['n']} responses, {gen_stats['tokens']} tokens (mean {gen_stats['mean_len']}, "
               f"{100 * gen_stats['ended_with_stop']:.0f}% ended with a stop token; cap {gen_stats['max_new']}) in "

@@ -54,6 +54,29 @@ def test_inputs_are_checked_before_anything_runs(qtbot, panel, tmp_path, tiny_ta
     assert panel.start_button.isEnabled() and not panel.cancel_button.isEnabled()
 
 
+def test_a_bad_prompt_file_is_refused_in_the_status_line(qtbot, panel, tmp_path, tiny_target):
+    import json
+
+    from engine_bridge.common.resources import resource
+
+    panel.target_edit.setText(str(tiny_target))
+    panel.out_edit.setText(str(tmp_path / "d.gguf"))
+    mine = tmp_path / "mine.jsonl"
+    panel.prompts_edit.setText(str(tmp_path / "missing.jsonl"))
+    assert panel.start() is False and "no such prompt file" in panel.status_label.text()
+    mine.write_text('{"text": "Plan a picnic for six people."}\n{"text": "unfinished"\n')
+    panel.prompts_edit.setText(str(mine))
+    assert panel.start() is False and "mine.jsonl line 2: not JSON" in panel.status_label.text()
+    q = json.loads(resource("prompts", "public", "humaneval.jsonl").read_text().splitlines()[3])
+    mine.write_text(json.dumps({"text": "Plan a picnic for six people."}) + "\n"
+                    + json.dumps({"text": q["messages"][0]["content"], "category": "code"}) + "\n")
+    assert panel.start() is False and "mine.jsonl line 2 matches humaneval" in panel.status_label.text()
+    mine.write_text(json.dumps({"text": "Plan a picnic for six people."}) + "\n")
+    req = panel.build_request()
+    assert req.prompts == mine and not panel.running
+    assert not (tmp_path / "d.gguf").exists()
+
+
 def test_default_output_never_overwrites(tmp_path, tiny_target):
     first = default_output(tiny_target, tmp_path)
     assert first == tmp_path / f"{tiny_target.stem}-dflash.gguf"

@@ -74,7 +74,7 @@ def smol_data(tmp_path_factory):
     from engine_bridge.training.chat_data import prepare
 
     out = tmp_path_factory.mktemp("smol-data")
-    meta = prepare(smollm2_path(), out, n_per_category=4, log=lambda s: None)
+    meta = prepare(smollm2_path(), out, n_per_category=4, source="templates", log=lambda s: None)
     return out, meta
 
 
