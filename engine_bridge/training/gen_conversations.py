@@ -15,10 +15,13 @@ second turn or at temperature > 0. Three passes share one time budget:
 3. **Follow-ups** (``followup_frac``): for answers that ended, the target writes the user's next
    message (sampled, Magpie-style, after the ``after_answer`` fragment) and answers it greedily.
 
+Before them, the validation prompts (``val.npz`` of the prepared folder: the val split of the
+training sources, never trained on) are answered greedily: checkpoint choice reads those.
+
 Saved as RUN/gen/responses.npz: per sequence its context ids (``ctx_*``), the target's response
-ids (``resp_*``), ``kind`` (0 greedy first turn, 1 sampled first turn, 2 follow-up answer),
-``prompt_index`` (into the prepared prompts; -1 - k for the k-th Magpie prompt) and the
-temperature. ``train_chat.load_sequences`` reads it; a resumed run reuses it.
+ids (``resp_*``), ``kind`` (0 greedy first turn, 1 sampled first turn, 2 follow-up answer, 3 a
+validation answer), ``prompt_index`` (into the prepared prompts -- into val.npz for kind 3; -1 - k
+for the k-th Magpie prompt) and the temperature. ``train_chat.load_sequences`` reads it; a resumed run reuses it.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-KIND_GREEDY, KIND_SAMPLED, KIND_FOLLOWUP = 0, 1, 2
+KIND_GREEDY, KIND_SAMPLED, KIND_FOLLOWUP, KIND_VAL = 0, 1, 2, 3
 
 
 class Cancelled(Exception):
@@ -137,7 +140,7 @@ def _clean_filter(log):
 def generate(target, target_path, data: Path, out: Path, *, seconds: float, max_new: int, batch: int,
              max_prompts: int | None, log, progress, cancel, exact: bool = False,
              temperatures=(0.0, 0.8), magpie_frac: float = 0.1, followup_frac: float = 0.2, magpie_n: int | None = None,
-             seed: int = 0, query_min_tokens: int = 6) -> dict:
+             seed: int = 0, query_min_tokens: int = 6, val_n: int = 512) -> dict:
     from .chat_data import load_prompts
     from .chat_turns import close_answer, close_query
 
@@ -206,6 +209,20 @@ def generate(target, target_path, data: Path, out: Path, *, seconds: float, max_
                            "contaminated": dropped_contam, "checked": bool(checker is not None and detok is not None)}
         log(f"generate/magpie: {len(raw)} sampled, {len(magpie)} kept ({stats['magpie']})")
 
+    # validation answers: greedy, to the val split's prompts (one or two batches)
+    if (data / "val.npz").exists() and val_n:
+        vprompts, _, _ = load_prompts(data, "val")
+        vp = [v.tolist() for v in vprompts[:val_n]]
+        got = _batched(target, vp, [0.0] * len(vp), max_new, stop, pad, batch, 0.0, exact, graph, seed + 5, budget,
+                       log, "validation", progress)
+        for i in sorted(got):
+            if len(got[i]) >= 2:
+                ctx_l.append(vp[i])
+                resp_l.append(got[i])
+                kind_l.append(KIND_VAL)
+                pidx_l.append(i)
+                temp_l.append(0.0)
+
     # 2. first turns: every prompt greedy and sampled
     firsts: list[list[int]] = [prompts[i].tolist() for i in pick] + magpie
     fidx = [int(i) for i in pick] + [-1 - k for k in range(len(magpie))]
@@ -267,7 +284,7 @@ def generate(target, target_path, data: Path, out: Path, *, seconds: float, max_
     el = time.time() - budget.t0
     by_cat = {}
     for c_, name in enumerate(meta["categories"]):
-        sel = np.array([p >= 0 and cats[p] == c_ for p in pidx_l])
+        sel = np.array([p >= 0 and k != KIND_VAL and cats[p] == c_ for p, k in zip(pidx_l, kind_l)])
         if sel.any():
             by_cat[name] = {"n": int(sel.sum()), "mean_len": round(float(lens[sel].mean()), 1),
                             "ended": round(float(ended[sel].mean()), 3)}
@@ -276,7 +293,8 @@ def generate(target, target_path, data: Path, out: Path, *, seconds: float, max_
                   "ended_with_stop": round(float(ended.mean()), 3) if resp_l else 0, "seconds": round(el, 1),
                   "tokens_per_s": round(float(lens.sum()) / max(el, 1e-9), 1),
                   "by_kind": {name: int((kinds == k).sum()) for k, name in
-                              ((KIND_GREEDY, "greedy"), (KIND_SAMPLED, "sampled"), (KIND_FOLLOWUP, "follow-up"))},
+                              ((KIND_GREEDY, "greedy"), (KIND_SAMPLED, "sampled"), (KIND_FOLLOWUP, "follow-up"),
+                               (KIND_VAL, "validation"))},
                   "by_category": by_cat})
     (gdir / "gen-stats.json").write_text(json.dumps(stats, indent=1))
     log(f"generate: done, {stats['n']} responses, {stats['tokens']} tokens (mean {stats['mean_len']}, "
@@ -285,12 +303,14 @@ def generate(target, target_path, data: Path, out: Path, *, seconds: float, max_
 
 
 def load_sequences(out: Path, data: Path | None = None):
-    """(context + response int64 arrays, context lengths, prompt index per sequence) of a run's
-    generated data; reads the single-turn format of earlier runs too (needs ``data`` then)."""
+    """(context + response int64 arrays, context lengths, prompt index per sequence, kind per
+    sequence) of a run's generated data; reads the single-turn format of earlier runs too (needs
+    ``data`` then; every kind is greedy there)."""
     z = np.load(Path(out) / "gen" / "responses.npz")
-    seqs, plen, pidx = [], [], []
+    seqs, plen, pidx, kinds = [], [], [], []
     if "ctx_ids" in z:
-        ci, co, ri, ro, pi = z["ctx_ids"], z["ctx_offsets"], z["resp_ids"], z["resp_offsets"], z["prompt_index"]
+        ci, co, ri, ro, pi, kd = (z["ctx_ids"], z["ctx_offsets"], z["resp_ids"], z["resp_offsets"], z["prompt_index"],
+                                  z["kind"])
         for k in range(len(co) - 1):
             r = ri[ro[k]:ro[k + 1]]
             if len(r) < 2:
@@ -299,7 +319,8 @@ def load_sequences(out: Path, data: Path | None = None):
             seqs.append(np.concatenate([c, r]).astype(np.int64))
             plen.append(len(c))
             pidx.append(int(pi[k]))
-        return seqs, np.asarray(plen), np.asarray(pidx)
+            kinds.append(int(kd[k]))
+        return seqs, np.asarray(plen), np.asarray(pidx), np.asarray(kinds, np.int8)
     from .chat_data import load_prompts
 
     prompts, _, _ = load_prompts(data)
@@ -311,4 +332,4 @@ def load_sequences(out: Path, data: Path | None = None):
         seqs.append(np.concatenate([prompts[i], r]).astype(np.int64))
         plen.append(len(prompts[i]))
         pidx.append(int(i))
-    return seqs, np.asarray(plen), np.asarray(pidx)
+    return seqs, np.asarray(plen), np.asarray(pidx), np.zeros(len(seqs), np.int8)

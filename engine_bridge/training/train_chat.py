@@ -98,7 +98,7 @@ def load_sequences(data: Path, out: Path):
     """(sequences context + response as int arrays, context lengths) of a run's generated data."""
     from .gen_conversations import load_sequences as load
 
-    seqs, plen, _ = load(out, data)
+    seqs, plen, _, _ = load(out, data)
     return seqs, plen
 
 
@@ -165,10 +165,13 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
     from .gen_conversations import load_sequences as load_conversations
 
     meta = json.loads((data / "meta.json").read_text())
-    seqs, plen, pidx = load_conversations(out, data)
+    from .gen_conversations import KIND_VAL
+
+    seqs, plen, pidx, kinds = load_conversations(out, data)
     if not seqs:
         raise ValueError("no generated responses to train on")
-    is_val = val_split(pidx, val_frac)
+    # the answers to the val split's prompts when the run has them; else whole prompts by a hash
+    is_val = kinds == KIND_VAL if (kinds == KIND_VAL).any() else val_split(pidx, val_frac)
     if len(seqs) <= 4 or is_val.all() or not is_val.any():
         is_val = np.zeros(len(seqs), bool)
         is_val[0] = True

@@ -115,7 +115,8 @@ def test_generation_holds_greedy_sampled_magpie_and_follow_up_turns(tiny, tmp_pa
         if kind[k] == gen_conversations.KIND_FOLLOWUP:     # extends its own first turn
             first = firsts[pidx[k]]
             assert ctx[k][:len(first)] == first and len(ctx[k]) > len(first) + len(turns["after_answer"])
-    seqs, plen, pi = gen_conversations.load_sequences(tmp_path)
+    seqs, plen, pi, kinds = gen_conversations.load_sequences(tmp_path)
+    assert (kinds == gen_conversations.KIND_VAL).any() == (data / "val.npz").exists()
     assert len(seqs) == len(ctx) and all(len(s) > p for s, p in zip(seqs, plen))
     again = []
     gen_conversations.generate(model, target, data, tmp_path, seconds=1, max_new=6, batch=8, max_prompts=6,
