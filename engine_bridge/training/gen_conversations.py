@@ -183,7 +183,7 @@ def generate(target, target_path, data: Path, out: Path, *, seconds: float, max_
     # 1. Magpie: the target writes requests
     magpie: list[list[int]] = []
     if magpie_frac > 0:
-        want = magpie_n if magpie_n is not None else max(batch, n // 8)
+        want = magpie_n if magpie_n is not None else max(batch, n // 4)
         ctxs = [list(frag["pre_query"])] * want
         got = _batched(target, ctxs, [1.0] * want, 128, stop, pad, batch, seconds * (1 - magpie_frac), exact, graph,
                        seed + 1, budget, log, "magpie", progress)
