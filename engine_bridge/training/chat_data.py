@@ -11,9 +11,9 @@ sets (``decontam``) and refused, with the first hits named, if it overlaps one.
 
 DIR holds ``meta.json`` (target, tokens that end a turn, mask token, sources and licences, counts),
 ``prompts.npz`` (``ids`` int32 flat, ``offsets`` int64, ``category`` int8: the rendered training
-prompts), ``prompts.jsonl`` (their text, category and source), ``heldout.jsonl`` (the held-out
+prompts), ``prompts.jsonl.gz`` (their text, category and source; ``load_rows``), ``heldout.jsonl`` (the held-out
 prompts in the bench's suite format, with a category: the real set's val split) and ``val.npz`` /
-``val.jsonl`` (val-split prompts of every category, for choosing the checkpoint; same layout as
+``val.jsonl.gz`` (val-split prompts of every category, for choosing the checkpoint; same layout as
 ``prompts.npz``). A few MB: it travels to the GPU machine,
 which needs neither llama.cpp nor jinja2 (generation and training read only these files and the
 target GGUF).
@@ -22,6 +22,7 @@ target GGUF).
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import random
@@ -244,7 +245,9 @@ def prepare(target: str | Path, out: str | Path, *, n_per_category: int = 3000, 
 
     def tokenize_all(rows: list[dict], stem: str) -> np.ndarray:
         ids, offsets, cats = [], [0], []
-        with open(out / f"{stem}.jsonl", "w") as f:
+        # the texts gzipped: tens of MB of JSON lines otherwise, and the folder travels to the GPU machine
+        (out / f"{stem}.jsonl").unlink(missing_ok=True)
+        with gzip.open(out / f"{stem}.jsonl.gz", "wt", encoding="utf-8", compresslevel=6) as f:
             for i, p in enumerate(rows):
                 # the engine's own path for a chat message: template -> text -> llama_tokenize(add_special, parse_special)
                 toks = model.tokenize(render(p["text"], p.get("system")), add_special=True, parse_special=True)
@@ -330,6 +333,16 @@ def _counts_by_source(rows: list[dict]) -> dict:
         t.setdefault(p["source"], {}).setdefault(p["category"], 0)
         t[p["source"]][p["category"]] += 1
     return t
+
+
+def load_rows(folder: str | Path, stem: str = "prompts") -> list[dict]:
+    """The prompt records (id, category, text, source, system) of a prepared folder, in ``{stem}.npz``'s order."""
+    folder = Path(folder)
+    gz = folder / f"{stem}.jsonl.gz"
+    if gz.is_file():
+        with gzip.open(gz, "rt", encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+    return [json.loads(line) for line in (folder / f"{stem}.jsonl").read_text().splitlines() if line.strip()]
 
 
 def load_prompts(folder: str | Path, stem: str = "prompts") -> tuple[list[np.ndarray], np.ndarray, dict]:

@@ -18,6 +18,8 @@ is a binary search. numpy and the standard library only.
     from engine_bridge.training import decontam
     decontam.require_clean(texts)      # raises ContaminationError naming the first hits
     decontam.check(texts)              # {"n": ..., "hits": [{"index", "set", "kind", "ngram"}, ...]}
+
+    python -m engine_bridge.training.decontam FILE.jsonl ...   # a prompt file (--prompts format); exit 1 on hits
 """
 
 from __future__ import annotations
@@ -215,3 +217,35 @@ def require_clean(texts: Iterable[str], labels: list[str] | None = None, what: s
             f"({', '.join(f'{s}: {c}' for s, c in rep['sets'].items())}). First: {describe_hits(rep, labels)}. "
             "Remove them and try again.")
     return rep
+
+
+def main(argv=None) -> int:
+    """``python -m engine_bridge.training.decontam FILE.jsonl ...``: checks prompt files (the
+    ``--prompts`` format) against the evaluation sets; exit 1 and the hits listed when any overlap."""
+    import argparse
+    import sys
+
+    from .chat_data import PromptFileError, read_extra_prompts
+
+    ap = argparse.ArgumentParser(description="check prompt files (JSONL: text / prompt / messages) against the "
+                                             "public evaluation sets")
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--show", type=int, default=20, help="hits to list")
+    a = ap.parse_args(argv)
+    bad = 0
+    for f in a.files:
+        try:
+            rows = read_extra_prompts(f)
+        except PromptFileError as e:
+            print(f"{f}: {e}", file=sys.stderr)
+            return 2
+        rep = check([r["text"] for r in rows])
+        print(f"{f}: {rep['n']} prompts, {rep['n_hit']} overlap an evaluation set {rep['sets'] or ''}")
+        for h in rep["hits"][:a.show]:
+            print(f"  line {rows[h['index']]['line']}: {', '.join(h['sets'])} ({h['kind']}: \"{h['ngram']}\")")
+        bad += rep["n_hit"]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -464,7 +464,11 @@ def sources_md(meta: dict) -> str:
     L.append("| **all** | | | | " + " | ".join(str(tot.get(k, 0)) for k in cats) + f" | {meta['n']} |")
     L.append("| of them `val` | | | | " + " | ".join(str(meta["val"].get(k, 0)) for k in cats)
              + f" | {sum(meta['val'].values())} |")
-    L += ["", "### T0 datasets kept (text of the prompt comes from these; their licences)", ""]
+    L += ["", "### T0 datasets kept (text of the prompt comes from these; their licences)", "",
+          "The repository is Apache-2.0. The text inside each T0 prompt comes from the dataset named in the "
+          "template. These licences are the ones stated on the datasets' public cards and releases; they were not "
+          "re-read in each dataset's own repository here. CC-BY-4.0 asks for attribution, which this table gives. "
+          "To leave a dataset out, delete it from `T0_KEEP` in `real_prompts_build.py` and rebuild.", ""]
     L += [f"- `{k}`: {v}" for k, v in meta["t0_datasets"].items()]
     L += ["", "### T0 datasets dropped (licence of the dataset is non-commercial, share-alike, restricted or not "
           "stated)", ""]

@@ -103,3 +103,14 @@ def test_built_fingerprints_find_their_own_items(tmp_path):
                           "zz Alpha, beta, gamma: delta epsilon zeta eta theta iota zz", "alpha beta gamma"],
                          fingerprints=fp2)
     assert [(h["index"], h["set"], h["kind"]) for h in rep["hits"]] == [(0, "a", "13-gram"), (1, "b", "short item")]
+
+
+def test_the_command_line_check_lists_hits_by_line(tmp_path, capsys):
+    f = tmp_path / "gen.jsonl"
+    q = suite_texts("mt_bench.jsonl")[40]
+    f.write_text(json.dumps({"text": "Tell me about owls."}) + "\n\n" + json.dumps({"prompt": q}) + "\n")
+    assert decontam.main([str(f)]) == 1
+    out = capsys.readouterr().out
+    assert "2 prompts, 1 overlap" in out and "line 3: mt-bench" in out
+    f.write_text(json.dumps({"text": "Tell me about owls."}) + "\n")
+    assert decontam.main([str(f)]) == 0

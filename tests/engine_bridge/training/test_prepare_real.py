@@ -46,12 +46,12 @@ def real_data(tmp_path_factory):
 
 
 def test_prepare_draws_from_the_real_sets_train_split(real_data):
-    from engine_bridge.training.chat_data import load_prompts
+    from engine_bridge.training.chat_data import load_prompts, load_rows
 
     folder, meta, _ = real_data
     ids, cats, _ = load_prompts(folder)
     assert meta["prompt_source"] == "real" and meta["n_prompts"] == len(ids) == 6 * 5 + 3
-    rows = [json.loads(line) for line in (folder / "prompts.jsonl").read_text().splitlines()]
+    rows = load_rows(folder)
     train_texts = {r["text"] for r in real_prompts.load("train")}
     val_texts = {r["text"] for r in real_prompts.load("val")}
     shipped = [r for r in rows if not r["source"].startswith("user:")]
@@ -71,7 +71,7 @@ def test_prepare_draws_from_the_real_sets_train_split(real_data):
 
 def test_heldout_and_val_come_from_the_val_split(real_data):
     from engine_bridge.bench.suites import load_suite
-    from engine_bridge.training.chat_data import load_prompts
+    from engine_bridge.training.chat_data import load_prompts, load_rows
 
     folder, meta, _ = real_data
     val_texts = {r["text"] for r in real_prompts.load("val")}
@@ -81,7 +81,7 @@ def test_heldout_and_val_come_from_the_val_split(real_data):
     assert {h["category"] for h in held} == set(chat_prompts.EVAL_CATEGORIES)
     assert len(load_suite(folder / "heldout.jsonl").prompts) == 48        # the bench reads it
     vids, vcats, _ = load_prompts(folder, "val")
-    vrows = [json.loads(line) for line in (folder / "val.jsonl").read_text().splitlines()]
+    vrows = load_rows(folder, "val")
     assert len(vids) == len(vrows) == meta["val"]["n"] > 100 and all(r["text"] in val_texts for r in vrows)
     assert set(np.unique(vcats).tolist()) == set(range(len(chat_prompts.CATEGORIES)))
 

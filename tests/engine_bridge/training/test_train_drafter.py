@@ -79,12 +79,12 @@ def smol_data(tmp_path_factory):
 
 
 def test_prepare_tokenizes_like_the_apps_chat_path(smol_data):
-    from engine_bridge.training.chat_data import load_prompts
+    from engine_bridge.training.chat_data import load_prompts, load_rows
 
     folder, meta = smol_data
     ids, cats, meta2 = load_prompts(folder)
     assert meta2 == meta and len(ids) == 48 == meta["n_prompts"] and meta["distinct_requests"] == 24
-    rows = [json.loads(line) for line in (folder / "prompts.jsonl").read_text().splitlines()]
+    rows = load_rows(folder)
     eng = engine_for(smollm2_path())
     try:
         for i in (0, 5, 13, 23, 46):
