@@ -10,8 +10,9 @@ second turn or at temperature > 0. Three passes share one time budget:
    What reads like a request is kept (ended with an end-of-turn token, 6-120 tokens, no looping, and
    clean under ``decontam`` when the checker is there), deduplicated, and joins the prompts. This
    needs no data and follows the target's own idea of what users ask.
-2. **First turns** (the bulk): each prompt answered greedily and again sampled
-   (``temperatures``, default 0 and 0.8), in length-sorted batches, until the budget is spent.
+2. **First turns** (the bulk): each prompt answered once, greedily or sampled in turn
+   (``temperatures``, default 0 and 0.8; ``every_temperature``: once at each), in length-sorted
+   batches, until the budget is spent.
 3. **Follow-ups** (``followup_frac``): for answers that ended, the target writes the user's next
    message (sampled, Magpie-style, after the ``after_answer`` fragment) and answers it greedily.
 
@@ -140,7 +141,7 @@ def _clean_filter(log):
 def generate(target, target_path, data: Path, out: Path, *, seconds: float, max_new: int, batch: int,
              max_prompts: int | None, log, progress, cancel, exact: bool = False,
              temperatures=(0.0, 0.8), magpie_frac: float = 0.1, followup_frac: float = 0.2, magpie_n: int | None = None,
-             seed: int = 0, query_min_tokens: int = 6, val_n: int = 512) -> dict:
+             seed: int = 0, query_min_tokens: int = 6, val_n: int = 512, every_temperature: bool = False) -> dict:
     from .chat_data import load_prompts
     from .chat_turns import close_answer, close_query
 
@@ -226,9 +227,11 @@ def generate(target, target_path, data: Path, out: Path, *, seconds: float, max_
     # 2. first turns: every prompt greedy and sampled
     firsts: list[list[int]] = [prompts[i].tolist() for i in pick] + magpie
     fidx = [int(i) for i in pick] + [-1 - k for k in range(len(magpie))]
+    # one answer per prompt, the temperatures taking turns (more distinct requests in a budget),
+    # or one at each temperature (every_temperature)
     ctxs, temps, src = [], [], []
     for j, c in enumerate(firsts):
-        for t in temperatures:
+        for t in (temperatures if every_temperature else (temperatures[j % len(temperatures)],)):
             ctxs.append(c)
             temps.append(float(t))
             src.append(j)

@@ -352,6 +352,7 @@ def run(target: str | Path, data: str | Path, out: str | Path, *, stages=("gener
         patience: int = DEFAULTS["patience"], max_steps: int | None = None, seed: int = 0, resume: bool = True,
         temperatures=DEFAULTS["temperatures"], magpie_frac: float = DEFAULTS["magpie_frac"],
         followup_frac: float = DEFAULTS["followup_frac"], mixed_blocks: bool = False, warmup: float = DEFAULTS["warmup"],
+        every_temperature: bool = False,
         threads: int | None = None, progress: Callable[[dict], None] | None = None, cancel=None,
         log: Callable[[str], None] | None = None) -> dict:
     """Generate the target's responses and train its drafter; returns a summary dict.
@@ -397,7 +398,8 @@ def run(target: str | Path, data: str | Path, out: str | Path, *, stages=("gener
                 summary["generate"] = gen_conversations.generate(
                     model, target, data, out, seconds=gen_seconds, max_new=max_new, batch=gen_batch,
                     max_prompts=max_prompts, log=log_, progress=progress, cancel=cancel, exact=gen_fp32,
-                    temperatures=temperatures, magpie_frac=magpie_frac, followup_frac=followup_frac, seed=seed)
+                    temperatures=temperatures, magpie_frac=magpie_frac, followup_frac=followup_frac, seed=seed,
+                    every_temperature=every_temperature)
             except gen_conversations.Cancelled:
                 raise Cancelled() from None
         if "train" in stages:
@@ -443,6 +445,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="share of the generation budget in which the target writes requests itself (0: none)")
     ap.add_argument("--followup-frac", type=float, default=DEFAULTS["followup_frac"],
                     help="share of the generation budget for second turns (the target asks and answers; 0: none)")
+    ap.add_argument("--every-temperature", action="store_true",
+                    help="answer each prompt at every temperature (default: once, the temperatures taking turns)")
     ap.add_argument("--mixed-blocks", action="store_true", help="train on blocks of 8 half the time (before 2026-11-25)")
     ap.add_argument("--warmup", type=float, default=DEFAULTS["warmup"], help="share of the budget spent warming up")
 
@@ -464,7 +468,7 @@ def kwargs_from(a) -> dict:
                 n_target_layers=a.n_target_layers, block_size=a.block_size, batch=a.batch, anchors=a.anchors, lr=a.lr,
                 max_steps=a.max_steps, weight_decay=a.weight_decay, patience=a.patience, ckpt_every=a.ckpt_every, resume=not a.no_resume, threads=a.threads, seed=a.seed,
                 temperatures=_temperatures(a.temperatures), magpie_frac=a.magpie_frac, followup_frac=a.followup_frac,
-                mixed_blocks=a.mixed_blocks, warmup=a.warmup)
+                mixed_blocks=a.mixed_blocks, warmup=a.warmup, every_temperature=a.every_temperature)
 
 
 def main(argv=None) -> int:

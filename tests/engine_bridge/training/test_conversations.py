@@ -101,6 +101,7 @@ def test_generation_holds_greedy_sampled_magpie_and_follow_up_turns(tiny, tmp_pa
                                        log=lines.append, progress=None, cancel=None, magpie_n=8,
                                        query_min_tokens=1)
     assert stats["by_kind"]["greedy"] > 0 and stats["by_kind"]["sampled"] > 0
+    assert stats["by_kind"]["greedy"] + stats["by_kind"]["sampled"] <= 6 + stats["magpie"]["kept"]   # one answer each
     assert stats["by_kind"]["follow-up"] > 0, lines
     assert stats["magpie"]["sampled"] == 8
     z = np.load(tmp_path / "gen" / "responses.npz")
