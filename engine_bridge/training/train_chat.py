@@ -156,7 +156,7 @@ def block_loss(logits, labels, valid, weights):
 def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, target_layers: list[int],
           block_size: int, batch: int, anchors: int, lr: float, gamma: float, ckpt_every: float, val_frac: float,
           max_steps: int | None, seed: int, resume: bool, log, progress, cancel, weight_decay: float = 0.1,
-          patience: int = 0, mixed_blocks: bool = False, warmup: float = 0.04) -> dict:
+          patience: int = 0, mixed_blocks: bool = False, warmup: float = 0.04, init: Path | None = None) -> dict:
     import torch
 
     from .ckpt import load_sharded, save_sharded
@@ -197,6 +197,14 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
     opt = torch.optim.AdamW(drafter.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay, fused=cuda)
     state = {"step": 0, "elapsed": 0.0, "hist": [], "best": -1.0, "best_step": 0}
     gen = torch.Generator().manual_seed(seed)
+    if init is not None and not (resume and (ckdir / "state.json").exists()):
+        # a warm start from another sitting's exported weights (f16 shards + drafter.json, <= 16 MB a
+        # file): the optimiser state stays behind, so this run warms up again
+        w, c0 = load_sharded(init, "drafter")
+        if c0 is None or c0.get("config") != cfg.to_dict():
+            raise ValueError(f"{init} holds a drafter of another configuration than this run's")
+        drafter.load_state_dict({k: v.to(dev) for k, v in w.items()})
+        log(f"train: warm start from {init} (its optimiser state is not carried; {warmup:.0%} warm-up)")
     if resume and (ckdir / "state.json").exists():
         st = json.loads((ckdir / "state.json").read_text())
         if st["config"] != cfg.to_dict():
@@ -352,7 +360,7 @@ def run(target: str | Path, data: str | Path, out: str | Path, *, stages=("gener
         patience: int = DEFAULTS["patience"], max_steps: int | None = None, seed: int = 0, resume: bool = True,
         temperatures=DEFAULTS["temperatures"], magpie_frac: float = DEFAULTS["magpie_frac"],
         followup_frac: float = DEFAULTS["followup_frac"], mixed_blocks: bool = False, warmup: float = DEFAULTS["warmup"],
-        every_temperature: bool = False,
+        every_temperature: bool = False, init: str | Path | None = None,
         threads: int | None = None, progress: Callable[[dict], None] | None = None, cancel=None,
         log: Callable[[str], None] | None = None) -> dict:
     """Generate the target's responses and train its drafter; returns a summary dict.
@@ -407,7 +415,7 @@ def run(target: str | Path, data: str | Path, out: str | Path, *, stages=("gener
                                      block_size=block_size, batch=batch, anchors=anchors, lr=lr, gamma=gamma,
                                      ckpt_every=ckpt_every, val_frac=val_frac, max_steps=max_steps, seed=seed,
                                      weight_decay=weight_decay, patience=patience, mixed_blocks=mixed_blocks,
-                                     warmup=warmup,
+                                     warmup=warmup, init=Path(init) if init else None,
                                      resume=resume, log=log_, progress=progress, cancel=cancel)
     except Cancelled:
         log_("cancelled during generation; nothing saved")
@@ -445,6 +453,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="share of the generation budget in which the target writes requests itself (0: none)")
     ap.add_argument("--followup-frac", type=float, default=DEFAULTS["followup_frac"],
                     help="share of the generation budget for second turns (the target asks and answers; 0: none)")
+    ap.add_argument("--init", default=None, metavar="RUN_DIR",
+                    help="start from the drafter of another run (its drafter-*.safetensors + drafter.json)")
     ap.add_argument("--every-temperature", action="store_true",
                     help="answer each prompt at every temperature (default: once, the temperatures taking turns)")
     ap.add_argument("--mixed-blocks", action="store_true", help="train on blocks of 8 half the time (before 2026-11-25)")
@@ -468,7 +478,7 @@ def kwargs_from(a) -> dict:
                 n_target_layers=a.n_target_layers, block_size=a.block_size, batch=a.batch, anchors=a.anchors, lr=a.lr,
                 max_steps=a.max_steps, weight_decay=a.weight_decay, patience=a.patience, ckpt_every=a.ckpt_every, resume=not a.no_resume, threads=a.threads, seed=a.seed,
                 temperatures=_temperatures(a.temperatures), magpie_frac=a.magpie_frac, followup_frac=a.followup_frac,
-                mixed_blocks=a.mixed_blocks, warmup=a.warmup, every_temperature=a.every_temperature)
+                mixed_blocks=a.mixed_blocks, warmup=a.warmup, every_temperature=a.every_temperature, init=a.init)
 
 
 def main(argv=None) -> int:

@@ -285,3 +285,30 @@ def test_checkpoint_files_without_the_safetensors_package(tmp_path):
     ckpt._save_file(sd, str(tmp_path / "x.safetensors"))
     for loaded in (load_file(str(tmp_path / "x.safetensors")), ckpt._load_file(str(tmp_path / "x.safetensors"))):
         assert all(torch.equal(loaded[k], sd[k]) for k in sd)
+
+
+@needs_torch
+def test_a_warm_start_begins_from_the_given_drafter(tiny_run, tiny_target, tmp_path):
+    """--init: a later sitting starts from an earlier one's exported f16 weights (no optimiser state)."""
+    from engine_bridge.training import train_chat
+    from engine_bridge.training.ckpt import load_sharded
+
+    _, res, _ = tiny_run
+    work = Path(res["work"])
+    run = tmp_path / "run"
+    (run / "gen").mkdir(parents=True)
+    for f in ("responses.npz", "gen-stats.json"):                   # the earlier sitting's conversations
+        (run / "gen" / f).write_bytes((work / "run" / "gen" / f).read_bytes())
+    lines = []
+    train_chat.run(tiny_target, work / "data", run, log=lines.append, init=work / "run", **{**TINY, "max_steps": 0})
+    assert any("warm start" in ln for ln in lines)
+    before, _ = load_sharded(work / "run", "drafter")
+    after, _ = load_sharded(run, "drafter")
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    other = tmp_path / "other"
+    (other / "gen").mkdir(parents=True)
+    for f in ("responses.npz", "gen-stats.json"):
+        (other / "gen" / f).write_bytes((work / "run" / "gen" / f).read_bytes())
+    with pytest.raises(ValueError, match="another configuration"):
+        train_chat.run(tiny_target, work / "data", other, log=lines.append, init=work / "run",
+                       **{**TINY, "max_steps": 0, "n_layer": 2})
