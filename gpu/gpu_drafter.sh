@@ -10,7 +10,8 @@
 #   split -b 30M -d -a 2 SmolLM2-135M-Instruct.Q4_1.gguf .gpu-carry/s/s.part
 #   dflash-studio train-drafter --target T --out D --work .gpu-carry/w --stage prepare   # -> .gpu-carry/w/data
 # Usage, from the project root on the GPU machine:
-#   bash gpu/gpu_drafter.sh part .gpu-carry/s/s.part00   # keep a part in /tmp/t; the first starts the build
+#   bash gpu/gpu_drafter.sh build                        # wheels + our CUDA engine in the background
+#   bash gpu/gpu_drafter.sh part .gpu-carry/s/s.part00   # keep a part in /tmp/t (starts the build if not yet)
 #   bash gpu/gpu_drafter.sh start .gpu-carry/w/data      # join + sha256, generate + train (background)
 #   bash gpu/gpu_drafter.sh follow 540                   # progress for up to N s; packs $OUT when done
 #   bash gpu/gpu_drafter.sh eval                         # export + evaluate (background); then follow-eval
@@ -26,7 +27,7 @@ mkdir -p $W $T $E "$OUT"
 say() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a $E/progress.log; }
 
 case "${1:-}" in
-  part)
+  build|part)
     if [ ! -f $W/lcp_build.log ]; then
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$B"/whl/*.whl
       [ -d $W/lcp ] || tar xzf "$B"/lcp-*.tgz -C $W
@@ -36,7 +37,7 @@ case "${1:-}" in
           > $W/lcp_build.log 2>&1; echo \"done rc=\$? secs=\$SECONDS\" >> $W/lcp_build.log" < /dev/null > /dev/null 2>&1 &
       echo "build started"
     fi
-    cp "$2" $T/ && ls -la $T ;;
+    [ "$1" = part ] && cp "$2" $T/; ls -la $T; tail -n 1 $W/lcp_build.log ;;
   start)
     data=${2:?prepared data folder}
     [ -f $S ] || cat $T/s.part* > $S
