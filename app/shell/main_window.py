@@ -181,6 +181,11 @@ class MainWindow(QMainWindow):
         if self.settings.has_pair:
             self._autoload = True          # reopen the last pair once its check passes
             self.pairing.set_pair(self.settings.target, self.settings.drafter)
+        elif self._default_pair_present():
+            # nothing configured, and the default pair (SmolLM2 + its drafter) is here: a new user
+            # chats with it at once, as the README promises, instead of meeting an offer to click
+            self.pairing.recheck()
+            self.use_demo_pair()
         else:
             self.pairing.recheck()
             self.pairing.offer_demo(True)
@@ -196,6 +201,13 @@ class MainWindow(QMainWindow):
                 return
 
     # -- pairing and loading ----------------------------------------------------------------------
+    @staticmethod
+    def _default_pair_present() -> bool:
+        """The SmolLM2 default pair is on disk (fetched target, shipped drafter): nothing to write."""
+        from engine_bridge.models.demo import smollm2_pair
+
+        return smollm2_pair() is not None
+
     def use_demo_pair(self) -> None:
         """Writes (once) and loads the embedded demo pair, off the UI thread."""
         from engine_bridge.models.demo import demo_pair
@@ -218,6 +230,8 @@ class MainWindow(QMainWindow):
 
     def load_default_pair(self) -> None:
         """The configured pair, else the demo pair; loads as soon as its check passes."""
+        if self._autoload:
+            return        # a load of the configured or default pair is already on its way
         if self.settings.has_pair:
             self._autoload = True
             if self.pairing.report is not None and self.pairing.target.path == self.settings.target:
