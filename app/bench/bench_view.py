@@ -4,6 +4,7 @@ Embedding (the main window owns the tab)::
 
     view = BenchView(parent=None)
     view.set_pair(target_path, draft_path, engine_config_kwargs)   # before Run; again on every pair change
+    view.set_check(report, target_path)   # the Pair tab's check: a FAIL there disables Run here
     ...
     view.shutdown()   # on window close: cancels a run and joins its thread (also done on app quit)
 
@@ -36,6 +37,7 @@ from engine_bridge.bench.report import build_report, summary_table
 from engine_bridge.bench.suites import builtin_names, load_suite
 from engine_bridge.runtime.config import EngineConfig
 
+from ..common.file_names import short_path
 from ..common.throttle import Throttle
 
 OTHER_SUITE = "Other JSONL file…"
@@ -83,6 +85,7 @@ class BenchView(QWidget):
         super().__init__(parent)
         self.setObjectName("benchView")
         self._pair: tuple[Path, Path, dict] | None = None
+        self._check: tuple[object, str] | None = None   # (the Pair tab's CompatReport, its target path)
         self._user_suite: str | None = None
         self._thread: QThread | None = None
         self._worker: BenchWorker | None = None
@@ -186,8 +189,38 @@ class BenchView(QWidget):
     def set_pair(self, target_path, draft_path, engine_config_kwargs: dict | None = None) -> None:
         """The pair to bench, with the EngineConfig fields it is loaded with (n_ctx, K/V, ...)."""
         self._pair = (Path(target_path), Path(draft_path), dict(engine_config_kwargs or {}))
-        self.pair_label.setText(f"{Path(target_path).name} + {Path(draft_path).name}")
+        # the folder too: every shipped drafter is a drafter.gguf
+        self.pair_label.setText(f"{short_path(target_path)} + {short_path(draft_path)}")
         self.pair_label.setToolTip(f"{target_path}\n{draft_path}")
+        self._update_run_button()
+
+    def set_check(self, report, target_path) -> None:
+        """The Pair tab's pairing check (compat.CompatReport, or None when it could not run) for the
+        pair whose target is ``target_path``. While it has a FAIL for this tab's pair, Run stays
+        disabled and the status line gives the same reasons: the engine would refuse the pair anyway,
+        row by row, after loading the target."""
+        self._check = (report, str(target_path)) if report is not None else None
+        self._update_run_button()
+
+    def refusal(self) -> str | None:
+        """Why this pair cannot be benched (the Pair tab's FAIL checks), or None."""
+        if self._check is None or self._pair is None:
+            return None
+        report, target = self._check
+        if report.ok or target != str(self._pair[0]):
+            return None
+        reasons = "; ".join(f"{c.name}: {c.reason}" for c in report.failures)
+        return (f"The Pair tab's check refuses this pair ({len(report.failures)} FAIL): {reasons}. "
+                "Fix the pair there, then run the bench.")
+
+    def _update_run_button(self) -> None:
+        refusal = self.refusal()
+        self.run_button.setEnabled(not self.running and refusal is None)
+        self.run_button.setToolTip(refusal or "")
+        if refusal is not None:
+            self._status(refusal, error=True)
+        elif self.status_label.text().startswith("The Pair tab's check refuses"):
+            self._status("")
 
     def set_suite_file(self, path) -> None:
         """Uses a user JSONL suite (what the 'Other JSONL file…' entry picks)."""
@@ -239,6 +272,10 @@ class BenchView(QWidget):
     def start(self) -> bool:
         """Starts a run from the inputs; False (and the reason in the status line) if it cannot."""
         if self.running:
+            return False
+        refusal = self.refusal()
+        if refusal is not None:
+            self._status(refusal, error=True)
             return False
         try:
             spec = self.build_spec()
@@ -329,8 +366,8 @@ class BenchView(QWidget):
         self._thread.deleteLater()
         self._worker.deleteLater()
         self._thread = self._worker = None
-        self.run_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
+        self.run_button.setEnabled(self.refusal() is None)
 
     # -- results ------------------------------------------------------------------------------------
     def _show_report(self, report: dict) -> None:

@@ -146,6 +146,8 @@ class MainWindow(QMainWindow):
         self.train.drafterTrained.connect(self.use_trained_drafter)
         self.pairing.reportReady.connect(self._on_report)
         self.pairing.reportReady.connect(lambda report: self.browser.refresh())   # the check filed the pair
+        # the bench runs the same pair: a FAIL here refuses it there, with the same reasons
+        self.pairing.reportReady.connect(lambda report: self.bench.set_check(report, self.pairing.target.path))
         self.pairing.modelsInspected.connect(self._on_models_inspected)
 
         self.settings_panel.changed.connect(self._on_settings_changed)
