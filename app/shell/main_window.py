@@ -31,6 +31,7 @@ from ..pairing.pairing_panel import PairingPanel
 from ..diagnostics.profiler_view import ProfilerView
 from .settings_panel import SettingsPanel
 from .status_bar import StudioStatusBar, backend_text
+from ..common.file_names import short_path
 from ..common.tasks import TaskRunner
 from ..training.train_panel import TrainPanel
 from .workers import EMPTY, GENERATING, LOADING, READY, EngineClient, LoadCancelled
@@ -315,8 +316,9 @@ class MainWindow(QMainWindow):
         self.chat.show_template(info.chat_template)
         self.status.set_pair(str(cfg.target), str(cfg.draft) if cfg.draft else None)
         self.status.set_memory(info.memory)
-        self.pairing.show_message("loaded: " + Path(cfg.target).name
-                                  + (f" + {Path(cfg.draft).name}" if cfg.draft else " (no drafter)"))
+        self.pairing.show_loaded(str(cfg.target), str(cfg.draft) if cfg.draft else "")
+        self.pairing.show_message("loaded: " + short_path(cfg.target)
+                                  + (f" + {short_path(cfg.draft)}" if cfg.draft else " (no drafter)"))
         if info.llama_messages:     # llama.cpp's own log is quiet; its warnings are shown here
             self.status.showMessage("; ".join(info.llama_messages), 30000)
         self._show_pending()
@@ -333,12 +335,14 @@ class MainWindow(QMainWindow):
             if report is not None:
                 self.pairing.report_view.set_report(report)
         self.status.set_pair(None, None)
+        self.pairing.show_loaded("", "")
         self.pairLoadFailed.emit(exc)
 
     def _on_drafter_changed(self, info) -> None:
         cfg = info.config
         self.status.set_pair(str(cfg.target), str(cfg.draft) if cfg.draft else None)
-        self.pairing.show_message(f"drafter now {Path(cfg.draft).name}" if cfg.draft else "no drafter")
+        self.pairing.show_loaded(str(cfg.target), str(cfg.draft) if cfg.draft else "")
+        self.pairing.show_message(f"drafter now {short_path(cfg.draft)}" if cfg.draft else "no drafter")
         self._show_pending()
 
     def _show_pair_error(self, exc) -> None:

@@ -3,9 +3,9 @@ whether speculation pays: the measured commit length next to the break-even one.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from PySide6.QtWidgets import QLabel, QStatusBar
+
+from ..common.file_names import short_path
 
 
 def backend_text() -> str:
@@ -53,7 +53,8 @@ class StudioStatusBar(QStatusBar):
         if not target:
             self.pair.setText("no pair loaded")
             return
-        text = Path(target).name + (f" + {Path(drafter).name}" if drafter else " (no drafter)")
+        # folder/name: a swapped variant or another folder's drafter.gguf reads differently
+        text = short_path(target) + (f" + {short_path(drafter)}" if drafter else " (no drafter)")
         self.pair.setText(text)
         self.pair.setToolTip(f"target: {target}\ndrafter: {drafter or '—'}")
 
