@@ -38,6 +38,7 @@ from engine_bridge.bench.suites import builtin_names, load_suite
 from engine_bridge.runtime.config import EngineConfig
 
 from ..common.file_names import short_path
+from ..common.save_dialogs import ask_save_path
 from ..common.throttle import Throttle
 
 OTHER_SUITE = "Other JSONL file…"
@@ -411,7 +412,7 @@ class BenchView(QWidget):
 
     def _export_dialog(self, kind: str) -> None:
         name, filt = EXPORTS[kind]
-        path, _ = QFileDialog.getSaveFileName(self, f"Export bench report as {name}", f"bench.{kind}", filt)
+        path = ask_save_path(self, f"Export bench report as {name}", f"bench.{kind}", filt)
         if path:
             try:
                 self._status(f"wrote {self.export(kind, path)}")

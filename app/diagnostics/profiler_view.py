@@ -14,10 +14,12 @@ import re
 from pathlib import Path
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
-from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton, QTableView,
+from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton, QTableView,
                                QVBoxLayout, QWidget)
 
 from engine_bridge.runtime.records import PHASES
+
+from ..common.save_dialogs import ask_save_path
 
 #: (header, key, how to read it off a (run, StepRecord) row)
 COLUMNS = [
@@ -219,8 +221,7 @@ class ProfilerView(QWidget):
         return export_json(rows, path) if str(path).lower().endswith(".json") else export_csv(rows, path)
 
     def _export(self, kind: str) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, f"Export steps as {kind.upper()}", f"steps.{kind}",
-                                              f"{kind.upper()} (*.{kind})")
+        path = ask_save_path(self, f"Export steps as {kind.upper()}", f"steps.{kind}", f"{kind.upper()} (*.{kind})")
         if path:
             if not path.lower().endswith(f".{kind}"):
                 path += f".{kind}"

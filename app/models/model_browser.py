@@ -14,9 +14,9 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QGroupBox, QHBoxLayout, QHeaderView, QLabel,
-                               QLineEdit, QListWidget, QListWidgetItem, QProgressBar, QPushButton, QScrollArea,
-                               QSplitter, QTableWidget, QTableWidgetItem, QTabWidget, QTreeWidget, QTreeWidgetItem,
-                               QVBoxLayout, QWidget)
+                               QLineEdit, QListWidget, QListWidgetItem, QMessageBox, QProgressBar, QPushButton,
+                               QScrollArea, QSplitter, QTableWidget, QTableWidgetItem, QTabWidget, QTreeWidget,
+                               QTreeWidgetItem, QVBoxLayout, QWidget)
 
 from ..shell.status_bar import human_bytes
 from ..common.file_names import distinct_labels, short_path
@@ -129,9 +129,11 @@ class ModelBrowser(QWidget):
             self.variant_type.addItem(t)
         self.variant_type.setCurrentText("q8_0")
         make = QPushButton("Make drafter variant", page, objectName="makeVariantButton")
-        make.setToolTip("Writes a quantised copy of the selected drafter next to it and files it as a variant")
+        make.setToolTip("Writes a quantised copy of the selected drafter into your data folder "
+                        "(variants/) and files it as a variant")
         forget = QPushButton("Forget", page, objectName="forgetButton")
-        forget.setToolTip("Removes the entry from the library (the file stays on disk)")
+        forget.setToolTip("Removes the entry from the library; a file DFlash Studio made itself (a variant, a "
+                          "converted drafter) can be deleted from disk too, any other file stays")
         scan.clicked.connect(self.scan)
         add.clicked.connect(self._add_file)
         use_t.clicked.connect(lambda: self._use_selected("target"))
@@ -320,11 +322,29 @@ class ModelBrowser(QWidget):
         job.succeeded.connect(lambda dest: (self.say(f"wrote {dest}"), self.refresh()))
         job.failed.connect(lambda exc: self.say(f"could not make the variant: {exc}", error=True))
 
-    def _forget(self) -> None:
+    def _forget(self) -> Job | None:
+        """Drops the selected entry; for a file the app made itself, asks whether to delete it too."""
         sel = self._selected()
-        if sel is not None:
-            job = self.tasks.start("forget", lambda job: _library().forget(sel[0]))
-            job.succeeded.connect(lambda _: self.refresh())
+        if sel is None:
+            return None
+        path = sel[0]
+        made = _library().made_by_app(path)
+        delete = False
+        if made:
+            answer = QMessageBox.question(
+                self, "Forget",
+                f"DFlash Studio made {self.name_of(path)} ({made}).\n\nDelete the file from disk too, or keep it?",
+                QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No | QMessageBox.StandardButton.Cancel,
+                QMessageBox.StandardButton.No)
+            if answer == QMessageBox.StandardButton.Cancel:
+                return None
+            delete = answer == QMessageBox.StandardButton.Yes
+        job = self.tasks.start("forget", lambda job: _library().forget(path, delete_file=delete))
+        job.succeeded.connect(lambda deleted: (self.say(f"forgot {self.name_of(path)}"
+                                                        + (" and deleted the file" if deleted else "")),
+                                               self.refresh()))
+        job.failed.connect(lambda exc: self.say(f"could not forget {path}: {exc}", error=True))
+        return job
 
     # -- for the pairing panel and the settings panel --------------------------------------------
     def library_entries(self, role: str) -> list[tuple[str, str]]:

@@ -462,7 +462,9 @@ def _convert(job, hf_dir: str, target: str) -> Path:
 
     out = models_dir() / f"{Path(hf_dir).name}-for-{Path(target).stem}-f16.gguf"
     result = convert_hf_drafter(hf_dir, target, out, "f16", overwrite=True)
-    _library().add(result.path)
+    lib = _library()
+    lib.add(result.path)
+    lib.record_made(result.path, "drafter converted to GGUF")     # Forget may delete it
     return result.path
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from app_helpers import LOAD_TIMEOUT_MS, load_pair
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "engine_bridge"))
@@ -150,3 +151,69 @@ def test_same_named_drafters_are_told_apart_in_the_library_and_the_slot_menus(qt
     la, lb = labels[str(a.resolve())], labels[str(b2.resolve())]
     assert la.startswith("one/drafter.gguf · dflash") and lb.startswith("two/drafter.gguf · dflash")
     assert la.split(" · ")[-1] != lb.split(" · ")[-1]          # the sizes differ too (1 vs 2 layers)
+
+
+def test_variants_go_to_the_data_folder_forget_offers_to_delete_them_and_exports_open_in_documents(
+        qtbot, make_window, tiny_pair, tmp_path, private_dirs, monkeypatch):
+    """Issue 33, item 4: nothing lands in the install (or checkout) folder or the current directory."""
+    from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+    from app.common import save_dialogs
+
+    install = tmp_path / "install" / "resources" / "models"      # where a packaged app ships its drafter
+    install.mkdir(parents=True)
+    drafter = Path(shutil.copy(tiny_pair[1], install / "drafter.gguf"))
+    w = make_window()
+    b = w.browser
+    with qtbot.waitSignal(b.add_path(str(drafter)).succeeded, timeout=10_000):
+        pass
+    qtbot.waitUntil(lambda: b.tree.topLevelItem(1).childCount() == 1, timeout=10_000)
+    b.tree.setCurrentItem(b.tree.topLevelItem(1).child(0))
+    b.variant_type.setCurrentText("q8_0")
+    b._make_variant()
+    qtbot.waitUntil(lambda: b.tree.topLevelItem(1).childCount() == 1
+                    and b.tree.topLevelItem(1).child(0).childCount() == 1, timeout=LOAD_TIMEOUT_MS)
+    assert sorted(p.name for p in install.iterdir()) == ["drafter.gguf"]        # nothing beside the source
+    variant = Path(b.tree.topLevelItem(1).child(0).child(0).data(0, Qt.ItemDataRole.UserRole))
+    assert variant.is_file() and variant.is_relative_to(private_dirs / "data" / "variants")
+
+    asked = []
+    answer = QMessageBox.StandardButton.Yes
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: asked.append(a[2]) or answer)
+    # the user's own file: forgotten without a question, and it stays on disk
+    b.tree.setCurrentItem(b.tree.topLevelItem(1).child(0))
+    with qtbot.waitSignal(b._forget().succeeded, timeout=10_000):
+        pass
+    assert asked == [] and drafter.is_file()
+    # a file the app made: Forget asks, and Yes deletes it
+    qtbot.waitUntil(lambda: any(it.data(0, Qt.ItemDataRole.UserRole) == str(variant)
+                                for it in _items(b.tree)), timeout=10_000)
+    b.tree.setCurrentItem(next(it for it in _items(b.tree) if it.data(0, Qt.ItemDataRole.UserRole) == str(variant)))
+    with qtbot.waitSignal(b._forget().succeeded, timeout=10_000):
+        pass
+    assert len(asked) == 1 and "q8_0 variant" in asked[0] and "Delete the file" in asked[0]
+    assert not variant.exists()
+
+    # save dialogs: the documents folder first, then the folder last saved into
+    proposed = []
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    monkeypatch.setattr(save_dialogs, "_last_folder", None)
+    monkeypatch.setattr(QFileDialog, "getSaveFileName",
+                        lambda parent, title, where, filt: (proposed.append(where), (str(exports / "steps.csv"), filt))[1])
+    w.profiler._export("csv")
+    assert Path(proposed[0]) == save_dialogs.documents_folder() / "steps.csv"
+    assert (exports / "steps.csv").is_file()
+    monkeypatch.setattr(QFileDialog, "getSaveFileName",
+                        lambda parent, title, where, filt: (proposed.append(where), ("", filt))[1])
+    w.bench._export_dialog("json")
+    assert Path(proposed[1]) == exports / "bench.json"
+
+
+def _items(tree):
+    out, stack = [], [tree.topLevelItem(i) for i in range(tree.topLevelItemCount())]
+    while stack:
+        it = stack.pop()
+        out.append(it)
+        stack.extend(it.child(i) for i in range(it.childCount()))
+    return out
