@@ -152,6 +152,7 @@ class MainWindow(QMainWindow):
         self.pairing.modelsInspected.connect(self._on_models_inspected)
 
         self.settings_panel.changed.connect(self._on_settings_changed)
+        self.status.switchToAutoRequested.connect(self.switch_to_auto)
         self.settings_panel.applyRequested.connect(self.apply_pending)
 
         self.chat.sendRequested.connect(self.send)
@@ -357,6 +358,16 @@ class MainWindow(QMainWindow):
         self.settings.save(self.qsettings)
         self._push_check_options()
         self._show_pending()
+
+    def switch_to_auto(self) -> None:
+        """The status bar's "switch to auto": verify mode auto from the next answer on (no reload)."""
+        combo = self.settings_panel.mode
+        i = combo.findData("auto")
+        if i >= 0:
+            combo.setCurrentIndex(i)          # the panel emits changed: saved like a user's choice
+        self.status.switch_to_auto.hide()
+        self.status.showMessage("verify mode is auto now: AR, chain or tree per step, whichever is fastest here",
+                                10000)
 
     def _push_bench_pair(self) -> None:
         """The bench runs the pair and load settings chosen here (it loads them itself)."""
