@@ -147,6 +147,9 @@ class BenchView(QWidget):
         self.plot.setObjectName("benchPlot")
         self.plot.setTitle("tok/s per configuration (whiskers: 95% interval when done)", color="#333", size="9pt")
         self.plot.setLabel("left", "tok/s")
+        # tok/s as tok/s: no "(x0.001)" prefix; and no bars below zero, so no axis down to -400
+        self.plot.getAxis("left").enableAutoSIPrefix(False)
+        self.plot.getPlotItem().getViewBox().setLimits(yMin=0)
         self.plot.setMenuEnabled(False)
         self.plot.showGrid(y=True, alpha=0.2)
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.6, brushes=[])
@@ -154,6 +157,7 @@ class BenchView(QWidget):
         self.plot.addItem(self.bars)
         self.plot.addItem(self.errors)
         self.plot.setMinimumHeight(160)
+        self._frame(0)
 
         self.baseline_combo = QComboBox(objectName="benchBaselineCombo", enabled=False)
         self.baseline_combo.activated.connect(self._baseline_chosen)
@@ -162,14 +166,18 @@ class BenchView(QWidget):
         self.table.verticalHeader().setVisible(False)   # the "row" column already names each row
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.export_buttons: dict[str, QPushButton] = {}
+        # two rows: the baseline and the four exports side by side made the tab wider than the space
+        # between the docks, which cut off the sweep panel (issue 33)
+        baseline = QHBoxLayout()
+        baseline.addWidget(QLabel("Deltas against"))
+        baseline.addWidget(self.baseline_combo, 1)
         exports = QHBoxLayout()
-        exports.addWidget(QLabel("Deltas against"))
-        exports.addWidget(self.baseline_combo, 1)
         for kind, (name, _) in EXPORTS.items():
             b = QPushButton(f"Export {name}…", objectName=f"benchExport{name}", enabled=False)
             b.clicked.connect(lambda _=False, k=kind: self._export_dialog(k))
             self.export_buttons[kind] = b
             exports.addWidget(b)
+        exports.addStretch(1)
 
         top = QGridLayout()
         top.addLayout(form, 0, 0)
@@ -184,6 +192,7 @@ class BenchView(QWidget):
         lay.addWidget(self.status_label)
         lay.addWidget(self.plot, 1)
         lay.addWidget(self.table, 1)
+        lay.addLayout(baseline)
         lay.addLayout(exports)
 
     # -- inputs -------------------------------------------------------------------------------------
@@ -430,6 +439,16 @@ class BenchView(QWidget):
             m = np.asarray(means, dtype=float)
             self.errors.setData(x=x, y=m, top=np.asarray(hi) - m, bottom=m - np.asarray(lo))
         self.plot.getAxis("bottom").setTicks([[(float(i), rid) for i, rid in enumerate(ids)]])
+        self._frame(len(ids))
+
+    def _frame(self, n_bars: int) -> None:
+        """Autorange around bars; with none (before a run), an empty 0..1 frame."""
+        vb = self.plot.getPlotItem().getViewBox()
+        if n_bars:
+            vb.enableAutoRange()
+        else:
+            vb.setRange(xRange=(-0.5, 0.5), yRange=(0.0, 1.0), padding=0)
+            self.plot.getAxis("bottom").setTicks([[]])      # no rows, no row labels (not -0.4 … 0.4)
 
     def _draw_live(self) -> None:
         ids = list(self._live)

@@ -138,8 +138,16 @@ class StepFilter(QSortFilterProxyModel):
 
 
 def _row_dict(run: int, rec) -> dict:
+    """One exported row, in the table's units and names: times in ms (draft_ms, ..., wall_ms), as the
+    table and its filter show them, not the record's seconds."""
     d = {"run": run}
-    d.update(rec.to_dict())
+    for key, value in rec.to_dict().items():
+        if key.startswith("t_"):
+            d[f"{key[2:]}_ms"] = value * 1000.0
+        elif key == "wall":
+            d["wall_ms"] = value * 1000.0
+        else:
+            d[key] = value
     return d
 
 

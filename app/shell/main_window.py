@@ -37,6 +37,10 @@ from ..training.train_panel import TrainPanel
 from .workers import EMPTY, GENERATING, LOADING, READY, EngineClient, LoadCancelled
 
 ICON = Path(__file__).resolve().parents[2] / "resources" / "icons" / "dflash-studio.svg"
+#: default and least widths (px) of the Pair dock, the plots dock and the tabs between them; at the
+#: default window size (1480) the pairing report shows all four columns (docs/pairing-report.png)
+PAIR_DOCK_WIDTH, PLOTS_DOCK_WIDTH = 440, 440
+PAIR_DOCK_MIN, PLOTS_DOCK_MIN, CENTRE_MIN = 320, 300, 420
 
 
 def _scrolling(page: QWidget) -> QScrollArea:
@@ -116,7 +120,11 @@ class MainWindow(QMainWindow):
         right.setWidget(self.plots)
         right.setFeatures(left.features())
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, right)
-        self.resizeDocks([left, right], [400, 440], Qt.Orientation.Horizontal)
+        # neither dock may squeeze the other (or the chat) to nothing when one is widened
+        left.setMinimumWidth(PAIR_DOCK_MIN)
+        right.setMinimumWidth(PLOTS_DOCK_MIN)
+        self.tabs.setMinimumWidth(CENTRE_MIN)
+        self.resizeDocks([left, right], [PAIR_DOCK_WIDTH, PLOTS_DOCK_WIDTH], Qt.Orientation.Horizontal)
 
         for text, keys, slot in (("Quit", QKeySequence.StandardKey.Quit, self.close),
                                  ("Stop generating", QKeySequence(Qt.Key.Key_Escape), self.stop),
