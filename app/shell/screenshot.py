@@ -162,8 +162,9 @@ if __name__ == "__main__":  # pragma: no cover - how docs/pairing-report.png is 
     # a private data folder: the user's library is not touched, and no default pair loads over this one
     data = tempfile.TemporaryDirectory(prefix="dflash-screenshot-data-")
     os.environ["DFLASH_DATA_DIR"] = data.name
-    from .main import make_application
+    from PySide6.QtWidgets import QApplication
+
     from .qt_messages import install_quiet_handler
 
     install_quiet_handler()
-    sys.exit(pairing_report_shot(make_application(), a.out, target, drafter))
+    sys.exit(pairing_report_shot(QApplication(sys.argv[:1]), a.out, target, drafter))
