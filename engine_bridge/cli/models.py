@@ -160,6 +160,9 @@ def cmd_convert(args) -> int:
     except ConversionError as exc:
         _err(f"conversion refused: {exc}")
         return EXIT_FAIL
+    except OSError as exc:          # an output folder that cannot be written (a read-only install)
+        _err(f"could not write {args.out}: {exc.strerror or exc}")
+        return EXIT_FAIL
     for note in res.notes:
         print(f"note: {note}")
     print(f"wrote {res.path} ({res.tensors} tensors, {args.type})")
@@ -177,6 +180,9 @@ def cmd_quantize(args) -> int:
         path = quantize_drafter(args.drafter, out, args.type, overwrite=args.force)
     except ConversionError as exc:
         _err(f"quantisation refused: {exc}")
+        return EXIT_FAIL
+    except OSError as exc:          # next to a drafter in a read-only install, say: --out goes elsewhere
+        _err(f"could not write {out}: {exc.strerror or exc}" + ("" if args.out else "; give --out PATH"))
         return EXIT_FAIL
     print(f"wrote {path} ({args.type})")
     return EXIT_OK
