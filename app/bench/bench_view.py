@@ -4,6 +4,7 @@ Embedding (the main window owns the tab)::
 
     view = BenchView(parent=None)
     view.set_pair(target_path, draft_path, engine_config_kwargs)   # before Run; again on every pair change
+    view.set_check(report, target_path)   # the Pair tab's check: a FAIL there disables Run here
     ...
     view.shutdown()   # on window close: cancels a run and joins its thread (also done on app quit)
 
@@ -36,6 +37,8 @@ from engine_bridge.bench.report import build_report, summary_table
 from engine_bridge.bench.suites import builtin_names, load_suite
 from engine_bridge.runtime.config import EngineConfig
 
+from ..common.file_names import short_path
+from ..common.save_dialogs import ask_save_path
 from ..common.throttle import Throttle
 
 OTHER_SUITE = "Other JSONL file…"
@@ -83,6 +86,7 @@ class BenchView(QWidget):
         super().__init__(parent)
         self.setObjectName("benchView")
         self._pair: tuple[Path, Path, dict] | None = None
+        self._check: tuple[object, str] | None = None   # (the Pair tab's CompatReport, its target path)
         self._user_suite: str | None = None
         self._thread: QThread | None = None
         self._worker: BenchWorker | None = None
@@ -143,6 +147,9 @@ class BenchView(QWidget):
         self.plot.setObjectName("benchPlot")
         self.plot.setTitle("tok/s per configuration (whiskers: 95% interval when done)", color="#333", size="9pt")
         self.plot.setLabel("left", "tok/s")
+        # tok/s as tok/s: no "(x0.001)" prefix; and no bars below zero, so no axis down to -400
+        self.plot.getAxis("left").enableAutoSIPrefix(False)
+        self.plot.getPlotItem().getViewBox().setLimits(yMin=0)
         self.plot.setMenuEnabled(False)
         self.plot.showGrid(y=True, alpha=0.2)
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.6, brushes=[])
@@ -150,6 +157,7 @@ class BenchView(QWidget):
         self.plot.addItem(self.bars)
         self.plot.addItem(self.errors)
         self.plot.setMinimumHeight(160)
+        self._frame(0)
 
         self.baseline_combo = QComboBox(objectName="benchBaselineCombo", enabled=False)
         self.baseline_combo.activated.connect(self._baseline_chosen)
@@ -158,14 +166,18 @@ class BenchView(QWidget):
         self.table.verticalHeader().setVisible(False)   # the "row" column already names each row
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.export_buttons: dict[str, QPushButton] = {}
+        # two rows: the baseline and the four exports side by side made the tab wider than the space
+        # between the docks, which cut off the sweep panel (issue 33)
+        baseline = QHBoxLayout()
+        baseline.addWidget(QLabel("Deltas against"))
+        baseline.addWidget(self.baseline_combo, 1)
         exports = QHBoxLayout()
-        exports.addWidget(QLabel("Deltas against"))
-        exports.addWidget(self.baseline_combo, 1)
         for kind, (name, _) in EXPORTS.items():
             b = QPushButton(f"Export {name}…", objectName=f"benchExport{name}", enabled=False)
             b.clicked.connect(lambda _=False, k=kind: self._export_dialog(k))
             self.export_buttons[kind] = b
             exports.addWidget(b)
+        exports.addStretch(1)
 
         top = QGridLayout()
         top.addLayout(form, 0, 0)
@@ -180,14 +192,45 @@ class BenchView(QWidget):
         lay.addWidget(self.status_label)
         lay.addWidget(self.plot, 1)
         lay.addWidget(self.table, 1)
+        lay.addLayout(baseline)
         lay.addLayout(exports)
 
     # -- inputs -------------------------------------------------------------------------------------
     def set_pair(self, target_path, draft_path, engine_config_kwargs: dict | None = None) -> None:
         """The pair to bench, with the EngineConfig fields it is loaded with (n_ctx, K/V, ...)."""
         self._pair = (Path(target_path), Path(draft_path), dict(engine_config_kwargs or {}))
-        self.pair_label.setText(f"{Path(target_path).name} + {Path(draft_path).name}")
+        # the folder too: every shipped drafter is a drafter.gguf
+        self.pair_label.setText(f"{short_path(target_path)} + {short_path(draft_path)}")
         self.pair_label.setToolTip(f"{target_path}\n{draft_path}")
+        self._update_run_button()
+
+    def set_check(self, report, target_path) -> None:
+        """The Pair tab's pairing check (compat.CompatReport, or None when it could not run) for the
+        pair whose target is ``target_path``. While it has a FAIL for this tab's pair, Run stays
+        disabled and the status line gives the same reasons: the engine would refuse the pair anyway,
+        row by row, after loading the target."""
+        self._check = (report, str(target_path)) if report is not None else None
+        self._update_run_button()
+
+    def refusal(self) -> str | None:
+        """Why this pair cannot be benched (the Pair tab's FAIL checks), or None."""
+        if self._check is None or self._pair is None:
+            return None
+        report, target = self._check
+        if report.ok or target != str(self._pair[0]):
+            return None
+        reasons = "; ".join(f"{c.name}: {c.reason}" for c in report.failures)
+        return (f"The Pair tab's check refuses this pair ({len(report.failures)} FAIL): {reasons}. "
+                "Fix the pair there, then run the bench.")
+
+    def _update_run_button(self) -> None:
+        refusal = self.refusal()
+        self.run_button.setEnabled(not self.running and refusal is None)
+        self.run_button.setToolTip(refusal or "")
+        if refusal is not None:
+            self._status(refusal, error=True)
+        elif self.status_label.text().startswith("The Pair tab's check refuses"):
+            self._status("")
 
     def set_suite_file(self, path) -> None:
         """Uses a user JSONL suite (what the 'Other JSONL file…' entry picks)."""
@@ -239,6 +282,10 @@ class BenchView(QWidget):
     def start(self) -> bool:
         """Starts a run from the inputs; False (and the reason in the status line) if it cannot."""
         if self.running:
+            return False
+        refusal = self.refusal()
+        if refusal is not None:
+            self._status(refusal, error=True)
             return False
         try:
             spec = self.build_spec()
@@ -329,8 +376,8 @@ class BenchView(QWidget):
         self._thread.deleteLater()
         self._worker.deleteLater()
         self._thread = self._worker = None
-        self.run_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
+        self.run_button.setEnabled(self.refusal() is None)
 
     # -- results ------------------------------------------------------------------------------------
     def _show_report(self, report: dict) -> None:
@@ -374,7 +421,7 @@ class BenchView(QWidget):
 
     def _export_dialog(self, kind: str) -> None:
         name, filt = EXPORTS[kind]
-        path, _ = QFileDialog.getSaveFileName(self, f"Export bench report as {name}", f"bench.{kind}", filt)
+        path = ask_save_path(self, f"Export bench report as {name}", f"bench.{kind}", filt)
         if path:
             try:
                 self._status(f"wrote {self.export(kind, path)}")
@@ -392,6 +439,16 @@ class BenchView(QWidget):
             m = np.asarray(means, dtype=float)
             self.errors.setData(x=x, y=m, top=np.asarray(hi) - m, bottom=m - np.asarray(lo))
         self.plot.getAxis("bottom").setTicks([[(float(i), rid) for i, rid in enumerate(ids)]])
+        self._frame(len(ids))
+
+    def _frame(self, n_bars: int) -> None:
+        """Autorange around bars; with none (before a run), an empty 0..1 frame."""
+        vb = self.plot.getPlotItem().getViewBox()
+        if n_bars:
+            vb.enableAutoRange()
+        else:
+            vb.setRange(xRange=(-0.5, 0.5), yRange=(0.0, 1.0), padding=0)
+            self.plot.getAxis("bottom").setTicks([[]])      # no rows, no row labels (not -0.4 … 0.4)
 
     def _draw_live(self) -> None:
         ids = list(self._live)

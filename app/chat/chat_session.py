@@ -198,7 +198,7 @@ class ChatSession(QObject):
         note += f" — {s.auto_note}" if s.auto_note else ""
         self.chat.show_status(f"{summary_line(summary)} · finish: {s.finish_reason}{note}")
         self.status.set_tok_per_s(s.tok_per_s)
-        self.status.set_break_even(s.break_even_commit, s.break_even, s.break_even_label)
+        self.status.set_break_even(s.break_even_commit, s.break_even, s.break_even_label, s.mode)
         self.refresh_list()
         self.stateChanged.emit()
         self.answerFinished.emit(result)

@@ -9,7 +9,8 @@ the target accepted; those counts arrive with the step record after the tokens, 
 looks them up when shown rather than being baked into the span.
 
 With highlighting off, finished answers are rendered as markdown (code blocks included). While
-streaming, text inside a ``` fence is set in a monospace font either way.
+streaming, text inside a ``` fence is set in a monospace font either way; a finished answer's
+code blocks follow ``fences.fence_layout`` (an unbalanced fence is read as chat apps read it).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import QTextBrowser, QToolTip
 from engine_bridge.runtime.records import FROM_DRAFT
 
 from .conversations import Message
+from .fences import CODE, MARKER, PROSE, FenceTracker, balanced_markdown, fence_layout
 
 # Character-format properties that tag a token span.
 PROP_MESSAGE = QTextFormat.Property.UserProperty + 1    # index of the message in the transcript
@@ -33,23 +35,7 @@ PROP_DRAFT = QTextFormat.Property.UserProperty + 3      # True: an accepted draf
 DRAFT_BACKGROUND = QColor("#b9f0c0")
 STEP_UNDERLINES = (QColor("#4a7fd4"), QColor("#e0902a"))
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
-FENCE = "```"
-
-
-class FenceTracker:
-    """Follows ``` fences through streamed pieces: is the next piece inside a code block?"""
-
-    def __init__(self):
-        self.fences = 0
-        self._tail = ""          # the last two characters: a fence may straddle two pieces
-
-    def feed(self, piece: str) -> bool:
-        """True when ``piece`` starts inside a code block; then counts the fences it adds."""
-        inside = self.fences % 2 == 1
-        joined = self._tail + piece
-        self.fences += joined.count(FENCE) - self._tail.count(FENCE)
-        self._tail = joined[-2:]
-        return inside
+FENCE_MARKER = QColor("#a0a0a0")      # a ``` line: shown, but as a marker, not as content
 
 
 @dataclass(frozen=True)
@@ -153,7 +139,7 @@ class TranscriptView(QTextBrowser):
         cur.beginEditBlock()
         run, run_key = [], None
         for ev in events:
-            key = (ev.step, ev.source == FROM_DRAFT, self._fences.feed(ev.piece))
+            key = (ev.step, ev.source == FROM_DRAFT, CODE if self._fences.feed(ev.piece) else PROSE)
             if key != run_key and run:
                 cur.insertText("".join(run), self._token_format(idx, *run_key))
                 run = []
@@ -213,20 +199,41 @@ class TranscriptView(QTextBrowser):
             grey.setForeground(QColor("#888888"))
             cur.insertText("   " + note, grey)
         cur.insertBlock(QTextBlockFormat(), QTextCharFormat())
-        if msg.role == "assistant" and msg.tokens and (self.highlight or live):
+        if msg.role == "assistant" and msg.tokens and live:
             fences = FenceTracker()
             for piece, source, step in msg.tokens:
-                cur.insertText(piece, self._token_format(index, step, source == FROM_DRAFT, fences.feed(piece)))
+                kind = CODE if fences.feed(piece) else PROSE
+                cur.insertText(piece, self._token_format(index, step, source == FROM_DRAFT, kind))
+        elif msg.role == "assistant" and msg.tokens and self.highlight:
+            self._insert_tokens(cur, index, msg.tokens)
         elif msg.content:
-            cur.insertFragment(QTextDocumentFragment.fromMarkdown(msg.content))
+            text = balanced_markdown(msg.content) if msg.role == "assistant" else msg.content
+            cur.insertFragment(QTextDocumentFragment.fromMarkdown(text))
 
-    def _token_format(self, message: int, step: int, draft: bool, in_code: bool) -> QTextCharFormat:
+    def _insert_tokens(self, cur: QTextCursor, index: int, tokens) -> None:
+        """A finished answer's tokens, each piece split where a code block or fence line begins or ends."""
+        runs = fence_layout("".join(t[0] for t in tokens))
+        r, start = 0, 0                  # the run under the piece, where the piece begins in the answer
+        for piece, source, step in tokens:
+            pos, end = start, start + len(piece)
+            while pos < end:
+                while runs[r].end <= pos:
+                    r += 1
+                cut = min(end, runs[r].end)
+                cur.insertText(piece[pos - start:cut - start],
+                               self._token_format(index, step, source == FROM_DRAFT, runs[r].kind))
+                pos = cut
+            start = end
+
+    def _token_format(self, message: int, step: int, draft: bool, kind: str) -> QTextCharFormat:
         f = QTextCharFormat()
         f.setProperty(PROP_MESSAGE, message)
         f.setProperty(PROP_STEP, step)
         f.setProperty(PROP_DRAFT, draft)
-        if in_code:
+        if kind in (CODE, MARKER):
             f.setFont(self._mono)
+        if kind == MARKER:
+            f.setForeground(FENCE_MARKER)
         if self.highlight:
             if draft:
                 f.setBackground(DRAFT_BACKGROUND)

@@ -14,10 +14,12 @@ import re
 from pathlib import Path
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
-from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton, QTableView,
+from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton, QTableView,
                                QVBoxLayout, QWidget)
 
 from engine_bridge.runtime.records import PHASES
+
+from ..common.save_dialogs import ask_save_path
 
 #: (header, key, how to read it off a (run, StepRecord) row)
 COLUMNS = [
@@ -136,8 +138,16 @@ class StepFilter(QSortFilterProxyModel):
 
 
 def _row_dict(run: int, rec) -> dict:
+    """One exported row, in the table's units and names: times in ms (draft_ms, ..., wall_ms), as the
+    table and its filter show them, not the record's seconds."""
     d = {"run": run}
-    d.update(rec.to_dict())
+    for key, value in rec.to_dict().items():
+        if key.startswith("t_"):
+            d[f"{key[2:]}_ms"] = value * 1000.0
+        elif key == "wall":
+            d["wall_ms"] = value * 1000.0
+        else:
+            d[key] = value
     return d
 
 
@@ -219,8 +229,7 @@ class ProfilerView(QWidget):
         return export_json(rows, path) if str(path).lower().endswith(".json") else export_csv(rows, path)
 
     def _export(self, kind: str) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, f"Export steps as {kind.upper()}", f"steps.{kind}",
-                                              f"{kind.upper()} (*.{kind})")
+        path = ask_save_path(self, f"Export steps as {kind.upper()}", f"steps.{kind}", f"{kind.upper()} (*.{kind})")
         if path:
             if not path.lower().endswith(f".{kind}"):
                 path += f".{kind}"

@@ -14,11 +14,12 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QGroupBox, QHBoxLayout, QHeaderView, QLabel,
-                               QLineEdit, QListWidget, QListWidgetItem, QProgressBar, QPushButton, QScrollArea,
-                               QSplitter, QTableWidget, QTableWidgetItem, QTabWidget, QTreeWidget, QTreeWidgetItem,
-                               QVBoxLayout, QWidget)
+                               QLineEdit, QListWidget, QListWidgetItem, QMessageBox, QProgressBar, QPushButton,
+                               QScrollArea, QSplitter, QTableWidget, QTableWidgetItem, QTabWidget, QTreeWidget,
+                               QTreeWidgetItem, QVBoxLayout, QWidget)
 
 from ..shell.status_bar import human_bytes
+from ..common.file_names import distinct_labels, short_path
 from ..common.tasks import Job, TaskRunner
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
@@ -81,6 +82,7 @@ class ModelBrowser(QWidget):
         self.setObjectName("modelBrowser")
         self.tasks = tasks
         self.files = []                  # library.LibraryFile, refreshed off the UI thread
+        self.names: dict[str, str] = {}  # path -> the name shown (distinct among the library's files)
         self.groups = []                 # library.DrafterGroup
         self.catalog = []
         self.downloads: list[DownloadRow] = []
@@ -127,9 +129,11 @@ class ModelBrowser(QWidget):
             self.variant_type.addItem(t)
         self.variant_type.setCurrentText("q8_0")
         make = QPushButton("Make drafter variant", page, objectName="makeVariantButton")
-        make.setToolTip("Writes a quantised copy of the selected drafter next to it and files it as a variant")
+        make.setToolTip("Writes a quantised copy of the selected drafter into your data folder "
+                        "(variants/) and files it as a variant")
         forget = QPushButton("Forget", page, objectName="forgetButton")
-        forget.setToolTip("Removes the entry from the library (the file stays on disk)")
+        forget.setToolTip("Removes the entry from the library; a file DFlash Studio made itself (a variant, a "
+                          "converted drafter) can be deleted from disk too, any other file stays")
         scan.clicked.connect(self.scan)
         add.clicked.connect(self._add_file)
         use_t.clicked.connect(lambda: self._use_selected("target"))
@@ -238,6 +242,9 @@ class ModelBrowser(QWidget):
 
     def _show_library(self, data) -> None:
         self.files, self.groups, self.catalog = data
+        # every shipped drafter is a drafter.gguf: names carry as many folders as tell them apart
+        paths = sorted({f.path for f in self.files} | {p for g in self.groups for p, _ in g.variants})
+        self.names = dict(zip(paths, distinct_labels(paths)))
         self.tree.clear()
         grouped = {g.drafter.path for g in self.groups} | {p for g in self.groups for p, _ in g.variants}
         sections = {}
@@ -259,7 +266,7 @@ class ModelBrowser(QWidget):
             sections["Drafters"].addChild(head)
             for path, kind in g.variants:
                 f = by_path.get(path)
-                child = self._file_item(f, kind) if f else QTreeWidgetItem([Path(path).name, kind, "", "", path])
+                child = self._file_item(f, kind) if f else QTreeWidgetItem([self.name_of(path), kind, "", "", path])
                 child.setData(0, PATH_ROLE, path)
                 child.setData(0, KIND_ROLE, kind)
                 head.addChild(child)
@@ -273,12 +280,16 @@ class ModelBrowser(QWidget):
     def _file_item(self, f, kind: str) -> QTreeWidgetItem:
         info = f.info
         label = {"drafter": (info.role if info else "drafter"), "quant": "quantised variant"}.get(kind, kind)
-        item = QTreeWidgetItem([Path(f.path).name, label, f.arch or "", human_bytes(f.size) if f.size else "",
+        item = QTreeWidgetItem([self.name_of(f.path), label, f.arch or "", human_bytes(f.size) if f.size else "",
                                 f.path])
         item.setData(0, PATH_ROLE, f.path)
         item.setData(0, KIND_ROLE, kind)
         item.setToolTip(0, "\n".join(info.summary_lines()) if info else (f.error or ""))
         return item
+
+    def name_of(self, path: str) -> str:
+        """The library's name for a file: folder/name, more folders where two would read the same."""
+        return self.names.get(path) or short_path(path)
 
     def _selected(self) -> tuple[str, str] | None:
         item = self.tree.currentItem()
@@ -311,11 +322,29 @@ class ModelBrowser(QWidget):
         job.succeeded.connect(lambda dest: (self.say(f"wrote {dest}"), self.refresh()))
         job.failed.connect(lambda exc: self.say(f"could not make the variant: {exc}", error=True))
 
-    def _forget(self) -> None:
+    def _forget(self) -> Job | None:
+        """Drops the selected entry; for a file the app made itself, asks whether to delete it too."""
         sel = self._selected()
-        if sel is not None:
-            job = self.tasks.start("forget", lambda job: _library().forget(sel[0]))
-            job.succeeded.connect(lambda _: self.refresh())
+        if sel is None:
+            return None
+        path = sel[0]
+        made = _library().made_by_app(path)
+        delete = False
+        if made:
+            answer = QMessageBox.question(
+                self, "Forget",
+                f"DFlash Studio made {self.name_of(path)} ({made}).\n\nDelete the file from disk too, or keep it?",
+                QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No | QMessageBox.StandardButton.Cancel,
+                QMessageBox.StandardButton.No)
+            if answer == QMessageBox.StandardButton.Cancel:
+                return None
+            delete = answer == QMessageBox.StandardButton.Yes
+        job = self.tasks.start("forget", lambda job: _library().forget(path, delete_file=delete))
+        job.succeeded.connect(lambda deleted: (self.say(f"forgot {self.name_of(path)}"
+                                                        + (" and deleted the file" if deleted else "")),
+                                               self.refresh()))
+        job.failed.connect(lambda exc: self.say(f"could not forget {path}: {exc}", error=True))
+        return job
 
     # -- for the pairing panel and the settings panel --------------------------------------------
     def library_entries(self, role: str) -> list[tuple[str, str]]:
@@ -326,7 +355,7 @@ class ModelBrowser(QWidget):
         for f in self.files:
             if (role == "target" and f.role == "target") or (role == "drafter" and f.role in DRAFTER_ROLES):
                 arch = f" · {f.arch}" if f.arch else ""
-                out.append((f"{Path(f.path).name}{arch} · {human_bytes(f.size)}", f.path))
+                out.append((f"{self.name_of(f.path)} · {f.role}{arch} · {human_bytes(f.size)}", f.path))
         return out
 
     def drafter_variants(self, drafter: str) -> list[tuple[str, str, list]]:
@@ -341,11 +370,11 @@ class ModelBrowser(QWidget):
                 continue
             for path, kind in g.variants:
                 if kind == "quant" and path != key:
-                    out.append((f"variant: {Path(path).name}", path, []))
+                    out.append((f"variant: {self.name_of(path)}", path, []))
                 elif kind == "lora":
-                    out.append((f"LoRA: {Path(path).name} (on the base drafter)", "", [[path, 1.0]]))
+                    out.append((f"LoRA: {self.name_of(path)} (on the base drafter)", "", [[path, 1.0]]))
             if g.drafter.path != key:     # the chosen drafter is itself a variant: offer the head too
-                out.append((f"variant: {Path(g.drafter.path).name}", g.drafter.path, []))
+                out.append((f"variant: {self.name_of(g.drafter.path)}", g.drafter.path, []))
         return out
 
     # -- catalog ----------------------------------------------------------------------------------

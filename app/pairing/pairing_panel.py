@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QMenu, 
                                QPushButton, QSizePolicy, QVBoxLayout, QWidget)
 
 from .compat_view import CompatReportView
+from ..common.file_names import short_path
 from ..common.tasks import TaskRunner
 
 
@@ -98,6 +99,12 @@ class ModelSlot(QFrame):
         self.title = QLabel(f"<b>{role.capitalize()}</b>", self)
         self.path_label = ElidedLabel("drop a GGUF file or a Hugging Face folder here", self,
                                       objectName=f"{role}Path")
+        # what the engine runs for this slot: after "Swap drafter" that is a variant, not the chosen file
+        self.loaded_label = QLabel("", self, objectName=f"{role}Loaded")
+        self.loaded_label.setWordWrap(True)
+        self.loaded_label.setStyleSheet("color: #1a7f37;")
+        self.loaded_label.hide()
+        self.loaded_path = ""
         self.facts = QLabel("", self, objectName=f"{role}Facts")
         self.facts.setWordWrap(True)
         self.facts.setStyleSheet("color: #555;")
@@ -119,14 +126,31 @@ class ModelSlot(QFrame):
         lay.setContentsMargins(6, 6, 6, 6)
         lay.addLayout(head)
         lay.addWidget(self.path_label)
+        lay.addWidget(self.loaded_label)
         lay.addWidget(self.facts)
 
     def set_path(self, path: str) -> None:
         self.path = path
         self.info = None
+        self.set_loaded(self.loaded_path)
         self.path_label.setText(path or "drop a GGUF file or a Hugging Face folder here")
         self.path_label.setToolTip(path)
         self.facts.setText("reading…" if path else "")
+
+    def set_loaded(self, path: str) -> None:
+        """The file the engine has loaded for this slot ('' when none)."""
+        self.loaded_path = path or ""
+        if not path:
+            self.loaded_label.hide()
+            return
+        if self.path and Path(path).resolve() == Path(self.path).resolve():
+            text = f"loaded: {short_path(path)}"
+        else:
+            what = "a variant of the file above" if self.role == "drafter" and self.path else "not the file above"
+            text = f"loaded: {short_path(path)} ({what})"
+        self.loaded_label.setText(text)
+        self.loaded_label.setToolTip(path)
+        self.loaded_label.show()
 
     def set_facts(self, text: str, error: bool = False) -> None:
         self.facts.setStyleSheet("color: #b00020;" if error else "color: #555;")
@@ -283,6 +307,11 @@ class PairingPanel(QWidget):
             self.modelsInspected.emit(self.target.info, self.drafter.info)
         self.recheck()
 
+    def show_loaded(self, target: str, drafter: str) -> None:
+        """What the engine runs now (paths, '' for none), shown in each slot under the chosen file."""
+        self.target.set_loaded(target)
+        self.drafter.set_loaded(drafter)
+
     def offer_demo(self, show: bool = True) -> None:
         self.demo_offer.setVisible(show)
 
@@ -433,7 +462,9 @@ def _convert(job, hf_dir: str, target: str) -> Path:
 
     out = models_dir() / f"{Path(hf_dir).name}-for-{Path(target).stem}-f16.gguf"
     result = convert_hf_drafter(hf_dir, target, out, "f16", overwrite=True)
-    _library().add(result.path)
+    lib = _library()
+    lib.add(result.path)
+    lib.record_made(result.path, "drafter converted to GGUF")     # Forget may delete it
     return result.path
 
 

@@ -23,10 +23,25 @@ def make_application(argv: list[str] | None = None):
     return app
 
 
+#: The exit code when the window cannot open here (no display, xcb libraries missing).
+EXIT_NO_DISPLAY = 2
+
+
 def main(screenshot: str | None = None, argv: list[str] | None = None) -> int:
     if screenshot:
         # the screenshot run never needs a display; a platform named explicitly (the Xvfb test's xcb) is kept
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    else:
+        # asked before Qt starts: Qt itself aborts the process with a misleading message
+        from .qt_system_deps import startup_problem
+
+        problem = startup_problem()
+        if problem:
+            print(f"dflash-studio: {problem}", file=sys.stderr)
+            return EXIT_NO_DISPLAY
+    from .qt_messages import install_quiet_handler
+
+    install_quiet_handler()
     app = make_application(argv)
     if screenshot:
         from .screenshot import run_screenshot

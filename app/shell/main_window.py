@@ -31,11 +31,16 @@ from ..pairing.pairing_panel import PairingPanel
 from ..diagnostics.profiler_view import ProfilerView
 from .settings_panel import SettingsPanel
 from .status_bar import StudioStatusBar, backend_text
+from ..common.file_names import short_path
 from ..common.tasks import TaskRunner
 from ..training.train_panel import TrainPanel
 from .workers import EMPTY, GENERATING, LOADING, READY, EngineClient, LoadCancelled
 
 ICON = Path(__file__).resolve().parents[2] / "resources" / "icons" / "dflash-studio.svg"
+#: default and least widths (px) of the Pair dock, the plots dock and the tabs between them; at the
+#: default window size (1480) the pairing report shows all four columns (docs/pairing-report.png)
+PAIR_DOCK_WIDTH, PLOTS_DOCK_WIDTH = 440, 440
+PAIR_DOCK_MIN, PLOTS_DOCK_MIN, CENTRE_MIN = 320, 300, 420
 
 
 def _scrolling(page: QWidget) -> QScrollArea:
@@ -115,7 +120,11 @@ class MainWindow(QMainWindow):
         right.setWidget(self.plots)
         right.setFeatures(left.features())
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, right)
-        self.resizeDocks([left, right], [400, 440], Qt.Orientation.Horizontal)
+        # neither dock may squeeze the other (or the chat) to nothing when one is widened
+        left.setMinimumWidth(PAIR_DOCK_MIN)
+        right.setMinimumWidth(PLOTS_DOCK_MIN)
+        self.tabs.setMinimumWidth(CENTRE_MIN)
+        self.resizeDocks([left, right], [PAIR_DOCK_WIDTH, PLOTS_DOCK_WIDTH], Qt.Orientation.Horizontal)
 
         for text, keys, slot in (("Quit", QKeySequence.StandardKey.Quit, self.close),
                                  ("Stop generating", QKeySequence(Qt.Key.Key_Escape), self.stop),
@@ -146,9 +155,12 @@ class MainWindow(QMainWindow):
         self.train.drafterTrained.connect(self.use_trained_drafter)
         self.pairing.reportReady.connect(self._on_report)
         self.pairing.reportReady.connect(lambda report: self.browser.refresh())   # the check filed the pair
+        # the bench runs the same pair: a FAIL here refuses it there, with the same reasons
+        self.pairing.reportReady.connect(lambda report: self.bench.set_check(report, self.pairing.target.path))
         self.pairing.modelsInspected.connect(self._on_models_inspected)
 
         self.settings_panel.changed.connect(self._on_settings_changed)
+        self.status.switchToAutoRequested.connect(self.switch_to_auto)
         self.settings_panel.applyRequested.connect(self.apply_pending)
 
         self.chat.sendRequested.connect(self.send)
@@ -181,6 +193,11 @@ class MainWindow(QMainWindow):
         if self.settings.has_pair:
             self._autoload = True          # reopen the last pair once its check passes
             self.pairing.set_pair(self.settings.target, self.settings.drafter)
+        elif self._default_pair_present():
+            # nothing configured, and the default pair (SmolLM2 + its drafter) is here: a new user
+            # chats with it at once, as the README promises, instead of meeting an offer to click
+            self.pairing.recheck()
+            self.use_demo_pair()
         else:
             self.pairing.recheck()
             self.pairing.offer_demo(True)
@@ -196,6 +213,13 @@ class MainWindow(QMainWindow):
                 return
 
     # -- pairing and loading ----------------------------------------------------------------------
+    @staticmethod
+    def _default_pair_present() -> bool:
+        """The SmolLM2 default pair is on disk (fetched target, shipped drafter): nothing to write."""
+        from engine_bridge.models.demo import smollm2_pair
+
+        return smollm2_pair() is not None
+
     def use_demo_pair(self) -> None:
         """Writes (once) and loads the embedded demo pair, off the UI thread."""
         from engine_bridge.models.demo import demo_pair
@@ -218,6 +242,8 @@ class MainWindow(QMainWindow):
 
     def load_default_pair(self) -> None:
         """The configured pair, else the demo pair; loads as soon as its check passes."""
+        if self._autoload:
+            return        # a load of the configured or default pair is already on its way
         if self.settings.has_pair:
             self._autoload = True
             if self.pairing.report is not None and self.pairing.target.path == self.settings.target:
@@ -299,8 +325,9 @@ class MainWindow(QMainWindow):
         self.chat.show_template(info.chat_template)
         self.status.set_pair(str(cfg.target), str(cfg.draft) if cfg.draft else None)
         self.status.set_memory(info.memory)
-        self.pairing.show_message("loaded: " + Path(cfg.target).name
-                                  + (f" + {Path(cfg.draft).name}" if cfg.draft else " (no drafter)"))
+        self.pairing.show_loaded(str(cfg.target), str(cfg.draft) if cfg.draft else "")
+        self.pairing.show_message("loaded: " + short_path(cfg.target)
+                                  + (f" + {short_path(cfg.draft)}" if cfg.draft else " (no drafter)"))
         if info.llama_messages:     # llama.cpp's own log is quiet; its warnings are shown here
             self.status.showMessage("; ".join(info.llama_messages), 30000)
         self._show_pending()
@@ -317,12 +344,14 @@ class MainWindow(QMainWindow):
             if report is not None:
                 self.pairing.report_view.set_report(report)
         self.status.set_pair(None, None)
+        self.pairing.show_loaded("", "")
         self.pairLoadFailed.emit(exc)
 
     def _on_drafter_changed(self, info) -> None:
         cfg = info.config
         self.status.set_pair(str(cfg.target), str(cfg.draft) if cfg.draft else None)
-        self.pairing.show_message(f"drafter now {Path(cfg.draft).name}" if cfg.draft else "no drafter")
+        self.pairing.show_loaded(str(cfg.target), str(cfg.draft) if cfg.draft else "")
+        self.pairing.show_message(f"drafter now {short_path(cfg.draft)}" if cfg.draft else "no drafter")
         self._show_pending()
 
     def _show_pair_error(self, exc) -> None:
@@ -337,6 +366,16 @@ class MainWindow(QMainWindow):
         self.settings.save(self.qsettings)
         self._push_check_options()
         self._show_pending()
+
+    def switch_to_auto(self) -> None:
+        """The status bar's "switch to auto": verify mode auto from the next answer on (no reload)."""
+        combo = self.settings_panel.mode
+        i = combo.findData("auto")
+        if i >= 0:
+            combo.setCurrentIndex(i)          # the panel emits changed: saved like a user's choice
+        self.status.switch_to_auto.hide()
+        self.status.showMessage("verify mode is auto now: AR, chain or tree per step, whichever is fastest here",
+                                10000)
 
     def _push_bench_pair(self) -> None:
         """The bench runs the pair and load settings chosen here (it loads them itself)."""

@@ -163,6 +163,27 @@ def display_problem(env=os.environ) -> str | None:
             "dflash-studio --screenshot out.png")
 
 
+def startup_problem(env=os.environ, plugin: Path | None = None) -> str | None:
+    """Why the window cannot open here (no display, or xcb libraries missing), or None.
+
+    The app's entry point asks this before it creates the QApplication: without it Qt aborts the
+    process (exit 134) with a misleading "xcb-cursor0 is needed" even where that library is
+    installed. Nothing is installed here; ``make run`` does that (``check``)."""
+    problem = display_problem(env)
+    if problem or not needs_xcb(env):
+        return problem
+    try:
+        sonames = missing_libraries(plugin)
+    except (OSError, subprocess.CalledProcessError):   # no ldd, no PySide6: let Qt speak for itself
+        return None
+    if not sonames:
+        return None
+    packages, unknown = packages_for(sonames)
+    fix = (f"install them: {' '.join(install_command(packages, root=os.geteuid() == 0))}" if packages and not unknown
+           else "install your distribution's packages for them (apt-file search NAME)")
+    return f"Qt's xcb plugin cannot load: missing system libraries {', '.join(sonames)}; {fix}"
+
+
 def check(mode: str = "run", env=os.environ, root: bool | None = None, apt: bool | None = None,
           plugin: Path | None = None, have_xvfb: bool | None = None) -> int:
     """0 when the app can start here (after installing what was missing, as root with apt)."""

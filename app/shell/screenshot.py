@@ -101,3 +101,70 @@ def run_screenshot(app, path: str, **kwargs) -> int:
         print(f"reply: {run.reply!r}")
     run.tmp.cleanup()
     return code
+
+
+def pairing_report_shot(app, out, target: str, drafter: str, timeout_s: int = 60) -> int:
+    """The whole window at its default size with the Pair tab's report for ``target`` + ``drafter``
+    (docs/pairing-report.png: a mismatched pair, so FAIL rows show their reasons and fixes). Runs
+    on temporary settings and data, like ``run_screenshot``; 0 when the PNG was written."""
+    from ..chat.conversations import ConversationStore
+    from .app_settings import open_settings
+    from .main_window import MainWindow
+
+    tmp = tempfile.TemporaryDirectory(prefix="dflash-screenshot-")
+    window = MainWindow(qsettings=open_settings(Path(tmp.name) / "settings.ini"),
+                        store=ConversationStore(Path(tmp.name) / "chat.sqlite3"))
+    window.resize(*SIZE)
+    window.show()
+    failures: list[str] = []
+
+    def grab() -> None:
+        if not Path(out).parent.is_dir():
+            Path(out).parent.mkdir(parents=True)
+        if not window.grab().save(str(out), "PNG"):
+            failures.append(f"could not write {out}")
+        window.close()
+        app.exit(0)
+
+    def reported(report) -> None:
+        if report is None:
+            failures.append("the pairing check could not run")
+        QTimer.singleShot(300, grab)      # the report's rows take their wrapped heights first
+
+    window.pairing.reportReady.connect(reported)
+    QTimer.singleShot(timeout_s * 1000, lambda: (failures.append(f"timed out after {timeout_s} s"), app.exit(1)))
+    window.pairing.set_pair(str(target), str(drafter))
+    app.exec()
+    tmp.cleanup()
+    for f in failures:
+        print(f"pairing report screenshot: {f}", file=sys.stderr)
+    if not failures:
+        print(f"wrote {out}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":  # pragma: no cover - how docs/pairing-report.png is made
+    import argparse
+    import os
+
+    from engine_bridge.models import demo, registry_models
+
+    ap = argparse.ArgumentParser(prog="python -m app.shell.screenshot",
+                                 description="docs/pairing-report.png: the Pair tab's report at the default size")
+    ap.add_argument("out", help="PNG to write")
+    ap.add_argument("--target", default=None, help="default: SmolLM2 (fetched) or the reference target")
+    ap.add_argument("--drafter", default=None, help="default: the reference pair's drafter (it does not fit SmolLM2)")
+    a = ap.parse_args()
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    ref = demo.reference_pair()
+    target = a.target or registry_models.cached() or (ref and ref[0])
+    drafter = a.drafter or (ref and ref[1])
+    # a private data folder: the user's library is not touched, and no default pair loads over this one
+    data = tempfile.TemporaryDirectory(prefix="dflash-screenshot-data-")
+    os.environ["DFLASH_DATA_DIR"] = data.name
+    from PySide6.QtWidgets import QApplication
+
+    from .qt_messages import install_quiet_handler
+
+    install_quiet_handler()
+    sys.exit(pairing_report_shot(QApplication(sys.argv[:1]), a.out, target, drafter))

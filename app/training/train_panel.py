@@ -80,6 +80,9 @@ def start_training(req: TrainRequest, on_event, cancel: threading.Event) -> Path
                          log=lambda line: on_event({"log": str(line)}), **dict(req.extra))
     if cancel.is_set() or not req.out.exists():
         return None
+    from engine_bridge.models.library import Library
+
+    Library().record_made(req.out, "trained drafter")      # the library's Forget may delete it
     return req.out
 
 

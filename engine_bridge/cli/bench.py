@@ -23,7 +23,9 @@ def register(sub) -> None:
         description="Runs the autoregressive baseline and speculative decoding on the same prompts, "
                     "N repetitions with fixed seeds (warm-up excluded), and reports tok/s, TTFT, prefill, "
                     "acceptance and commit length with mean ± sd and bootstrap 95% intervals, the "
-                    "speed-up, a losslessness check, and each row's delta vs a baseline row.")
+                    "speed-up, a losslessness check, and each row's delta vs a baseline row.",
+        epilog="exit codes: 0 done; 1 a row failed or the pair was refused; 2 a file or argument could not be "
+               "read; 130 cancelled (what finished is still reported)")
     add_engine_args(b)
     b.add_argument("--suite", default="code", help="built-in suite (code, math, chat; public: mt-bench, gsm8k, humaneval) or a JSONL file")
     b.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N prompts of the suite")
@@ -31,10 +33,10 @@ def register(sub) -> None:
     b.add_argument("--max-tokens", type=int, default=64, help="tokens generated per prompt (default 64)")
     b.add_argument("--budget", type=int, default=15, help="draft tokens per step when not swept")
     b.add_argument("--verify", choices=("chain", "tree"), default="chain", help="verify mode when not swept")
-    b.add_argument("--p-min", type=float, default=0.0)
+    b.add_argument("--p-min", type=float, default=0.0, help="stop drafting below this drafter probability")
     b.add_argument("--temp", type=float, default=0.0, help="temperature (0: greedy; losslessness is checked only then)")
-    b.add_argument("--top-k", type=int, default=40)
-    b.add_argument("--top-p", type=float, default=1.0)
+    b.add_argument("--top-k", type=int, default=40, help="sample among the K most likely tokens (0: all; default 40)")
+    b.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling threshold (default 1.0: off)")
     b.add_argument("--seed", type=int, default=0, help="base seed: repetition r uses seed + r")
     b.add_argument("--sweep", action="append", default=[], metavar="AXIS=V1,V2",
                    help="sweep an axis (repeatable; product of all): budget, verify_mode, kv (K/V pair), "

@@ -11,7 +11,7 @@ import json
 import sys
 
 from ..runtime.calibration import CHAIN_BUDGETS, ROUNDS, TREE_BUDGETS
-from .engine import EXIT_FAIL, EXIT_OK, EXIT_UNREADABLE, add_engine_args, config_from_args, load_engine
+from .engine import ENGINE_EXITS, EXIT_FAIL, EXIT_OK, EXIT_UNREADABLE, add_engine_args, config_from_args, load_engine
 
 DEFAULT_PROMPT = "Explain in a few sentences how a bicycle stays upright."
 
@@ -20,7 +20,8 @@ def register(sub) -> None:
     c = sub.add_parser("calibrate", help="measure step costs per budget and say whether speculation pays",
                        description="Measures (or reads from the cache) the cost of a speculative step at each "
                                    "budget in autoregressive-token units, probes the pair's commit lengths on a "
-                                   "prompt, and prints the break-even table and the advice auto mode follows.")
+                                   "prompt, and prints the break-even table and the advice auto mode follows.",
+                       epilog=ENGINE_EXITS)
     add_engine_args(c)
     c.add_argument("--force", action="store_true", help="measure again even when a cached table matches")
     c.add_argument("--prompt", default=DEFAULT_PROMPT, help="probe prompt (wrapped with the chat template if any)")

@@ -23,14 +23,27 @@ COMMAND_MODULES = (
 )
 
 
+#: The top-level help's closing lines: what no subcommand does, and the exit codes every command shares.
+EPILOG = """Without a COMMAND, dflash-studio starts the desktop app (it needs a display: DISPLAY or
+WAYLAND_DISPLAY); no subcommand starts the app. `dflash-studio COMMAND --help` describes a command
+and its exit codes. Exit codes everywhere: 0 done; 1 refused or failed (an incompatible pair, a
+FAIL); 2 a file or argument could not be read, or no display for the app; 130 interrupted."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dflash-studio",
-        description="DFlash speculative decoding on llama.cpp: pair, chat, profile, bench.",
+        # COMMAND is optional (none starts the app); argparse's own usage line would make it look required
+        usage="%(prog)s [-h] [--screenshot PATH] [COMMAND [ARGS ...]]",
+        description="DFlash speculative decoding on llama.cpp: pair, chat, profile, bench.\n"
+                    "With no COMMAND it starts the desktop app; every COMMAND runs headless.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--screenshot", metavar="PATH",
                         help="start the app offscreen on the default pair, run one prompt, save a PNG, exit")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # prog: a command's own usage line reads "dflash-studio check ...", not the top-level usage
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="dflash-studio",
+                                title="commands (optional: without one the desktop app starts)")
     for name in COMMAND_MODULES:
         try:
             module = importlib.import_module(name)

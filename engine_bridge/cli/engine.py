@@ -5,49 +5,72 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from pathlib import Path
 
 from ..common.placement import SPLIT_MODES, Placement
-from ..runtime.config import MODES, EngineConfig, GenerationSettings, KVTypes
+from ..runtime.config import KV_TYPES, MODES, EngineConfig, GenerationSettings, KVTypes
 
 EXIT_OK, EXIT_FAIL, EXIT_UNREADABLE = 0, 1, 2
+
+#: What --help says about the exit codes of the commands that load a pair (generate, calibrate).
+ENGINE_EXITS = ("exit codes: 0 done; 1 the pair was refused (a FAIL in the pairing checks) or the engine "
+                "failed; 2 a file or argument could not be read; 130 interrupted (Ctrl-C)")
+#: The K/V cache types, as the help lists them.
+KV_CHOICES = ", ".join(KV_TYPES)
+#: Which pair runs when --target is left out (engine_bridge.models.demo.demo_pair decides).
+DEMO_PAIR = ("the default pair: SmolLM2-135M-Instruct with its shipped drafter once `dflash-studio "
+             "fetch-default` has fetched the target, else the 15.7 M Python-code reference pair in "
+             "resources/models/")
 
 
 def register(sub) -> None:
     g = sub.add_parser("generate", help="generate text with a target (+ drafter)",
                        description="Generate a continuation; prints the text, or with --json the "
-                                   "summary and every step record.")
+                                   "summary and every step record. Without --target it runs "
+                                   f"{DEMO_PAIR}.", epilog=ENGINE_EXITS)
     add_engine_args(g)
-    g.add_argument("--prompt", required=True, help="prompt text")
+    src = g.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt", help="prompt text; - reads it from standard input")
+    src.add_argument("--prompt-file", metavar="PATH",
+                     help="read the prompt from this UTF-8 file (for prompts longer than the shell's argument "
+                          "limit; one trailing newline is dropped, as llama.cpp's -f does)")
     g.add_argument("--chat", action="store_true", help="wrap the prompt as a user turn with the chat template")
     g.add_argument("--mode", choices=MODES, default=None,
                    help="ar | chain | tree | auto (auto: picks per step from measured costs; default: chain with a drafter)")
     g.add_argument("--budget", type=int, default=15, help="draft tokens per step (tree: node budget)")
     g.add_argument("--p-min", type=float, default=0.0, help="stop drafting below this drafter probability")
-    g.add_argument("--max-tokens", type=int, default=128)
+    g.add_argument("--max-tokens", type=int, default=128, help="most tokens to generate (default 128)")
     g.add_argument("--temp", type=float, default=0.0, help="temperature (0: greedy)")
-    g.add_argument("--top-k", type=int, default=40)
-    g.add_argument("--top-p", type=float, default=1.0)
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--top-k", type=int, default=40,
+                   help="sample among the K most likely tokens (0: all; default 40; unused when greedy)")
+    g.add_argument("--top-p", type=float, default=1.0,
+                   help="nucleus sampling: the smallest set of tokens whose probability reaches P (default 1.0: off)")
+    g.add_argument("--seed", type=int, default=0, help="sampling seed (default 0; unused when greedy)")
     g.add_argument("--json", action="store_true", help="print the result as JSON (summary + steps)")
     g.set_defaults(func=cmd_generate)
 
-    d = sub.add_parser("doctor", help="what engine was built and which devices it sees")
-    d.add_argument("--json", action="store_true")
+    d = sub.add_parser("doctor", help="what engine was built and which devices it sees",
+                       description="Prints the llama-cpp-python build (version, llama.cpp commit, backend, CMake "
+                                   "flags, our patches), the CPU features and every device llama.cpp sees.",
+                       epilog="exit codes: 0 done; 1 the engine is not installed")
+    d.add_argument("--json", action="store_true", help="print the report as JSON")
     d.set_defaults(func=cmd_doctor)
 
     pl = sub.add_parser("placement", help="what each GPU would hold for a pair, and whether it fits",
                         description="Plans a target (+ drafter) over this machine's GPUs, or over the GPUs a "
                                     "JSON file describes, from the GGUF headers alone: which layers, how much "
-                                    "weight and KV cache each GPU would hold, and the split_fits check.")
-    pl.add_argument("--target", required=True)
-    pl.add_argument("--draft", default=None)
+                                    "weight and KV cache each GPU would hold, and the split_fits check.",
+                        epilog="exit codes: 0 it fits (or there is no GPU); 1 it does not fit; 2 a file or "
+                               "argument could not be read")
+    pl.add_argument("--target", required=True, help="target GGUF")
+    pl.add_argument("--draft", default=None, help="drafter GGUF (placed beside the target's output)")
     pl.add_argument("--ngl", type=int, default=-1, help="GPU layers (-1: all)")
     pl.add_argument("--n-ctx", type=int, default=0, help="context (0: the target's own)")
-    pl.add_argument("--kv-k", default="f16")
-    pl.add_argument("--kv-v", default="f16")
+    pl.add_argument("--kv-k", default="f16", metavar="TYPE", help=f"K cache type: {KV_CHOICES} (default f16)")
+    pl.add_argument("--kv-v", default="f16", metavar="TYPE", help=f"V cache type: {KV_CHOICES} (default f16)")
     pl.add_argument("--gpus-json", default=None, metavar="FILE",
                     help='plan for other GPUs: [{"description": "RTX 4090", "memory_free": 25000000000}, ...]')
-    pl.add_argument("--json", action="store_true")
+    pl.add_argument("--json", action="store_true", help="print the plan as JSON")
     add_placement_args(pl)
     add_rpc_arg(pl)
     pl.set_defaults(func=cmd_placement)
@@ -55,19 +78,20 @@ def register(sub) -> None:
 
 def add_engine_args(p) -> None:
     """Options shared by every command that loads a pair (generate, bench)."""
-    p.add_argument("--target", help="target GGUF (default: the embedded demo pair)")
-    p.add_argument("--draft", help="drafter GGUF (DFlash or DSpark)")
+    p.add_argument("--target", help=f"target GGUF (default: {DEMO_PAIR})")
+    p.add_argument("--draft", help="drafter GGUF (DFlash or DSpark; default with --target: none, autoregressive)")
     p.add_argument("--n-ctx", type=int, default=0,
                    help="context size in tokens (default 0: the target's own context length, capped by memory)")
     p.add_argument("--ngl", type=int, default=-1, help="GPU layers (-1: all)")
-    p.add_argument("--flash-attn", choices=("auto", "on", "off"), default="auto")
-    p.add_argument("--kv-k", default="f16", help="target K cache type")
-    p.add_argument("--kv-v", default="f16", help="target V cache type")
-    p.add_argument("--draft-kv-k", default=None, help="drafter K cache type (default: the target's)")
-    p.add_argument("--draft-kv-v", default=None, help="drafter V cache type (default: the target's)")
+    p.add_argument("--flash-attn", choices=("auto", "on", "off"), default="auto",
+                   help="flash attention (default auto: llama.cpp decides; a quantised V cache needs it)")
+    p.add_argument("--kv-k", default="f16", metavar="TYPE", help=f"target K cache type: {KV_CHOICES} (default f16)")
+    p.add_argument("--kv-v", default="f16", metavar="TYPE", help=f"target V cache type: {KV_CHOICES} (default f16)")
+    p.add_argument("--draft-kv-k", default=None, metavar="TYPE", help="drafter K cache type (default: the target's)")
+    p.add_argument("--draft-kv-v", default=None, metavar="TYPE", help="drafter V cache type (default: the target's)")
     p.add_argument("--adapter", action="append", default=[], metavar="PATH[:SCALE]",
                    help="LoRA adapter for the drafter (repeatable)")
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     g = p.add_argument_group("several GPUs", "how the target's layers are spread (llama.cpp's split mode, tensor "
                              "split and main GPU) and where the drafter goes (default: all of it on the GPU that "
                              "holds the target's output); see `dflash-studio placement`")
@@ -127,10 +151,40 @@ def config_from_args(args) -> EngineConfig:
                         rpc_servers=parse_endpoints(getattr(args, "rpc", None)))
 
 
+def read_prompt(args, stdin=None) -> str:
+    """The prompt from --prompt, --prompt - (standard input) or --prompt-file; a ValueError says why
+    it could not be read. One trailing newline of a file or of stdin is dropped (llama.cpp's -f does
+    the same): an editor or ``echo`` adds it, and the model would see it as part of the prompt."""
+    if args.prompt_file is not None:
+        try:
+            text = Path(args.prompt_file).read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(f"--prompt-file {args.prompt_file}: not UTF-8 text") from None
+        except OSError as exc:
+            raise ValueError(f"--prompt-file {args.prompt_file}: {exc.strerror or exc}") from None
+    elif args.prompt == "-":
+        stream = stdin or sys.stdin
+        if stream.isatty():
+            print("dflash-studio generate: reading the prompt from standard input (end it with Ctrl-D)",
+                  file=sys.stderr)
+        try:   # bytes, decoded as UTF-8 whatever the locale says (as the file is)
+            data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
+            text = data.decode("utf-8") if isinstance(data, bytes) else data
+        except UnicodeDecodeError:
+            raise ValueError("--prompt -: standard input is not UTF-8 text") from None
+    else:
+        return args.prompt
+    text = text[:-1] if text.endswith("\n") else text
+    if not text:
+        raise ValueError("the prompt is empty" + (f" ({args.prompt_file})" if args.prompt_file else " (standard input)"))
+    return text
+
+
 def cmd_generate(args) -> int:
     from ..common.errors import EngineError
 
     try:
+        prompt_text = read_prompt(args)
         cfg = config_from_args(args)
         mode = args.mode or ("chain" if cfg.draft else "ar")
         settings = GenerationSettings(mode=mode, budget=args.budget, p_min=args.p_min, max_tokens=args.max_tokens,
@@ -145,7 +199,7 @@ def cmd_generate(args) -> int:
     cancel = threading.Event()
     try:
         try:   # the chat template is the model's code: it may refuse, loop or blow up (ChatTemplateError)
-            prompt = eng.format_chat([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
+            prompt = eng.format_chat([{"role": "user", "content": prompt_text}]) if args.chat else prompt_text
         except EngineError as exc:
             print(f"dflash-studio generate: {exc}", file=sys.stderr)
             return EXIT_FAIL

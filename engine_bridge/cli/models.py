@@ -14,59 +14,94 @@ from pathlib import Path
 EXIT_OK, EXIT_FAIL, EXIT_UNREADABLE = 0, 1, 2
 
 
+#: --help's exit-code line for the commands that only read or write model files.
+EXITS = "exit codes: 0 done; 1 refused or failed; 2 a file or argument could not be read"
+
+
 def register(sub) -> None:
-    p = sub.add_parser("inspect", help="what a GGUF file or HF folder holds (headers only)")
-    p.add_argument("path")
-    p.add_argument("--json", action="store_true")
+    from ..runtime.config import KV_TYPES
+
+    kv_choices = ", ".join(KV_TYPES)
+    p = sub.add_parser("inspect", help="what a GGUF file or HF folder holds (headers only)",
+                       description="Reads the headers of a GGUF file (or an HF folder's config) and prints its "
+                                   "role (target, DFlash or DSpark drafter, LoRA adapter), architecture, "
+                                   "dimensions, vocabulary and what a drafter needs from its target.",
+                       epilog="exit codes: 0 done; 2 the file could not be read")
+    p.add_argument("path", help="a GGUF file or a Hugging Face model folder")
+    p.add_argument("--json", action="store_true", help="print everything read as JSON")
     p.set_defaults(func=cmd_inspect)
 
-    p = sub.add_parser("check", help="does this drafter fit this target? (exit 0 pass, 1 FAIL, 2 unreadable)")
-    p.add_argument("target")
-    p.add_argument("draft", nargs="?")
+    p = sub.add_parser("check", help="does this drafter fit this target? (exit 0 pass, 1 FAIL, 2 unreadable)",
+                       description="Runs the pairing checks on a target (and a drafter, adapters, K/V cache types) "
+                                   "from the GGUF headers alone, without loading either model: every check is "
+                                   "PASS, WARN or FAIL with a reason and a fix. A pair with a FAIL would be "
+                                   "refused by the engine (llama.cpp would abort or misbehave).",
+                       epilog="exit codes: 0 every check passed or warned; 1 at least one FAIL; 2 a file or "
+                              "argument could not be read")
+    p.add_argument("target", help="target GGUF")
+    p.add_argument("draft", nargs="?", help="drafter GGUF (DFlash or DSpark); without it only the target is checked")
     p.add_argument("--adapter", action="append", default=[], metavar="PATH", help="LoRA adapter (repeatable)")
-    p.add_argument("--kv-k", default="f16")
-    p.add_argument("--kv-v", default="f16")
-    p.add_argument("--draft-kv-k", default=None, help="drafter K cache type (default: --kv-k)")
-    p.add_argument("--draft-kv-v", default=None, help="drafter V cache type (default: --kv-v)")
-    p.add_argument("--flash-attn", choices=("auto", "on", "off"), default="auto")
+    p.add_argument("--kv-k", default="f16", metavar="TYPE", help=f"target K cache type: {kv_choices} (default f16)")
+    p.add_argument("--kv-v", default="f16", metavar="TYPE", help=f"target V cache type: {kv_choices} (default f16)")
+    p.add_argument("--draft-kv-k", default=None, metavar="TYPE", help="drafter K cache type (default: --kv-k)")
+    p.add_argument("--draft-kv-v", default=None, metavar="TYPE", help="drafter V cache type (default: --kv-v)")
+    p.add_argument("--flash-attn", choices=("auto", "on", "off"), default="auto",
+                   help="flash attention as it will run (default auto; a quantised V cache needs it)")
     p.add_argument("--budget", type=int, default=None, help="draft tokens per step you intend to use")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("convert", help="HF DFlash drafter folder + target GGUF -> drafter GGUF")
-    p.add_argument("hf_dir")
+    p = sub.add_parser("convert", help="HF DFlash drafter folder + target GGUF -> drafter GGUF",
+                       description="Converts a Hugging Face DFlash drafter (config.json + safetensors) into the "
+                                   "GGUF llama.cpp loads, taking the vocabulary and embeddings from the target.",
+                       epilog=EXITS)
+    p.add_argument("hf_dir", help="the drafter's Hugging Face folder")
     p.add_argument("--target", required=True, help="the target GGUF the drafter will run with")
-    p.add_argument("--out", required=True)
-    p.add_argument("--type", default="f16", choices=("f32", "f16", "bf16", "q8_0", "q4_0"))
+    p.add_argument("--out", required=True, help="the drafter GGUF to write")
+    p.add_argument("--type", default="f16", choices=("f32", "f16", "bf16", "q8_0", "q4_0"),
+                   help="weight type (default f16)")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
     p.set_defaults(func=cmd_convert)
 
-    p = sub.add_parser("quantize", help="write a drafter variant (f16, q8_0, q4_0)")
-    p.add_argument("drafter")
-    p.add_argument("--type", default="q8_0", choices=("f32", "f16", "bf16", "q8_0", "q4_0"))
+    p = sub.add_parser("quantize", help="write a drafter variant (f16, q8_0, q4_0)",
+                       description="Writes a drafter GGUF again with another weight type: a variant the engine "
+                                   "switches to without reloading the target.", epilog=EXITS)
+    p.add_argument("drafter", help="the drafter GGUF to quantise")
+    p.add_argument("--type", default="q8_0", choices=("f32", "f16", "bf16", "q8_0", "q4_0"),
+                   help="weight type of the variant (default q8_0)")
     p.add_argument("--out", default=None, help="default: next to the drafter, the type in its name")
-    p.add_argument("--force", action="store_true")
+    p.add_argument("--force", action="store_true", help="replace --out if it exists")
     p.set_defaults(func=cmd_quantize)
 
-    p = sub.add_parser("pull", help="download a GGUF file or a drafter folder from the Hugging Face Hub")
-    p.add_argument("repo")
+    p = sub.add_parser("pull", help="download a GGUF file or a drafter folder from the Hugging Face Hub",
+                       description="Downloads with progress, resume (run it again after Ctrl-C) and sha256 "
+                                   "verification into the library's models folder.",
+                       epilog="exit codes: 0 done; 1 the download failed or the repo holds no model folder; "
+                              "2 an unsafe file name; 130 cancelled (run it again to resume)")
+    p.add_argument("repo", help="Hub repo id, e.g. z-lab/Qwen3-8B-DFlash-b16")
     p.add_argument("file", nargs="?", help="file in the repo (without: the drafter folder, or a list of GGUFs)")
-    p.add_argument("--revision", default="main")
+    p.add_argument("--revision", default="main", help="branch, tag or commit (default main)")
     p.add_argument("--dir", default=None, help="models folder (default: the library's)")
     p.add_argument("--offline", action="store_true", help="use only what is already downloaded")
     p.set_defaults(func=cmd_pull)
 
-    p = sub.add_parser("search", help="search the Hugging Face Hub")
-    p.add_argument("query")
-    p.add_argument("--limit", type=int, default=20)
+    p = sub.add_parser("search", help="search the Hugging Face Hub",
+                       description="Lists Hub repos matching a query, most downloaded first.",
+                       epilog="exit codes: 0 done; 1 the Hub could not be asked")
+    p.add_argument("query", help="words to search for")
+    p.add_argument("--limit", type=int, default=20, help="most repos to list (default 20)")
     p.add_argument("--gguf", action="store_true", help="only repos with GGUF files")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the hits as JSON")
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("library", help="the model library: list, scan, pairs, groups, catalog")
-    p.add_argument("action", choices=("list", "scan", "pairs", "groups", "catalog"))
+    p = sub.add_parser("library", help="the model library: list, scan, pairs, groups, catalog",
+                       description="The library of model files the app knows (SQLite in the data folder).",
+                       epilog="exit codes: 0 done")
+    p.add_argument("action", choices=("list", "scan", "pairs", "groups", "catalog"),
+                   help="list: known files; scan: add a folder's files; pairs: which target + drafter fit; "
+                        "groups: drafters with their variants; catalog: known public pairs")
     p.add_argument("folder", nargs="?", help="scan: folder to add (default: the models folder)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print as JSON")
     p.set_defaults(func=cmd_library)
 
 
@@ -125,6 +160,9 @@ def cmd_convert(args) -> int:
     except ConversionError as exc:
         _err(f"conversion refused: {exc}")
         return EXIT_FAIL
+    except OSError as exc:          # an output folder that cannot be written (a read-only install)
+        _err(f"could not write {args.out}: {exc.strerror or exc}")
+        return EXIT_FAIL
     for note in res.notes:
         print(f"note: {note}")
     print(f"wrote {res.path} ({res.tensors} tensors, {args.type})")
@@ -142,6 +180,9 @@ def cmd_quantize(args) -> int:
         path = quantize_drafter(args.drafter, out, args.type, overwrite=args.force)
     except ConversionError as exc:
         _err(f"quantisation refused: {exc}")
+        return EXIT_FAIL
+    except OSError as exc:          # next to a drafter in a read-only install, say: --out goes elsewhere
+        _err(f"could not write {out}: {exc.strerror or exc}" + ("" if args.out else "; give --out PATH"))
         return EXIT_FAIL
     print(f"wrote {path} ({args.type})")
     return EXIT_OK

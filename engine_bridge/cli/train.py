@@ -11,10 +11,17 @@ from pathlib import Path
 
 def register(sub) -> None:
     p = sub.add_parser("train-drafter", help="train a DFlash drafter for a GGUF target (prepare, train on a GPU, "
-                                             "export, evaluate)")
+                                             "export, evaluate)",
+                       description="Trains a DFlash drafter for a llama or qwen3 GGUF target: prepares the "
+                                   "target's own answers to a broad prompt set, trains the drafter on a GPU, "
+                                   "exports it to GGUF (q8_0) and evaluates it on held-out prompts. Needs the "
+                                   "train extra (pip install -e '.[train]').",
+                       epilog="exit codes: 0 done; 1 refused (a bad target, no CUDA device, a lossy "
+                              "evaluation); 2 a file could not be read")
     p.add_argument("--target", required=True, help="target GGUF (llama or qwen3 architecture, with a chat template)")
     p.add_argument("--out", required=True, help="drafter GGUF to write (q8_0; an -f16.gguf goes next to it)")
-    p.add_argument("--stage", choices=["all", "prepare", "train", "export", "evaluate"], default="all")
+    p.add_argument("--stage", choices=["all", "prepare", "train", "export", "evaluate"], default="all",
+                   help="run one stage only (default all, in order)")
     p.add_argument("--work", default=None, help="working folder (default: OUT's name + .train)")
     p.add_argument("--data-dir", default=None, help="the prepared data folder (default: WORK/data)")
     p.add_argument("--run-dir", default=None, help="a training run folder (e.g. brought back from the GPU machine)")
@@ -27,8 +34,10 @@ def register(sub) -> None:
     p.add_argument("--prompts", default=None, metavar="FILE.jsonl",
                    help="extra training prompts of your own: one JSON object per line with \"text\" (or \"prompt\", "
                         "or \"messages\") and an optional \"category\"; checked against public benchmarks")
-    p.add_argument("--mask-token-id", type=int, default=None)
-    p.add_argument("--eval-max-tokens", type=int, default=128)
+    p.add_argument("--mask-token-id", type=int, default=None,
+                   help="the drafter's mask token id (default: the target's mask token, else a control token "
+                        "that never occurs in a conversation)")
+    p.add_argument("--eval-max-tokens", type=int, default=128, help="tokens per held-out evaluation prompt")
     p.add_argument("--eval-prompts", type=int, default=None, help="held-out prompts per category (default all)")
     from ..training.train_chat import add_arguments
 

@@ -4,7 +4,11 @@ variants grouped under their drafter, and the built-in catalog of public pairs.
 It lives in one SQLite file in the user's data folder (DFLASH_DATA_DIR, else the platform default;
 see ``paths``). An inspection is cached under the file's path and reused only while the file's
 size and mtime are unchanged, so editing or re-downloading a file invalidates it. The library
-never deletes or moves a model file: ``forget`` only drops its row.
+never moves a model file, and deletes only a file it made itself (a drafter variant, a converted
+drafter: the ``made`` table) and only when asked: ``forget(path, delete_file=True)``.
+
+What the library writes goes under the data folder (``variants/``, ``models/``), never next to the
+source file: that may be the read-only install (the packaged app) or the repository checkout.
 
 Each operation opens its own connection, so the GUI's worker threads and the CLI can share one
 library file safely (SQLite serialises the writers).
@@ -12,6 +16,7 @@ library file safely (SQLite serialises the writers).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -38,6 +43,7 @@ CREATE TABLE IF NOT EXISTS pairs (
 CREATE TABLE IF NOT EXISTS variants (
     path TEXT PRIMARY KEY, parent TEXT NOT NULL, kind TEXT NOT NULL, created_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS made (path TEXT PRIMARY KEY, what TEXT NOT NULL, created_at REAL NOT NULL);
 """
 
 
@@ -175,12 +181,34 @@ class Library:
             out.append(LibraryFile(path, r, arch, size, ModelInfo.from_record(json.loads(info)) if info else None, error))
         return out
 
-    def forget(self, path) -> None:
+    def forget(self, path, delete_file: bool = False) -> bool:
+        """Drops the file's rows. With ``delete_file``, a file the library made itself (``made_by_app``)
+        is deleted from disk too; any other file is left alone. True when a file was deleted."""
         key = str(Path(path).resolve())
+        deleted = False
+        if delete_file and self.made_by_app(key):
+            try:
+                Path(key).unlink()
+                deleted = True
+            except FileNotFoundError:
+                pass
         with self._db() as db:
             db.execute("DELETE FROM files WHERE path = ?", (key,))
             db.execute("DELETE FROM pairs WHERE target = ? OR drafter = ?", (key, key))
             db.execute("DELETE FROM variants WHERE path = ? OR parent = ?", (key, key))
+            db.execute("DELETE FROM made WHERE path = ?", (key,))
+        return deleted
+
+    def record_made(self, path, what: str) -> None:
+        """Notes that the app wrote this file (``what``: e.g. "q4_0 variant"), so Forget may delete it."""
+        with self._db() as db:
+            db.execute("INSERT OR REPLACE INTO made VALUES (?, ?, ?)", (str(Path(path).resolve()), what, time.time()))
+
+    def made_by_app(self, path) -> str | None:
+        """What the app made this file as ("q4_0 variant", ...), or None for a file it did not make."""
+        with self._db() as db:
+            row = db.execute("SELECT what FROM made WHERE path = ?", (str(Path(path).resolve()),)).fetchone()
+        return row[0] if row else None
 
     # -- pairs ------------------------------------------------------------------------------------
     def check_pair(self, target, drafter, **kwargs) -> compat.CompatReport:
@@ -213,11 +241,22 @@ class Library:
             db.execute("INSERT OR REPLACE INTO variants VALUES (?, ?, ?, ?)",
                        (str(Path(path).resolve()), str(Path(parent).resolve()), kind, time.time()))
 
+    def variant_dest(self, drafter, out_type: str) -> Path:
+        """Where ``make_variant`` writes: ``variants/<folder>-<hash>/<name>-<type>.gguf`` in the data
+        folder. The folder is named after the drafter's own folder plus a hash of its full path, so
+        two drafters both called drafter.gguf get separate variants."""
+        src = Path(drafter).resolve()
+        tag = hashlib.sha1(str(src).encode()).hexdigest()[:8]
+        return self.data_dir / "variants" / f"{src.parent.name or 'root'}-{tag}" / variant_path(src, out_type).name
+
     def make_variant(self, drafter, out_type: str, out: str | os.PathLike | None = None) -> Path:
-        """Writes a quantised variant next to the drafter and files it under it."""
-        dest = Path(out) if out else variant_path(drafter, out_type)
+        """Writes a quantised variant (under the data folder unless ``out`` says where) and files it
+        under its drafter, as a file the app made."""
+        dest = Path(out) if out else self.variant_dest(drafter, out_type)
+        dest.parent.mkdir(parents=True, exist_ok=True)
         quantize_drafter(drafter, dest, out_type)
         self.add_variant(dest, drafter, "quant")
+        self.record_made(dest, f"{out_type} variant")
         return dest
 
     def groups(self) -> list[DrafterGroup]:

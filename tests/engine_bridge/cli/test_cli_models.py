@@ -84,6 +84,13 @@ def test_convert_and_quantize(capsys, pair, tmp_path):
     assert "Q4_0" in inspect_model(tmp_path / "conv-q4_0.gguf").quant_types
     code, _, err = run(capsys, "quantize", pair["target"], "--out", tmp_path / "t.gguf")
     assert code == 1 and "not a DFlash drafter" in err
+    # an output that cannot be written (a read-only install; here a "folder" that is a file): a sentence
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code, _, err = run(capsys, "quantize", out_path, "--type", "q4_0", "--out", blocker / "v.gguf")
+    assert code == 1 and err.startswith(f"dflash-studio: could not write {blocker / 'v.gguf'}") and "Traceback" not in err
+    code, _, err = run(capsys, "convert", pair["hf"], "--target", pair["target"], "--out", blocker / "c.gguf")
+    assert code == 1 and "could not write" in err
 
 
 def test_pull_search_and_library(capsys, pair, data_dir, monkeypatch, tmp_path):

@@ -123,6 +123,28 @@ def test_forget_keeps_the_file(lib, models, tmp_path):
     assert lib.files() == [] and files["target"].is_file()
 
 
+def test_variants_go_under_the_data_folder_and_forget_deletes_only_what_the_app_made(lib, models, tmp_path):
+    """Issue 33, item 4: nothing is written beside the source (a read-only install, the checkout)."""
+    install = tmp_path / "install" / "resources" / "models"
+    files = _copy_models(models, install)
+    same_name = tmp_path / "elsewhere" / files["drafter"].name        # another drafter of the same name
+    same_name.parent.mkdir()
+    same_name.write_bytes(files["other"].read_bytes())
+    before = sorted(p.name for p in install.iterdir())
+    made = lib.make_variant(files["drafter"], "q4_0")
+    assert made.is_file() and made.is_relative_to(lib.data_dir / "variants")
+    assert made.name == "tiny-dflash-q4_0.gguf" and made.parent.name.startswith("models-")
+    assert sorted(p.name for p in install.iterdir()) == before
+    other = lib.make_variant(same_name, "q4_0")
+    assert other.name == made.name and other != made and made.is_file()
+    assert lib.made_by_app(made) == "q4_0 variant" and lib.made_by_app(files["drafter"]) is None
+    # forget: a file the app did not make stays, whatever is asked; one it made goes when asked
+    assert lib.forget(files["drafter"], delete_file=True) is False and files["drafter"].is_file()
+    assert lib.forget(other) is False and other.is_file()
+    assert lib.forget(made, delete_file=True) is True and not made.exists()
+    assert lib.made_by_app(made) is None and str(made) not in {f.path for f in lib.files()}
+
+
 def test_catalog():
     entries = {e.id: e for e in load_catalog()}
     repos = {e.drafter_repo for e in entries.values()}
