@@ -1,4 +1,4 @@
-"""CLI subcommand ``train-drafter``: a DFlash drafter for a llama/qwen3 GGUF target.
+"""CLI subcommand ``train-drafter``: a DFlash drafter for a llama/qwen2/qwen3 GGUF target.
 
 Exit codes: 0 done, 1 a refusal (bad target, no CUDA device, a lossy evaluation), 2 unreadable input.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 def register(sub) -> None:
     p = sub.add_parser("train-drafter", help="train a DFlash drafter for a GGUF target (prepare, train on a GPU, "
                                              "export, evaluate)")
-    p.add_argument("--target", required=True, help="target GGUF (llama or qwen3 architecture, with a chat template)")
+    p.add_argument("--target", required=True, help="target GGUF (llama, qwen2 or qwen3 architecture, with a chat template)")
     p.add_argument("--out", required=True, help="drafter GGUF to write (q8_0; an -f16.gguf goes next to it)")
     p.add_argument("--stage", choices=["all", "prepare", "train", "export", "evaluate"], default="all")
     p.add_argument("--work", default=None, help="working folder (default: OUT's name + .train)")
