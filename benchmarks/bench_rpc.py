@@ -27,6 +27,7 @@ import time
 
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.runtime.rpc_server import RpcServerProcess
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
@@ -59,7 +60,7 @@ def side(spec: dict) -> dict:
     modes = {"ar": GenerationSettings(mode="ar", max_tokens=spec["max_tokens"]),
              "chain": GenerationSettings(mode="chain", budget=spec["budget"], max_tokens=spec["max_tokens"])}
     t = time.monotonic()
-    with Engine.load(cfg) as eng:
+    with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
         load_s = round(time.monotonic() - t, 2)
         devices = eng.describe()["target_devices"]
         return {"load_s": load_s, "devices": devices,

@@ -19,6 +19,7 @@ import numpy as np
 from engine_bridge.runtime import tree as tree_mod
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
 _build, _top = tree_mod.build_tree, tree_mod.top_candidates
 knobs = {"chain_frac": None, "temp": 1.0, "renorm": 0}
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
     top = budgets[-1]
     tree_mod.build_tree, tree_mod.top_candidates = build_tree, top_candidates
     cfg = EngineConfig(target=a.target, draft=a.draft, n_ctx=2048, n_threads=a.threads)
-    with Engine.load(cfg) as eng:
+    with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
         def row(label, mode, budget, **kw):
             print(f"{label:34s} {commit_len(eng, prompts, mode, budget, a.max_tokens, **kw):.3f}", flush=True)
 

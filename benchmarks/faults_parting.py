@@ -26,6 +26,7 @@ from engine_bridge.models.demo import demo_pair  # noqa: E402
 from engine_bridge.runtime import near_tie  # noqa: E402
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings  # noqa: E402
 from engine_bridge.runtime.engine import Engine  # noqa: E402
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
 
 def main(argv=None) -> int:
@@ -41,7 +42,7 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     print("| storm prompt | tree budget | parts at | AR margin | near-tie | smallest linear lead | tree | run |")
     print("|---:|---:|---:|---:|---|---:|---:|---:|")
-    with Engine.load(cfg) as eng:
+    with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
         eng.record_verify = True
         for i, p in enumerate(storm_prompts()):
             eng.reset()

@@ -35,6 +35,7 @@ from engine_bridge.runtime import drafter as drafter_mod  # noqa: E402
 from engine_bridge.runtime import native  # noqa: E402
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings, KVTypes  # noqa: E402
 from engine_bridge.runtime.engine import Engine  # noqa: E402
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
 
 def gpu_mem_mib() -> int | None:
@@ -74,7 +75,7 @@ def run_mode(eng: Engine, settings: GenerationSettings, prompts, reps: int = 1) 
 def load(a, **kw) -> Engine:
     cfg = dict(target=a.target, draft=a.draft, n_ctx=4096, flash_attn="on")
     cfg.update(kw)
-    return Engine.load(EngineConfig(**cfg))
+    return Engine.load(EngineConfig(**cfg), preflight=PAIR_PREFLIGHT)
 
 
 def exp_sampling(a, prompts) -> dict:

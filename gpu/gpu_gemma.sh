@@ -52,11 +52,12 @@ case "${1:-}" in
 import statistics as st, sys
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings as G
 from engine_bridge.runtime.engine import Engine
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 g, d = sys.argv[1:3]
 P = ["The capital of France is", "def fibonacci(n):\n    ", "Water boils at a temperature of", "Once upon a time",
      "The three laws of motion are", "import numpy as np\n"]
 for bs in (True, False):
-    with Engine.load(EngineConfig(target=g, draft=d, n_ctx=1024, backend_sampling=bs)) as e:
+    with Engine.load(EngineConfig(target=g, draft=d, n_ctx=1024, backend_sampling=bs), preflight=PAIR_PREFLIGHT) as e:
         for mode, b in (("ar", 0), ("chain", 7), ("chain", 15)):
             rows = []
             for r in range(2):

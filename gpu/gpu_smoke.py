@@ -16,13 +16,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine_bridge.models import synth  # noqa: E402
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings  # noqa: E402
 from engine_bridge.runtime.engine import Engine  # noqa: E402
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
 
 def main(argv: list[str]) -> int:
     folder = argv[1] if len(argv) > 1 else tempfile.mkdtemp(prefix="dflash-smoke-")
     target, draft = synth.write_pair(folder)
     t0 = time.perf_counter()
-    with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, flash_attn="on")) as eng:
+    with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, flash_attn="on"), preflight=PAIR_PREFLIGHT) as eng:
         print(f"loaded in {time.perf_counter() - t0:.2f} s; memory {eng.memory()}", flush=True)
         out = {}
         for mode, budget in (("ar", 1), ("chain", 7), ("tree", 16)):

@@ -22,6 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings  # noqa: E402
 from engine_bridge.runtime.engine import Engine  # noqa: E402
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.runtime.tree import build_tree, top_candidates  # noqa: E402
 
 now = time.perf_counter
@@ -41,7 +42,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json")
     a = ap.parse_args(argv)
     res: dict = {}
-    with Engine.load(EngineConfig(target=a.target, draft=a.draft, n_ctx=4096, flash_attn="on")) as eng:
+    with Engine.load(EngineConfig(target=a.target, draft=a.draft, n_ctx=4096, flash_attn="on"), preflight=PAIR_PREFLIGHT) as eng:
         eng.generate("The history of the", GenerationSettings(mode="chain", budget=7, max_tokens=32))
         d = eng.drafter
         d.ctx.set_backend_greedy(False)

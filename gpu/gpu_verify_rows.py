@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine_bridge.runtime.config import EngineConfig  # noqa: E402
 from engine_bridge.runtime.engine import Engine  # noqa: E402
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
 WARMUP = 5
 PROMPT = "The history of the city begins with a small settlement on the river, where"
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [1] + rows
     cfg = EngineConfig(target=a.target, draft=a.draft, n_ctx=4096, flash_attn="on")
     res = {"label": a.label, "env": {k: os.environ.get(k) for k in TOGGLES}, "rows": {}}
-    with Engine.load(cfg) as eng:
+    with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
         tokens = eng.tokenize(PROMPT)
         eng._prefill(tokens[:-1], need_features=True)        # as a chain run leaves it: features on
         eng.target_ctx.set_backend_greedy(eng.config.backend_sampling, n_seqs=1)

@@ -36,9 +36,10 @@ def tiny_engine(tiny_pair):
     """One loaded pair shared by the tests that only read from it (each test resets the KV)."""
     from engine_bridge.runtime.config import EngineConfig
     from engine_bridge.runtime.engine import Engine
+    from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
     target, draft = tiny_pair
-    eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=2048, n_batch=512, n_ubatch=64))
+    eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=2048, n_batch=512, n_ubatch=64), preflight=PAIR_PREFLIGHT)
     yield eng
     eng.close()
 # --- end engine fixtures ---

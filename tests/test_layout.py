@@ -9,10 +9,11 @@ The rules, each the one its package's ``__init__.py`` docstring states:
 
 * engine_bridge (training included) never imports Qt (PySide6, shiboken, pyqtgraph, matplotlib's Qt
   backends) or ``app``; one named exception: the CLI's launcher starts the desktop app by name.
-* engine_bridge's sub-packages import only what ``EB_ALLOWED`` lists: runtime not bench or cli,
-  models not runtime, common nothing of ours. The one seam between runtime and models is the
-  engine's pre-flight (``PREFLIGHT``): the engine runs the pairing checks before llama.cpp loads
-  anything, and the checks read the K/V types asked for and the build's backend.
+* engine_bridge's sub-packages import only what ``EB_ALLOWED`` lists: runtime only common (never
+  models, bench or cli), models not runtime, common nothing of ours. The one seam between the two
+  is the pairing checks' (``PREFLIGHT``), models -> runtime only: the checks read the K/V types
+  asked for and the build's backend. The engine gets the checks from its caller
+  (``preflight=models.pair_preflight.PAIR_PREFLIGHT``), so no runtime module imports models.
 * app's sub-packages import only what ``APP_ALLOWED`` lists (all of them may import engine_bridge).
 * No circle: the graph of module-level imports has no cycle, and neither has the graph of all
   imports (function level included, the kind bench_report / bench_report_html had).
@@ -43,11 +44,10 @@ EB_ALLOWED = {
     "cli": {"common", "runtime", "models", "bench", "training"},
 }
 
-#: The engine's pre-flight, the only imports between runtime and models:
+#: The pairing checks' imports of runtime, the only imports between runtime and models (never
+#: runtime -> models: Engine.load is handed the checks by its caller, runtime.preflight):
 #: (importer, imported, function level only?)
 PREFLIGHT = {
-    # Engine.load -> preflight(): the pairing checks before llama.cpp loads anything
-    ("engine_bridge.runtime.engine", "engine_bridge.models.compat", True),
     # the checks judge the K/V cache types the engine is asked for (KVTypes, KV_TYPES, QUANTISED_KV)
     ("engine_bridge.models.compat", "engine_bridge.runtime.config", False),
     # ... and need the build's backend (llama_ffi.build_info), read only when a check runs
@@ -184,7 +184,7 @@ def engine_bridge_violations(imports: dict[str, list[Import]]) -> list[str]:
             key = (imp.importer, imp.target)
             if key in seam and not (key in fn_only and not imp.in_function):
                 continue
-            why = ("runtime and models meet only at the engine's pre-flight (PREFLIGHT)"
+            why = ("runtime imports only common; models reaches runtime only for the pairing checks (PREFLIGHT)"
                    if {own, other} == {"runtime", "models"} else
                    f"engine_bridge.{own} may import {sorted(EB_ALLOWED[own]) or 'nothing else of ours'}")
             bad.append(f"{imp.where()}: {why}")
@@ -260,7 +260,8 @@ def test_the_walker_sees_imports_at_every_level():
     """A walker that saw nothing would pass every rule: check it on imports known to exist."""
     seen = {(i.importer, i.target, i.in_function) for found in ALL.values() for i in found}
     assert ("engine_bridge.runtime.engine", "engine_bridge.runtime.generation", False) in seen
-    assert ("engine_bridge.runtime.engine", "engine_bridge.models.compat", True) in seen
+    assert ("engine_bridge.models.compat", "engine_bridge.runtime.llama_ffi", True) in seen
+    assert ("engine_bridge.models.pair_preflight", "engine_bridge.models.compat", False) in seen
     assert ("app.shell.main_window", "app.chat.chat_view", False) in seen
     assert any(i.dynamic and i.target == LAUNCHER[1] for i in ALL[LAUNCHER[0]])
 
@@ -273,6 +274,27 @@ def test_engine_bridge_never_imports_qt_or_app():
 def test_engine_bridge_sub_packages_import_only_what_they_may():
     bad = engine_bridge_violations(ALL)
     assert not bad, "\n".join(bad)
+
+
+def runtime_imports_of_models(imports: dict[str, list[Import]]) -> list[str]:
+    return [f"{imp.where()}: runtime imports only common; the caller hands the engine its pairing checks "
+            "(preflight=engine_bridge.models.pair_preflight.PAIR_PREFLIGHT)"
+            for name, found in imports.items() if is_under(name, "engine_bridge.runtime")
+            for imp in found if is_under(imp.target, "engine_bridge.models")]
+
+
+def test_no_runtime_module_imports_models():
+    """runtime sits below models (issue 30): no module under engine_bridge/runtime imports
+    engine_bridge.models, at any level, by statement or by importlib; the check fails on a planted one."""
+    assert any(is_under(n, "engine_bridge.runtime") for n in ALL) and ALL["engine_bridge.runtime.engine"]
+    bad = runtime_imports_of_models(ALL)
+    assert not bad, "\n".join(bad)
+    planted = dict(ALL)
+    planted["engine_bridge.runtime.engine"] = ALL["engine_bridge.runtime.engine"] + [
+        Import("engine_bridge.runtime.engine", "engine_bridge.models.compat", 1, True, False)]
+    planted["engine_bridge.runtime.rpc"] = ALL["engine_bridge.runtime.rpc"] + [
+        Import("engine_bridge.runtime.rpc", "engine_bridge.models", 1, False, True)]
+    assert len(runtime_imports_of_models(planted)) == 2
 
 
 def test_the_pre_flight_seam_is_exactly_what_is_listed():

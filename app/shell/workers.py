@@ -79,6 +79,7 @@ class EngineWorker(QObject):
 
     @Slot(object)
     def load(self, req: LoadRequest) -> None:
+        from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
         from engine_bridge.runtime.engine_process import open_engine
 
         if req.cancel.is_set():
@@ -87,7 +88,7 @@ class EngineWorker(QObject):
         self._close_engine()   # free the old pair's memory before loading the new one
         try:
             # in a child process when RPC servers are configured: a lost server ends that process, not the app
-            eng = open_engine(req.config, check=req.check, progress=self.progress.emit)
+            eng = open_engine(req.config, preflight=PAIR_PREFLIGHT, check=req.check, progress=self.progress.emit)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a message in the UI
             self.loadFailed.emit(exc)
             return

@@ -194,7 +194,7 @@ class TrainPanel(QWidget):
 
     # -- layout -------------------------------------------------------------------------------------
     def _build(self) -> None:
-        self.target_edit = QLineEdit(objectName="trainTargetEdit", placeholderText="target GGUF (llama family, qwen3)")
+        self.target_edit = QLineEdit(objectName="trainTargetEdit", placeholderText="target GGUF (llama family, qwen2, qwen3)")
         self.browse_button = QPushButton("Browse…", objectName="trainBrowseButton")
         self.browse_button.clicked.connect(self._browse)
         self.current_button = QPushButton("Current pair's target", objectName="trainCurrentTargetButton",

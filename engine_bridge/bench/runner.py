@@ -407,14 +407,15 @@ class _Runner:
         from ..runtime.engine import Engine
 
         try:
-            return Engine.load(cfg, check=self.spec.check_pair)
+            from ..models.pair_preflight import PAIR_PREFLIGHT
         except ModuleNotFoundError as exc:
             # The pairing checks (engine_bridge.models.compat) may be absent from a partial install;
             # the bench still runs, and the report says the pair was not checked.
-            if not (exc.name or "").endswith("compat"):
+            if not (exc.name or "").endswith(("compat", "pair_preflight")):
                 raise
             self.result.build["pair_check"] = "unavailable"
             return Engine.load(cfg, check=False)
+        return Engine.load(cfg, preflight=PAIR_PREFLIGHT, check=self.spec.check_pair)
 
     def _apply_variant(self, eng, variant: str) -> None:
         if variant == self.variant:

@@ -301,10 +301,11 @@ def load_engine(cfg, args, command: str):
     """``(engine, None)`` for a CLI command, or ``(None, exit code)`` after saying on stderr why the
     pair could not be loaded (an incompatible pair: EXIT_FAIL; an unreadable file: EXIT_UNREADABLE)."""
     from ..common.errors import EngineError, IncompatiblePairError, ModelLoadError
+    from ..models.pair_preflight import PAIR_PREFLIGHT
     from ..runtime.engine_process import open_engine
 
     try:
-        return open_engine(cfg, check=not args.no_check), None
+        return open_engine(cfg, preflight=PAIR_PREFLIGHT, check=not args.no_check), None
     except IncompatiblePairError as exc:
         print(f"dflash-studio {command}: the pair cannot run together:\n{exc}", file=sys.stderr)
         return None, EXIT_FAIL

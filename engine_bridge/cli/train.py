@@ -1,4 +1,4 @@
-"""CLI subcommand ``train-drafter``: a DFlash drafter for a llama/qwen3 GGUF target.
+"""CLI subcommand ``train-drafter``: a DFlash drafter for a llama/qwen2/qwen3 GGUF target.
 
 Exit codes: 0 done, 1 a refusal (bad target, no CUDA device, a lossy evaluation), 2 unreadable input.
 """
@@ -12,13 +12,13 @@ from pathlib import Path
 def register(sub) -> None:
     p = sub.add_parser("train-drafter", help="train a DFlash drafter for a GGUF target (prepare, train on a GPU, "
                                              "export, evaluate)",
-                       description="Trains a DFlash drafter for a llama or qwen3 GGUF target: prepares the "
+                       description="Trains a DFlash drafter for a llama, qwen2 or qwen3 GGUF target: prepares the "
                                    "target's own answers to a broad prompt set, trains the drafter on a GPU, "
                                    "exports it to GGUF (q8_0) and evaluates it on held-out prompts. Needs the "
                                    "train extra (pip install -e '.[train]').",
                        epilog="exit codes: 0 done; 1 refused (a bad target, no CUDA device, a lossy "
                               "evaluation); 2 a file could not be read")
-    p.add_argument("--target", required=True, help="target GGUF (llama or qwen3 architecture, with a chat template)")
+    p.add_argument("--target", required=True, help="target GGUF (llama, qwen2 or qwen3 architecture, with a chat template)")
     p.add_argument("--out", required=True, help="drafter GGUF to write (q8_0; an -f16.gguf goes next to it)")
     p.add_argument("--stage", choices=["all", "prepare", "train", "export", "evaluate"], default="all",
                    help="run one stage only (default all, in order)")

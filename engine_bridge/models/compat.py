@@ -305,7 +305,7 @@ def _arch_feeds(t: ModelInfo, build: dict) -> Check:
     return Check("target_arch_feeds_drafter", FAIL,
                  f"llama.cpp cannot export layer inputs from a '{t.arch}' target (it would abort with "
                  "\"layer input tensor is null\")",
-                 "use a target of a supported family (Llama, Qwen3/3.5/3.6, Gemma 3/4, gpt-oss, ...)")
+                 "use a target of a supported family (Llama, Qwen2/2.5, Qwen3/3.5/3.6, Gemma 3/4, gpt-oss, ...)")
 
 
 def _hidden_size(t: ModelInfo, d: ModelInfo) -> Check:

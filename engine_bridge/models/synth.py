@@ -45,7 +45,7 @@ TOKENIZER_PREFIX = "tokenizer."
 
 @dataclass
 class TargetSpec:
-    arch: str = "qwen3"                 # qwen3 | llama | any arch with the same tensor set
+    arch: str = "qwen3"                 # qwen3 | llama | qwen2 (adds Q/K/V biases) | any arch with the same tensor set
     vocab: str = "gpt2"                 # a name under resources/vocab, or a path to a vocab GGUF
     n_embd: int = 64
     n_layer: int = 4
@@ -67,6 +67,7 @@ class TargetSpec:
     mask_token_id: int | None = None    # the token the drafter uses as mask (default: last id - 1)
     name: str = "dflash-studio tiny target"
     extra_kv: dict = field(default_factory=dict)
+    tied_output: bool = False           # no output.weight: llama.cpp reads token_embd as the lm_head
 
 
 @dataclass
@@ -229,15 +230,17 @@ def target_weights(spec: TargetSpec, n_vocab: int) -> dict[str, np.ndarray]:
         layer_out_scale = 1.0
 
     w["token_embd.weight"] = emb
-    w["output.weight"] = out
+    if not spec.tied_output:
+        w["output.weight"] = out
     w["output_norm.weight"] = np.ones(d)
     for i in range(spec.n_layer):
-        w.update(_block(rng, i, d, nh, nkv, hd, ff, layer_out_scale, qk_norm=spec.arch == "qwen3"))
+        w.update(_block(rng, i, d, nh, nkv, hd, ff, layer_out_scale, qk_norm=spec.arch == "qwen3",
+                        qkv_bias=spec.arch == "qwen2"))
     return w
 
 
 def _block(rng, i: int, d: int, nh: int, nkv: int, hd: int, ff: int, out_scale: float,
-           qk_norm: bool) -> dict[str, np.ndarray]:
+           qk_norm: bool, qkv_bias: bool = False) -> dict[str, np.ndarray]:
     """One transformer block (attention + SwiGLU FFN); ``out_scale`` sizes its residual writes."""
     p = f"blk.{i}."
     w = {
@@ -250,6 +253,10 @@ def _block(rng, i: int, d: int, nh: int, nkv: int, hd: int, ff: int, out_scale: 
     if qk_norm:
         w[p + "attn_q_norm.weight"] = np.ones(hd)
         w[p + "attn_k_norm.weight"] = np.ones(hd)
+    if qkv_bias:     # qwen2 (build_qkv adds them after the projections)
+        w[p + "attn_q.bias"] = 0.5 * _randn(rng, (nh * hd,))
+        w[p + "attn_k.bias"] = 0.5 * _randn(rng, (nkv * hd,))
+        w[p + "attn_v.bias"] = 0.5 * _randn(rng, (nkv * hd,))
     w[p + "ffn_norm.weight"] = np.ones(d)
     w[p + "ffn_gate.weight"] = _randn(rng, (ff, d)) / np.sqrt(d)
     w[p + "ffn_up.weight"] = _randn(rng, (ff, d)) / np.sqrt(d)

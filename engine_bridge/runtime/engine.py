@@ -2,7 +2,9 @@
 
 Typical use::
 
-    eng = Engine.load(EngineConfig(target="t.gguf", draft="d.gguf"))
+    from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
+
+    eng = Engine.load(EngineConfig(target="t.gguf", draft="d.gguf"), preflight=PAIR_PREFLIGHT)
     res = eng.generate("Hello", GenerationSettings(mode="chain", budget=7))
     print(res.text, res.summary.mean_commit_len)
     eng.close()
@@ -14,6 +16,9 @@ KV bookkeeping: ``kv`` lists the tokens whose K/V sit in the target's cache (pos
 0..len-1); ``dft_valid`` counts the leading positions whose target features sit in the
 drafter's cache. A new request reuses the longest common prefix (multi-turn chat), so only the
 new part of the conversation is prefilled.
+
+The pairing checks run before anything loads, but they live a layer above (runtime imports only
+common): the caller hands them over as ``preflight`` (runtime.preflight says what it must do).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from . import tree as tree_mod
 from . import context_size, llama_log
 from .llama_ffi import C
 from .native import Batch, Context, Model
+from .preflight import Preflight, missing as _no_checks
 from .records import GenerationResult
 
 
@@ -76,32 +82,24 @@ def device_handles(config: EngineConfig) -> list[int] | None:
     return remote + local
 
 
-def draft_placement(config: EngineConfig, gpus: list[dict]) -> Placement:
-    """The drafter's placement: the configured one, or, with several GPUs, all of it on the GPU
-    that holds the target's output (the drafter reads the target's last layers' features and its
-    lm_head there; elsewhere every draft would copy them across)."""
+def draft_placement(config: EngineConfig, gpus: list[dict], preflight: Preflight | None) -> Placement:
+    """The drafter's placement: the configured one, or, with several GPUs, the pre-flight's (all of
+    it on the GPU that holds the target's output: the drafter reads the target's last layers'
+    features and its lm_head there; elsewhere every draft would copy them across). Without a
+    pre-flight (an unchecked load), llama.cpp's own default."""
     if config.draft_placement is not None:
         return config.draft_placement
-    if len(gpus) < 2:
+    if len(gpus) < 2 or preflight is None:
         return Placement()
-    from ..models import compat
-
-    return compat.default_draft_placement(config.target, config.target_placement, gpus, config.n_gpu_layers)
+    return preflight.draft_placement(config, gpus)
 
 
-def preflight(config: EngineConfig):
-    """Runs the pairing checks; raises IncompatiblePairError instead of letting llama.cpp abort."""
-    from ..models import compat
-
-    report = compat.check(config.target, config.draft, adapters=[p for p, _ in config.adapters],
-                          kv=config.target_kv, draft_kv=config.draft_kv if config.draft else None,
-                          flash_attn=config.flash_attn, gpus=offload_gpus(config),
-                          placement=config.target_placement, draft_placement=config.draft_placement,
-                          n_gpu_layers=config.n_gpu_layers, draft_n_gpu_layers=config.draft_n_gpu_layers,
-                          n_ctx=config.n_ctx or None)
-    if not report.ok:
-        raise IncompatiblePairError(report.summary(), report)
-    return report
+def run_checks(preflight: Preflight | None, config: EngineConfig):
+    """The pairing checks (from the layer above); raise IncompatiblePairError instead of letting
+    llama.cpp abort."""
+    if preflight is None:
+        raise _no_checks()
+    return preflight.check(config, offload_gpus(config))
 
 
 class Engine:
@@ -114,6 +112,7 @@ class Engine:
         self.devices: list[int] | None = None    # the explicit device list (RPC servers configured)
         self.draft_placement: Placement | None = None    # set when the first drafter is attached
         self.report = report
+        self.preflight: Preflight | None = None   # the checks handed to load(), for swap_drafter / set_adapters
         self.kv: list[int] = []
         self.dft_valid = 0
         self._extracting = False
@@ -132,8 +131,10 @@ class Engine:
 
     # -- loading ----------------------------------------------------------------------------------
     @classmethod
-    def load(cls, config: EngineConfig, *, check: bool = True,
+    def load(cls, config: EngineConfig, *, preflight: Preflight | None = None, check: bool = True,
              progress: Callable[[str], None] | None = None) -> "Engine":
+        """``preflight``: the pairing checks from the layer above (models.pair_preflight.PAIR_PREFLIGHT),
+        run unless ``check`` is False; asking for checks without handing them over is an error."""
         say = progress or (lambda msg: None)
         report = None
         pins: dict[str, FilePin] = {}
@@ -143,7 +144,7 @@ class Engine:
             if config.draft is not None:
                 pins["drafter"] = pin(config.draft, "drafter")
             say("checking the pair")
-            report = preflight(config)
+            report = run_checks(preflight, config)
         say(f"loading target {config.target.name}")
         if "target" in pins:
             pins["target"].verify()
@@ -169,8 +170,9 @@ class Engine:
             raise
         eng = cls(config, target, ctx, report)
         eng.devices = devices
+        eng.preflight = preflight
         if config.draft is not None:
-            eng.draft_placement = draft_placement(config, gpus)
+            eng.draft_placement = draft_placement(config, gpus, preflight)
             say(f"loading drafter {config.draft.name}")
             try:
                 eng._attach_drafter(config.draft, pins.get("drafter"))
@@ -185,7 +187,7 @@ class Engine:
         if pinned is not None:
             pinned.verify()
         if self.draft_placement is None:
-            self.draft_placement = draft_placement(self.config, offload_gpus(self.config))
+            self.draft_placement = draft_placement(self.config, offload_gpus(self.config), self.preflight)
         drafter = Drafter(path, self.config, self.target_ctx, self.draft_placement, self.devices)
         if pinned is not None:
             try:
@@ -207,7 +209,7 @@ class Engine:
         pinned = None
         if check:
             pinned = pin(path, "drafter")
-            self.report = preflight(cfg)
+            self.report = run_checks(self.preflight, cfg)
         old = self.drafter
         if old is not None:
             old.enable_extraction(self.target_ctx, False)
@@ -225,7 +227,7 @@ class Engine:
         adapters = [(Path(p), float(s)) for p, s in adapters]
         cfg = self.config.replace(adapters=tuple(adapters))
         if check and adapters:
-            self.report = preflight(cfg)
+            self.report = run_checks(self.preflight, cfg)
         self.drafter.set_adapters(adapters)
         self.config = cfg
 

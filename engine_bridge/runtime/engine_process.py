@@ -84,12 +84,15 @@ class EngineProcess:
         self._log = Path(tempfile.mkstemp(prefix="dflash-engine-", suffix=".log")[1])
         self._lock = threading.Lock()     # one request at a time, as with an Engine
         self.dead: str | None = None      # why the child is gone (None while it serves)
+        self._preflight = None            # the pairing checks handed to load(), for reload()
 
     # -- life ---------------------------------------------------------------------------------------
     @classmethod
-    def load(cls, config: EngineConfig, *, check: bool = True, progress: Callable[[str], None] | None = None,
-             **kw) -> "EngineProcess":
+    def load(cls, config: EngineConfig, *, preflight=None, check: bool = True,
+             progress: Callable[[str], None] | None = None, **kw) -> "EngineProcess":
+        """``preflight`` as for Engine.load; it goes to the child by pickle (by reference)."""
         eng = cls(config, **kw)
+        eng._preflight = preflight
         try:
             eng._start(check, progress)
         except BaseException:
@@ -120,7 +123,8 @@ class EngineProcess:
         self._conn = Connection(parent.detach())
         self.dead = None
         try:
-            self._request(("load", self.config, check), progress=progress, watchdog=self.load_watchdog_s)
+            self._request(("load", self.config, check, self._preflight), progress=progress,
+                          watchdog=self.load_watchdog_s)
         except BaseException:
             self._kill()
             raise
@@ -295,8 +299,8 @@ def _serve(fd: int) -> None:
             if msg[0] == "close":
                 break
             if msg[0] == "load":
-                _, config, check = msg
-                engine = Engine.load(config, check=check, progress=lambda m: send("progress", m))
+                _, config, check, preflight = msg
+                engine = Engine.load(config, preflight=preflight, check=check, progress=lambda m: send("progress", m))
                 send("ok", None)
             elif msg[0] == "generate":
                 _, prompt, settings = msg
@@ -317,15 +321,15 @@ def _serve(fd: int) -> None:
         engine.close()
 
 
-def open_engine(config: EngineConfig, *, check: bool = True, progress: Callable[[str], None] | None = None,
-                isolate: bool | None = None):
+def open_engine(config: EngineConfig, *, preflight=None, check: bool = True,
+                progress: Callable[[str], None] | None = None, isolate: bool | None = None):
     """The engine for ``config``: in this process, or in a child when RPC servers are configured
-    (``isolate`` forces either)."""
+    (``isolate`` forces either). ``preflight``: the pairing checks, as for Engine.load."""
     from .engine import Engine
 
     if isolate if isolate is not None else bool(config.rpc_servers):
-        return EngineProcess.load(config, check=check, progress=progress)
-    return Engine.load(config, check=check, progress=progress)
+        return EngineProcess.load(config, preflight=preflight, check=check, progress=progress)
+    return Engine.load(config, preflight=preflight, check=check, progress=progress)
 
 
 if __name__ == "__main__":

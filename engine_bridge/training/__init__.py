@@ -1,4 +1,4 @@
-"""Training DFlash drafters: for a llama/qwen3 GGUF target (``train-drafter``, the Train tab) and the reference pair.
+"""Training DFlash drafters: for a llama/qwen2/qwen3 GGUF target (``train-drafter``, the Train tab) and the reference pair.
 train_for_target, train_chat, chat_data, chat_prompts, gguf_target, evaluate_chat; data, train_target, train_drafter, export, ...
 May import: common, runtime, models (torch only inside the modules that use it); never bench, cli, app or Qt.
 

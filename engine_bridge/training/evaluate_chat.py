@@ -28,6 +28,7 @@ def evaluate(target: str | Path, draft: str | Path, prompts: str | Path, *, budg
              log: Callable[[str], None] = print, cancel=None) -> dict:
     from ..runtime.config import EngineConfig, GenerationSettings
     from ..runtime.engine import Engine
+    from ..models.pair_preflight import PAIR_PREFLIGHT
 
     items = load_heldout(prompts)
     cats: dict[str, list[dict]] = {}
@@ -36,7 +37,7 @@ def evaluate(target: str | Path, draft: str | Path, prompts: str | Path, *, budg
     if n_per_category:
         cats = {c: v[:n_per_category] for c, v in cats.items()}
     eng = Engine.load(EngineConfig(target=Path(target), draft=Path(draft), n_ctx=2048, n_gpu_layers=n_gpu_layers,
-                                   draft_n_gpu_layers=n_gpu_layers), check=True)
+                                   draft_n_gpu_layers=n_gpu_layers), check=True, preflight=PAIR_PREFLIGHT)
     modes = [("chain", b) for b in budgets]
     if eng.tree_capable:
         modes += [("tree", b) for b in tree_budgets]

@@ -1,19 +1,19 @@
-"""A GGUF target (llama or qwen3 architecture) as a PyTorch model whose math is llama.cpp's graph.
+"""A GGUF target (llama, qwen2 or qwen3 architecture) as a PyTorch model whose math is llama.cpp's graph.
 
 The weights are read from the GGUF and dequantised (``gguf.quants.dequantize``: Q4_1, Q8_0, ...),
 so the features a drafter learns from are the ones llama.cpp computes at run time (up to
 llama.cpp's quantised dot products). Imports torch, numpy and gguf only (the GPU machine has no
 llama.cpp).
 
-llama.cpp's graphs (``src/models/llama.cpp``, ``src/models/qwen3.cpp``), per layer:
-``n = rms_norm(x) * attn_norm``; ``q = Wq n``, ``k = Wk n`` (qwen3: then per-head RMS norms
-``attn_q_norm`` / ``attn_k_norm``); RoPE; GQA attention scaled by ``1/sqrt(head_dim)``;
+llama.cpp's graphs (``src/models/llama.cpp``, ``qwen2.cpp``, ``qwen3.cpp``), per layer:
+``n = rms_norm(x) * attn_norm``; ``q = Wq n``, ``k = Wk n``, ``v = Wv n`` (qwen2: plus the biases
+``attn_q/k/v.bias``, build_qkv; qwen3: then per-head RMS norms ``attn_q_norm`` / ``attn_k_norm``); RoPE; GQA attention scaled by ``1/sqrt(head_dim)``;
 ``h = x + Wo attn``; ``x' = h + Wdown(silu(Wgate m) * Wup m)``, ``m = rms_norm(h) * ffn_norm``;
 final ``rms_norm * output_norm`` and ``output`` (or ``token_embd`` when the file has no output).
 
 RoPE: llama uses the NORM type (rotates adjacent pairs ``2i, 2i+1``) on Q/K rows that the
-converter permuted from Hugging Face's half-split order; qwen3 uses NEOX (pairs ``i, i + d/2``) on
-unpermuted rows. Undoing llama's permutation here and rotating NEOX-style computes exactly the same
+converter permuted from Hugging Face's half-split order; qwen2 and qwen3 use NEOX (pairs ``i, i + d/2``)
+on unpermuted rows, with their own base (``{arch}.rope.freq_base``: 1e6 for Qwen2.5). Undoing llama's permutation here and rotating NEOX-style computes exactly the same
 numbers as NORM on the permuted rows (the same pairs, the same angles), so one rotation serves both.
 ``rope_freqs`` (llama-3 long-context factors) divide the frequencies as llama.cpp does.
 """
@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from .target_model import MLP, RMSNorm, apply_rope
 
-SUPPORTED_ARCHS = ("llama", "qwen3")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3")
 #: SDPA's enable_gqa (torch >= 2.5) maps query heads to KV heads without copying the cache.
 _HAS_GQA = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
 
@@ -50,6 +50,8 @@ class GGUFTargetConfig:
     n_ctx: int
     qk_norm: bool
     tied: bool
+    qkv_bias: bool = False        # qwen2: Q, K and V projections carry biases
+
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -59,9 +61,9 @@ class TargetAttention(nn.Module):
     def __init__(self, c: GGUFTargetConfig):
         super().__init__()
         self.c = c
-        self.q_proj = nn.Linear(c.n_embd, c.n_head * c.head_dim, bias=False)
-        self.k_proj = nn.Linear(c.n_embd, c.n_head_kv * c.head_dim, bias=False)
-        self.v_proj = nn.Linear(c.n_embd, c.n_head_kv * c.head_dim, bias=False)
+        self.q_proj = nn.Linear(c.n_embd, c.n_head * c.head_dim, bias=c.qkv_bias)
+        self.k_proj = nn.Linear(c.n_embd, c.n_head_kv * c.head_dim, bias=c.qkv_bias)
+        self.v_proj = nn.Linear(c.n_embd, c.n_head_kv * c.head_dim, bias=c.qkv_bias)
         self.o_proj = nn.Linear(c.n_head * c.head_dim, c.n_embd, bias=False)
         if c.qk_norm:
             self.q_norm = RMSNorm(c.head_dim, c.rms_eps)
@@ -337,7 +339,7 @@ def read_config(path: str | Path):
         n_ff=int(_field(r, f"{arch}.feed_forward_length")), rope_theta=float(_field(r, f"{arch}.rope.freq_base", 10000.0)),
         rms_eps=float(_field(r, f"{arch}.attention.layer_norm_rms_epsilon")),
         n_ctx=int(_field(r, f"{arch}.context_length", 4096)), qk_norm="blk.0.attn_q_norm.weight" in names,
-        tied="output.weight" not in names)
+        tied="output.weight" not in names, qkv_bias="blk.0.attn_q.bias" in names)
     return c, r
 
 
@@ -353,6 +355,7 @@ GGUF_TO_TORCH_LAYER = {
     "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
     "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
     "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight",
+    "attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias", "attn_v.bias": "self_attn.v_proj.bias",
     "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
     "ffn_down.weight": "mlp.down_proj.weight",
 }

@@ -1,4 +1,4 @@
-"""``dflash-studio train-drafter``: a DFlash drafter for any llama/qwen3 GGUF target, in stages
+"""``dflash-studio train-drafter``: a DFlash drafter for any llama/qwen2/qwen3 GGUF target, in stages
 that can run on different machines.
 
     prepare   (CPU; llama.cpp tokenizer + the target's chat template)  -> WORK/data

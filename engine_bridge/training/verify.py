@@ -49,10 +49,11 @@ def check_tokenizer(target_gguf, tokenizer_json, texts: list[str]) -> dict:
 def _engine(target, draft=None, **kw):
     from ..runtime.config import EngineConfig
     from ..runtime.engine import Engine
+    from ..models.pair_preflight import PAIR_PREFLIGHT
 
     return Engine.load(EngineConfig(target=Path(target), draft=Path(draft) if draft else None, n_ctx=2048,
                                     n_gpu_layers=kw.pop("n_gpu_layers", 0), draft_n_gpu_layers=kw.pop("draft_n_gpu_layers", 0),
-                                    **kw))
+                                    **kw), preflight=PAIR_PREFLIGHT)
 
 
 def check_target(ckpt, target_gguf, prompts: list[str], n: int = 48) -> dict:

@@ -47,6 +47,7 @@ ACTIONS = {
 def load_child(target: str, drafter: str, bad: str, action: str) -> dict:
     from engine_bridge.runtime.config import EngineConfig, GenerationSettings
     from engine_bridge.runtime.engine import Engine
+    from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
     wait_for, _ = ACTIONS[action]
 
@@ -63,7 +64,7 @@ def load_child(target: str, drafter: str, bad: str, action: str) -> dict:
                 f.write(data[:64] + bytes(16) + data[80:96])
 
     try:
-        eng = Engine.load(EngineConfig(target=target, draft=drafter, n_ctx=256), progress=progress)
+        eng = Engine.load(EngineConfig(target=target, draft=drafter, n_ctx=256), progress=progress, preflight=PAIR_PREFLIGHT)
     except Exception as exc:  # noqa: BLE001 - the parent judges it
         return {"error": type(exc).__name__, "message": str(exc)}
     res = eng.generate("Hello", GenerationSettings(mode="chain", max_tokens=8))

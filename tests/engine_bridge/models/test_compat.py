@@ -107,6 +107,8 @@ CORPUS = {
                                                     drafter=b["drafter"]), "target_arch_feeds_drafter"),
     "unsupported_target_qwen2": (lambda b, t: dict(target=mf.rewrite_gguf(b["target"], t / "q2.gguf", arch="qwen2"),
                                                    drafter=b["drafter"]), "target_arch_feeds_drafter"),
+    "unsupported_target_gemma2": (lambda b, t: dict(target=mf.rewrite_gguf(b["target"], t / "g2.gguf", arch="gemma2"),
+                                                    drafter=b["drafter"]), "target_arch_feeds_drafter"),
     "unknown_target_arch": (lambda b, t: dict(target=mf.rewrite_gguf(b["target"], t / "x.gguf", arch="nosuchmodel"),
                                               drafter=b["drafter"]), "target_arch_known"),
     "different_vocabulary": (lambda b, t: dict(target=b["phi3_target"], drafter=b["drafter"]), "tokenizer"),
@@ -281,6 +283,23 @@ def test_a_gemma3_target_needs_the_engine_patch(gemma):
     scale = r.get("gemma_embedding_scale")
     assert scale.status == PASS and "sqrt(64) = 8.000" in scale.reason and "once" in scale.reason
     assert r.get("gemma_logit_softcap").status == PASS and "no final logit softcap" in r.get("gemma_logit_softcap").reason
+
+
+def test_a_qwen2_target_needs_the_engine_patch(base, tmp_path):
+    # qwen2 records layer inputs only with packaging/patches/0004: without it refused, naming the patch
+    q2 = mf.rewrite_gguf(base["target"], tmp_path / "qwen2.gguf", arch="qwen2")
+    feeds = compat.check(q2, base["drafter"], build=PATCHED).get("target_arch_feeds_drafter")
+    assert feeds.status == FAIL and "0004-qwen2-dflash.patch" in feeds.reason and "make engine" in feeds.fix
+    with_0004 = {**PATCHED, "patches": PATCHED["patches"] + [{"name": "0004-qwen2-dflash.patch"}]}
+    r = compat.check(q2, base["drafter"], build=with_0004)
+    assert r.ok, r.summary()
+    assert "0004-qwen2-dflash.patch" in r.get("target_arch_feeds_drafter").reason
+    # the patch list is per architecture: 0004 does not make gemma2 (no patch) or gemma3 (0003) feed a drafter
+    for arch, patch in (("gemma2", None), ("gemma3", "0003-gemma3-dflash.patch")):
+        other = mf.rewrite_gguf(base["target"], tmp_path / f"{arch}.gguf", arch=arch)
+        c = compat.check(other, base["drafter"], build={"backend": "cpu", "patches": [{"name": "0004-qwen2-dflash.patch"}]}
+                         ).get("target_arch_feeds_drafter")
+        assert c.status == FAIL and (patch is None or patch in c.reason), c.line()
 
 
 def test_a_drafter_that_states_the_scale_is_not_scaled_twice(gemma):

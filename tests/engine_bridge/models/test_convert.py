@@ -265,8 +265,9 @@ def test_quantize_refuses_bad_input(pair, tmp_path):
 def _run(target, draft):
     from engine_bridge.runtime.config import EngineConfig, GenerationSettings
     from engine_bridge.runtime.engine import Engine
+    from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
-    eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=512, n_batch=128, n_ubatch=64))
+    eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=512, n_batch=128, n_ubatch=64), preflight=PAIR_PREFLIGHT)
     try:
         mode = "chain" if draft is not None else "ar"
         res = eng.generate("The quick brown fox", GenerationSettings(mode=mode, budget=4, max_tokens=16))

@@ -213,8 +213,9 @@ def test_check_reports_the_settled_semantics(cases):
 def _generate(target, draft):
     from engine_bridge.runtime.config import EngineConfig, GenerationSettings
     from engine_bridge.runtime.engine import Engine
+    from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
-    eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=512, n_batch=128, n_ubatch=64))
+    eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=512, n_batch=128, n_ubatch=64), preflight=PAIR_PREFLIGHT)
     try:
         mode = "chain" if draft is not None else "ar"
         return eng.generate("def add(a, b):", GenerationSettings(mode=mode, budget=6, max_tokens=16))

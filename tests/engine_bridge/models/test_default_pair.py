@@ -83,9 +83,10 @@ def test_with_the_fetched_target_the_default_follows_the_shipped_drafter(smollm2
 @pytest.fixture(scope="module")
 def engine(smollm2):
     from engine_bridge.runtime.engine import Engine
+    from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
     target, drafter, _ = smollm2
-    eng = Engine.load(EngineConfig(target=target, draft=drafter, n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=1))
+    eng = Engine.load(EngineConfig(target=target, draft=drafter, n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=1), preflight=PAIR_PREFLIGHT)
     yield eng
     eng.close()
 

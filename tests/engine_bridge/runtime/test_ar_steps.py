@@ -9,6 +9,7 @@ import pytest
 
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
 PROMPT = "The quick brown fox"
 
@@ -25,7 +26,7 @@ def _set_eos(path, token: int) -> None:
 
 
 def _run(target, settings):
-    eng = Engine.load(EngineConfig(target=target, n_ctx=512, n_batch=64, n_ubatch=64))
+    eng = Engine.load(EngineConfig(target=target, n_ctx=512, n_batch=64, n_ubatch=64), preflight=PAIR_PREFLIGHT)
     try:
         return eng.generate(PROMPT, settings)
     finally:

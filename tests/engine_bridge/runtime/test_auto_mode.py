@@ -14,6 +14,7 @@ from engine_bridge.models import synth
 from engine_bridge.cli import main as cli_main
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
 #: A quick calibration for tests (the default one measures more budgets and steps).
 QUICK = dict(chain_budgets=(1, 2, 4, 15), tree_budgets=(4, 16), steps=3, rounds=1)
@@ -37,7 +38,7 @@ def deaf_pair(models_dir):
 
 
 def _load(target, draft, **kw):
-    return Engine.load(EngineConfig(target=target, draft=draft, n_ctx=2048, n_batch=512, n_ubatch=64, **kw))
+    return Engine.load(EngineConfig(target=target, draft=draft, n_ctx=2048, n_batch=512, n_ubatch=64, **kw), preflight=PAIR_PREFLIGHT)
 
 
 class _Spy:

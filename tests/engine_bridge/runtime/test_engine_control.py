@@ -9,6 +9,7 @@ import pytest
 from engine_bridge.models import synth
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.common.errors import ContextOverflowError, UnsupportedSettingError
 
 
@@ -161,10 +162,10 @@ def test_a_placement_reaches_llama_cpp_and_the_engine_runs_with_it(tiny_pair):
     # on this build (no GPU) the split is accepted and changes nothing: the same tokens as AR
     target, draft = tiny_pair
     cfg = EngineConfig(target=target, draft=draft, n_ctx=512, target_placement=Placement.parse("layer", "3,1", 0))
-    with Engine.load(cfg) as eng:
+    with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
         assert eng.draft_placement == Placement()          # one device or none: the drafter's default
         chain = eng.generate("Hello world", GenerationSettings(mode="chain", budget=4, max_tokens=12)).tokens
         eng.reset()
         assert chain == eng.generate("Hello world", GenerationSettings(mode="ar", max_tokens=12)).tokens
-    with Engine.load(cfg.replace(draft_placement=Placement(split_mode="none", main_gpu=0))) as eng:
+    with Engine.load(cfg.replace(draft_placement=Placement(split_mode="none", main_gpu=0)), preflight=PAIR_PREFLIGHT) as eng:
         assert eng.draft_placement == Placement(split_mode="none", main_gpu=0)

@@ -7,6 +7,7 @@ import pytest
 
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
 from engine_corpus import LONG_PROMPT, PROMPTS, assert_lossless
 
@@ -135,7 +136,7 @@ def test_host_and_backend_argmax_agree(tiny_pair):
     target, draft = tiny_pair
     results = {}
     for backend in (True, False):
-        with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, backend_sampling=backend)) as eng:
+        with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, backend_sampling=backend), preflight=PAIR_PREFLIGHT) as eng:
             out = []
             for p in PROMPTS[:6]:
                 eng.reset()

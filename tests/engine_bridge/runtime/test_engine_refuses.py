@@ -7,6 +7,7 @@ import pytest
 from engine_bridge.models import synth
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings, KVTypes
 from engine_bridge.runtime.engine import Engine
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.common.errors import IncompatiblePairError
 
 
@@ -22,7 +23,8 @@ def _bad_pairs(folder):
         "target_layer_ids": (good_t, synth.write_drafter(folder / "d-layer.gguf", ts,
                                                          synth.DrafterSpec(target_layers=(1, ts.n_layer)))),
         "mask_token": (good_t, synth.write_drafter(folder / "d-nomask.gguf", ts, synth.DrafterSpec(with_mask_token=False))),
-        "target_arch_feeds_drafter": (synth.write_target(folder / "t-qwen2.gguf", ts, arch="qwen2"), good_d),
+        # gemma2's graph records no layer inputs in any build (qwen2 and gemma3 do with patches 0004, 0003)
+        "target_arch_feeds_drafter": (synth.write_target(folder / "t-gemma2.gguf", ts, arch="gemma2"), good_d),
         "gguf_complete_drafter": (good_t, truncated),
         "drafter_role": (good_t, good_t),
     }
@@ -31,12 +33,12 @@ def _bad_pairs(folder):
 def test_each_aborting_pair_is_refused_with_its_reason(tmp_path, tiny_pair):
     for expected, (target, draft) in _bad_pairs(tmp_path).items():
         with pytest.raises(IncompatiblePairError) as info:
-            Engine.load(EngineConfig(target=target, draft=draft, n_ctx=256))
+            Engine.load(EngineConfig(target=target, draft=draft, n_ctx=256), preflight=PAIR_PREFLIGHT)
         names = [c.name for c in info.value.failures]
         assert expected in names, f"{expected}: got {names}"
         assert str(info.value), "the error must say why"
     # the process is alive and a good pair still loads and runs
-    with Engine.load(EngineConfig(target=tiny_pair[0], draft=tiny_pair[1], n_ctx=256)) as eng:
+    with Engine.load(EngineConfig(target=tiny_pair[0], draft=tiny_pair[1], n_ctx=256), preflight=PAIR_PREFLIGHT) as eng:
         assert eng.report is not None and eng.report.ok
         assert len(eng.generate("Hello", GenerationSettings(max_tokens=4)).tokens) == 4
 
@@ -44,7 +46,7 @@ def test_each_aborting_pair_is_refused_with_its_reason(tmp_path, tiny_pair):
 def test_quantised_v_without_flash_attention_is_refused(tiny_pair):
     with pytest.raises(IncompatiblePairError) as info:
         Engine.load(EngineConfig(target=tiny_pair[0], draft=tiny_pair[1], n_ctx=256, flash_attn="off",
-                                 target_kv=KVTypes("q8_0", "q8_0")))
+                                 target_kv=KVTypes("q8_0", "q8_0")), preflight=PAIR_PREFLIGHT)
     assert any(c.name.startswith("kv_types") for c in info.value.failures)
 
 
@@ -54,7 +56,7 @@ def test_quantised_kv_with_flash_attention_runs_losslessly(tmp_path):
     target, draft = synth.write_pair(tmp_path, ts, synth.DrafterSpec())
     cfg = EngineConfig(target=target, draft=draft, n_ctx=512, flash_attn="on",
                        target_kv=KVTypes("q8_0", "q8_0"), draft_kv=KVTypes("q4_0", "q4_0"))
-    with Engine.load(cfg) as eng:
+    with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
         ar = eng.generate("Hello world", GenerationSettings(mode="ar", max_tokens=24))
         eng.reset()
         ch = eng.generate("Hello world", GenerationSettings(mode="chain", budget=5, max_tokens=24))

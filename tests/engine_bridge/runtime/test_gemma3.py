@@ -18,6 +18,7 @@ from engine_bridge.models import compat, registry_models, synth
 from engine_bridge.runtime import llama_ffi
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
 from engine_corpus import assert_lossless
 
@@ -45,7 +46,7 @@ def drafters(gemma, tmp_path_factory):
 @pytest.fixture(scope="module")
 def engine(gemma, drafters):
     eng = Engine.load(EngineConfig(target=gemma, draft=drafters["plain"], n_ctx=1024, n_batch=256, n_ubatch=64,
-                                   n_threads=1))
+                                   n_threads=1), preflight=PAIR_PREFLIGHT)
     yield eng
     eng.close()
 

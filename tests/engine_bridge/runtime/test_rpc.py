@@ -12,6 +12,7 @@ import pytest
 from engine_bridge.runtime import rpc
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.runtime.engine_process import EngineProcess, EngineProcessError
 from engine_bridge.runtime.rpc_server import RpcServerProcess, free_port
 
@@ -49,7 +50,7 @@ def _config(pair, **kw) -> EngineConfig:
 def local_runs(tiny_pair):
     """The reference: the same pair in this process on the local CPU, AR, chain and tree."""
     out = {}
-    with Engine.load(_config(tiny_pair)) as eng:
+    with Engine.load(_config(tiny_pair), preflight=PAIR_PREFLIGHT) as eng:
         for p in PROMPTS[:4]:
             for mode, budget in (("ar", 1), ("chain", 7), ("tree", 12)):
                 eng.reset()
@@ -111,7 +112,7 @@ def test_probe_lists_the_servers_device(server):
 
 
 def test_pair_on_the_rpc_device_is_lossless_against_the_local_run(server, tiny_pair, local_runs):
-    with EngineProcess.load(_config(tiny_pair, rpc_servers=(server.endpoint,))) as eng:
+    with EngineProcess.load(_config(tiny_pair, rpc_servers=(server.endpoint,)), preflight=PAIR_PREFLIGHT) as eng:
         d = eng.describe()
         # every offloaded layer of both models sits on the server's device
         assert d["target_devices"] == [f"RPC0 ({server.endpoint})"] + _local_gpus(), d["target_devices"]
@@ -135,7 +136,7 @@ def test_a_target_split_over_two_servers_puts_the_drafter_beside_its_output(serv
     over two GPUs), the drafter whole on the device that holds the target's output; still lossless."""
     with RpcServerProcess(threads=1, log=tmp_path / "second.log") as second:
         eps = (server.endpoint, second.endpoint)
-        with EngineProcess.load(_config(tiny_pair, rpc_servers=eps)) as eng:
+        with EngineProcess.load(_config(tiny_pair, rpc_servers=eps), preflight=PAIR_PREFLIGHT) as eng:
             d = eng.describe()
             assert d["target_devices"] == [f"RPC0 ({eps[0]})", f"RPC1 ({eps[1]})"] + _local_gpus(), d["target_devices"]
             if not _local_gpus():
@@ -150,7 +151,7 @@ def test_a_target_split_over_two_servers_puts_the_drafter_beside_its_output(serv
 def test_a_server_killed_mid_generation_is_named_and_the_engine_is_rebuilt(tiny_pair, local_runs, tmp_path):
     srv = RpcServerProcess(threads=1, log=tmp_path / "server.log").start()
     prompt = PROMPTS[0]
-    eng = EngineProcess.load(_config(tiny_pair, rpc_servers=(srv.endpoint,)))
+    eng = EngineProcess.load(_config(tiny_pair, rpc_servers=(srv.endpoint,)), preflight=PAIR_PREFLIGHT)
     try:
         got = []
 
@@ -183,7 +184,7 @@ def test_a_server_killed_mid_generation_is_named_and_the_engine_is_rebuilt(tiny_
 
 def test_a_server_that_freezes_trips_the_watchdog(tiny_pair, tmp_path):
     srv = RpcServerProcess(threads=1, log=tmp_path / "server.log").start()
-    eng = EngineProcess.load(_config(tiny_pair, rpc_servers=(srv.endpoint,)), watchdog_s=3.0)
+    eng = EngineProcess.load(_config(tiny_pair, rpc_servers=(srv.endpoint,)), watchdog_s=3.0, preflight=PAIR_PREFLIGHT)
     try:
         got = []
 
@@ -205,11 +206,11 @@ def test_a_server_that_freezes_trips_the_watchdog(tiny_pair, tmp_path):
 def test_an_unreachable_server_refuses_the_load_and_nothing_aborts(tiny_pair):
     port = free_port()
     with pytest.raises(rpc.RpcError) as err:
-        EngineProcess.load(_config(tiny_pair, rpc_servers=(f"127.0.0.1:{port}",)))
+        EngineProcess.load(_config(tiny_pair, rpc_servers=(f"127.0.0.1:{port}",)), preflight=PAIR_PREFLIGHT)
     assert err.value.reason == "unreachable" and f"127.0.0.1:{port}" in str(err.value)
     # in this very process too: the probe refuses before ggml's client could abort us
     with pytest.raises(rpc.RpcError, match="unreachable"):
-        Engine.load(_config(tiny_pair, rpc_servers=(f"127.0.0.1:{port}",)))
+        Engine.load(_config(tiny_pair, rpc_servers=(f"127.0.0.1:{port}",)), preflight=PAIR_PREFLIGHT)
 
 
 def test_the_engine_process_behaves_as_the_engine_for_the_app(tiny_pair):
@@ -217,8 +218,9 @@ def test_the_engine_process_behaves_as_the_engine_for_the_app(tiny_pair):
     caller after the child stopped (the next request is clean), errors keep their type and report."""
     from engine_bridge.common.errors import IncompatiblePairError
     from engine_bridge.runtime.engine_process import open_engine
+    from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
-    eng = open_engine(_config(tiny_pair), isolate=True)
+    eng = open_engine(_config(tiny_pair), isolate=True, preflight=PAIR_PREFLIGHT)
     try:
         assert isinstance(eng, EngineProcess) and eng.has_drafter
         cancel = threading.Event()

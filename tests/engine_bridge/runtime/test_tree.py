@@ -7,6 +7,7 @@ import pytest
 
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.runtime import tree as tree_mod
 from engine_bridge.runtime.tree import build_tree, top_candidates
 
@@ -129,7 +130,7 @@ def test_multi_turn_after_tree_steps(tiny_engine):
 
 def test_node_budget_clamped_to_context_capacity(tiny_pair):
     target, draft = tiny_pair
-    with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=512, max_tree_nodes=8)) as eng:
+    with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=512, max_tree_nodes=8), preflight=PAIR_PREFLIGHT) as eng:
         assert eng.tree_max_nodes == 8
         r = eng.generate("Hello", GenerationSettings(mode="tree", budget=40, max_tokens=12))
         assert r.summary.budget_effective == 8 and "clamped" in r.summary.budget_note
@@ -138,7 +139,7 @@ def test_node_budget_clamped_to_context_capacity(tiny_pair):
 
 def test_without_sequences_tree_falls_back_to_chain(tiny_pair):
     target, draft = tiny_pair
-    with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=512, max_tree_nodes=1)) as eng:
+    with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=512, max_tree_nodes=1), preflight=PAIR_PREFLIGHT) as eng:
         assert not eng.tree_capable
         r = eng.generate("Hello", GenerationSettings(mode="tree", budget=8, max_tokens=12))
         assert r.summary.verify_mode == "chain" and "verified as a chain" in r.summary.budget_note

@@ -28,11 +28,12 @@ N_PROMPTS, MAX_TOKENS = 3, 48
 @pytest.fixture(scope="module")
 def engine():
     from engine_bridge.runtime.engine import Engine
+    from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
     assert PAIR is not None, "the reference pair must ship in resources/models/"
     target, draft = PAIR
     eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, n_batch=512, n_ubatch=512,
-                                   n_threads=1, max_tree_nodes=64))
+                                   n_threads=1, max_tree_nodes=64), preflight=PAIR_PREFLIGHT)
     yield eng
     eng.close()
 

@@ -3,7 +3,7 @@ train_chat, train_for_target; CLI train-drafter), on the CPU with real llama.cpp
 
 * prompts: distinct, six categories, held-out prompts share no template or topic with training;
 * prepare on the real SmolLM2 GGUF: ids equal the app's own chat path (template -> llama.cpp tokenizer);
-* the torch target from a GGUF computes llama.cpp's numbers: exact on f32 tiny llama/qwen3 files,
+* the torch target from a GGUF computes llama.cpp's numbers: exact on f32 tiny llama/qwen3/qwen2 files,
   near-ties only on SmolLM2's Q4_1 (llama.cpp's quantised dot products);
 * a tiny end-to-end run (--device cpu): the exported drafter passes the pairing check and runs
   losslessly in the engine; training resumes from its checkpoint; cancel; no CUDA -> a clear error.
@@ -112,15 +112,18 @@ def test_prepare_tokenizes_like_the_apps_chat_path(smol_data):
 
 # -- the torch target is llama.cpp's math ----------------------------------------------------------------------
 @needs_torch
-@pytest.mark.parametrize("arch,vocab", [("llama", "phi3"), ("qwen3", "gpt2")])
-def test_torch_target_equals_llama_cpp_on_f32_files(tmp_path, arch, vocab):
+@pytest.mark.parametrize("arch,vocab,tied", [("llama", "phi3", False), ("qwen3", "gpt2", False), ("qwen2", "gpt2", True)])
+def test_torch_target_equals_llama_cpp_on_f32_files(tmp_path, arch, vocab, tied):
+    # qwen2: Q/K/V biases, NEOX RoPE, and here a tied output (no output.weight: token_embd is the head)
     from engine_bridge.training.gguf_target import load_gguf_target
 
     torch.set_num_threads(1)
     path = synth.write_target(tmp_path / f"{arch}.gguf", synth.TargetSpec(arch=arch, vocab=vocab, seed=5, n_head=4,
-                                                                            n_head_kv=2, rope_theta=50000.0))
+                                                                            n_head_kv=2, rope_theta=50000.0,
+                                                                            tied_output=tied))
     model = load_gguf_target(path)
     assert model.c.arch == arch and model.c.qk_norm == (arch == "qwen3")
+    assert model.c.qkv_bias == (arch == "qwen2") and model.c.tied == tied
     eng = engine_for(path)
     try:
         prompt = eng.tokenize("The quick brown fox jumps over the lazy dog, and then")
