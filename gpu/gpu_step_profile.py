@@ -138,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json")
     a = ap.parse_args(argv)
     cfg = EngineConfig(target=a.target, draft=a.draft, n_ctx=4096, flash_attn="on")
-    with Engine.load(cfg) as eng:
+    from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
+
+    with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
         bench = Bench(eng, a.keep)
         if a.profile:
             around = profiler()
