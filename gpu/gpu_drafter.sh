@@ -17,12 +17,12 @@
 #   bash gpu/gpu_drafter.sh eval                         # export + evaluate (background); then follow-eval
 #   bash gpu/gpu_drafter.sh follow-eval 540
 # Environment: GEN_SECONDS (330), TRAIN_SECONDS (540), EXTRA (train_chat flags), OLD_N (24 prompts per
-#   category for the shipped drafter), SUITES (resources/prompts/public), MAX_TOKENS (128).
+#   category for the shipped drafter), MAX_TOKENS (128).
 set -u
 B=${BUNDLE:-.gpu-bundle}; W=/tmp/w; T=/tmp/t; OUT=${OUT:-/tmp/out}; RUN=${RUN:-/tmp/dflash-train}
 here=$(pwd)
 SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
-S=$T/SmolLM2-135M-Instruct.Q4_1.gguf; E=/tmp/eval; SUITES=${SUITES:-resources/prompts/public}
+S=$T/SmolLM2-135M-Instruct.Q4_1.gguf; E=/tmp/eval
 mkdir -p $W $T $E "$OUT"
 say() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a $E/progress.log; }
 
@@ -48,22 +48,6 @@ case "${1:-}" in
   eval)
     export PYTHONPATH=/tmp/lcp_site:/tmp/site:$here PYTHONUNBUFFERED=1
     grep -q "^done rc=0" $W/lcp_build.log || { say "the CUDA build is not done:"; tail -3 $W/lcp_build.log; exit 1; }
-    python3 - "$SUITES" $E/public.jsonl <<'EOF'
-import json, sys
-from pathlib import Path
-# one suite, the bench's format, a category per public set (chat = MT-Bench first turns)
-names = {"mt_bench.jsonl": "chat", "gsm8k_test.jsonl": "math", "humaneval.jsonl": "code"}
-out = []
-for f, cat in names.items():
-    for line in (Path(sys.argv[1]) / f).read_text().splitlines():
-        if line.strip():
-            d = json.loads(line)
-            d["category"] = cat
-            d["messages"] = [m for m in d["messages"] if m["role"] != "assistant"][:1] if d["messages"][0]["role"] == "user" else d["messages"]
-            out.append(json.dumps(d))
-Path(sys.argv[2]).write_text("\n".join(out) + "\n")
-print(len(out), "prompts")
-EOF
     setsid bash -c "
       cd $here
       echo '[export]' >> $E/eval.log
@@ -71,11 +55,11 @@ EOF
           --work $E/work --stage export >> $E/eval.log 2>&1
       cp $E/drafter.gguf $OUT/ 2>/dev/null
       echo '[new drafter, public suites]' >> $E/eval.log
-      python3 -m engine_bridge.training.evaluate_chat --target $S --draft $E/drafter.gguf --prompts $E/public.jsonl \
+      python3 -m engine_bridge.training.evaluate_chat --target $S --draft $E/drafter.gguf --public \
           --max-tokens ${MAX_TOKENS:-128} --json $E/eval-new.json >> $E/eval.log 2>&1
       echo '[shipped drafter, public suites, first ${OLD_N:-24} per category]' >> $E/eval.log
       [ -f .gpu-carry/old.gguf ] && python3 -m engine_bridge.training.evaluate_chat --target $S --draft .gpu-carry/old.gguf \
-          --prompts $E/public.jsonl --max-tokens ${MAX_TOKENS:-128} --n-per-category ${OLD_N:-24} \
+          --public --max-tokens ${MAX_TOKENS:-128} --n-per-category ${OLD_N:-24} \
           --json $E/eval-old.json >> $E/eval.log 2>&1
       echo 'eval done' >> $E/eval.log" < /dev/null > /dev/null 2>&1 &
     echo $! > $E/pid; sleep 5; tail -3 $E/eval.log ;;

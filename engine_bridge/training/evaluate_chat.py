@@ -23,14 +23,30 @@ def load_heldout(path: str | Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
-def evaluate(target: str | Path, draft: str | Path, prompts: str | Path, *, budgets=(7, 15), tree_budgets=(7, 15),
+#: the public evaluation suites (resources/prompts/public) and the category each one stands for
+PUBLIC_SUITES = {"mt_bench.jsonl": "chat", "gsm8k_test.jsonl": "math", "humaneval.jsonl": "code"}
+
+
+def public_prompts(folder: str | Path | None = None) -> list[dict]:
+    """MT-Bench's first turns (chat), the first 100 GSM8K test problems (math) and HumanEval (code) as
+    one suite: what acceptance and speed are reported on. Measuring only: never trained on."""
+    folder = Path(folder) if folder else Path(__file__).resolve().parents[2] / "resources" / "prompts" / "public"
+    items = []
+    for name, cat in PUBLIC_SUITES.items():
+        for it in load_heldout(folder / name):
+            first = next(m for m in it["messages"] if m["role"] == "user")
+            items.append({**it, "category": cat, "suite_category": it.get("category"), "messages": [first]})
+    return items
+
+
+def evaluate(target: str | Path, draft: str | Path, prompts, *, budgets=(7, 15), tree_budgets=(7, 15),
              max_tokens: int = 128, n_per_category: int | None = None, n_gpu_layers: int = -1,
              log: Callable[[str], None] = print, cancel=None) -> dict:
     from ..runtime.config import EngineConfig, GenerationSettings
     from ..runtime.engine import Engine
     from ..models.pair_preflight import PAIR_PREFLIGHT
 
-    items = load_heldout(prompts)
+    items = list(prompts) if isinstance(prompts, (list, tuple)) else load_heldout(prompts)
     cats: dict[str, list[dict]] = {}
     for it in items:
         cats.setdefault(it.get("category", "all"), []).append(it)
@@ -42,7 +58,8 @@ def evaluate(target: str | Path, draft: str | Path, prompts: str | Path, *, budg
     if eng.tree_capable:
         modes += [("tree", b) for b in tree_budgets]
     res = {"target": Path(target).name, "draft": Path(draft).name, "max_tokens": max_tokens,
-           "prompts": str(prompts), "categories": {}, "modes": [f"{m}-{b}" for m, b in modes]}
+           "prompts": str(prompts) if not isinstance(prompts, (list, tuple)) else f"{len(items)} prompts",
+           "categories": {}, "modes": [f"{m}-{b}" for m, b in modes]}
     t0 = time.time()
     try:
         for cat, its in cats.items():
@@ -106,12 +123,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--target", required=True)
     ap.add_argument("--draft", required=True)
-    ap.add_argument("--prompts", required=True)
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompts", help="a suite file (JSONL, the bench's format, with a category per line)")
+    src.add_argument("--public", action="store_true",
+                     help="the public suites: MT-Bench first turns (chat), GSM8K test 100 (math), HumanEval (code)")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--n-per-category", type=int, default=None)
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
-    res = evaluate(a.target, a.draft, a.prompts, max_tokens=a.max_tokens, n_per_category=a.n_per_category)
+    res = evaluate(a.target, a.draft, public_prompts() if a.public else a.prompts, max_tokens=a.max_tokens,
+                   n_per_category=a.n_per_category)
     print(table(res))
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
