@@ -41,7 +41,7 @@ def public_prompts(folder: str | Path | None = None) -> list[dict]:
 
 def evaluate(target: str | Path, draft: str | Path, prompts, *, budgets=(7, 15), tree_budgets=(7, 15),
              max_tokens: int = 128, n_per_category: int | None = None, n_gpu_layers: int = -1,
-             log: Callable[[str], None] = print, cancel=None) -> dict:
+             log: Callable[[str], None] = print, cancel=None, n_threads: int | None = None) -> dict:
     from ..runtime.config import EngineConfig, GenerationSettings
     from ..runtime.engine import Engine
     from ..models.pair_preflight import PAIR_PREFLIGHT
@@ -53,7 +53,8 @@ def evaluate(target: str | Path, draft: str | Path, prompts, *, budgets=(7, 15),
     if n_per_category:
         cats = {c: v[:n_per_category] for c, v in cats.items()}
     eng = Engine.load(EngineConfig(target=Path(target), draft=Path(draft), n_ctx=2048, n_gpu_layers=n_gpu_layers,
-                                   draft_n_gpu_layers=n_gpu_layers), check=True, preflight=PAIR_PREFLIGHT)
+                                   draft_n_gpu_layers=n_gpu_layers, n_threads=n_threads), check=True,
+                      preflight=PAIR_PREFLIGHT)
     modes = [("chain", b) for b in budgets]
     if eng.tree_capable:
         modes += [("tree", b) for b in tree_budgets]
@@ -130,9 +131,11 @@ def main(argv=None) -> int:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--n-per-category", type=int, default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+    ap.add_argument("--gpu-layers", type=int, default=-1, help="layers on the GPU (-1: all; 0: CPU only)")
     a = ap.parse_args(argv)
     res = evaluate(a.target, a.draft, public_prompts() if a.public else a.prompts, max_tokens=a.max_tokens,
-                   n_per_category=a.n_per_category)
+                   n_per_category=a.n_per_category, n_threads=a.threads, n_gpu_layers=a.gpu_layers)
     print(table(res))
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
