@@ -225,7 +225,7 @@ def main(argv=None) -> int:
     import argparse
     import sys
 
-    from .chat_data import PromptFileError, read_extra_prompts
+    from .prompt_files import PromptFileError, read_extra_prompts
 
     ap = argparse.ArgumentParser(description="check prompt files (JSONL: text / prompt / messages) against the "
                                              "public evaluation sets")
