@@ -113,16 +113,19 @@ def test_chain_is_lossless_on_chat_prompts(engine, smollm2):
         committed += r.summary.n_generated
         steps += r.summary.n_steps
     if smollm2[2]:
-        # the trained drafter must accept something on chat (a random one commits 1.0 per step;
-        # the shipped one: 1.43 on these prompts on CPU, chat is its weakest category)
-        assert committed / steps > 1.25, f"mean commit length {committed / steps:.2f}"
+        # the trained drafter must accept something on chat (a random one commits 1.0 per step).
+        # Chat is its weakest category: 1.25 on these three short prompts (CPU); the drafter shipped
+        # before, trained on templated requests much like these, 1.43 (on MT-Bench the two are level
+        # at chain 7 and the real-data one leads at 15: docs/benchmarks.md, issue 27)
+        assert committed / steps > 1.15, f"mean commit length {committed / steps:.2f}"
 
 
-def test_shipped_drafter_accepts_on_held_out_math(engine, smollm2):
-    """The shipped drafter's strongest category, on prompts it never trained on (its card's held-out
-    set): measured 5.35 tokens per chain-7 step on the first three math prompts (CPU, 32 tokens),
-    3.60 on all of them over 128 tokens on an H100. A drafter that lost its training (a broken
-    export, wrong target layers, a wrong mask token) commits ~1.0."""
+def test_shipped_drafter_accepts_on_held_out_prompts(engine, smollm2):
+    """The shipped drafter on prompts it never trained on (its card's held-out set: the val split of
+    the real prompt set), chain 7, 32 tokens, the first three of a category, CPU: measured 2.29
+    tokens per step on code and 1.78 on math (the drafter shipped before, trained on our templates:
+    1.20 and 1.50). A drafter that lost its training (a broken export, wrong target layers, a wrong
+    mask token) commits ~1.0."""
     if not smollm2[2]:
         pytest.skip("no trained SmolLM2 drafter shipped")
     import json
@@ -130,14 +133,15 @@ def test_shipped_drafter_accepts_on_held_out_math(engine, smollm2):
     from engine_bridge.common.resources import resource
 
     rows = [json.loads(line) for line in resource("models", "smollm2", "prompts.jsonl").read_text().splitlines()]
-    math = [r for r in rows if r["category"] == "math"][:3]
-    committed = steps = 0
-    for r in math:
-        engine.reset()
-        g = engine.generate(engine.format_chat(r["messages"]), GenerationSettings(mode="chain", budget=7, max_tokens=32))
-        committed += g.summary.n_generated
-        steps += g.summary.n_steps
-    assert committed / steps > 3.0, f"mean commit length {committed / steps:.2f} on held-out math"
+    for cat, floor in (("code", 1.8), ("math", 1.4)):
+        committed = steps = 0
+        for r in [r for r in rows if r["category"] == cat][:3]:
+            engine.reset()
+            g = engine.generate(engine.format_chat(r["messages"]), GenerationSettings(mode="chain", budget=7,
+                                                                                      max_tokens=32))
+            committed += g.summary.n_generated
+            steps += g.summary.n_steps
+        assert committed / steps > floor, f"mean commit length {committed / steps:.2f} on held-out {cat}"
 
 
 def test_the_target_answers_a_chat_question(engine):
