@@ -14,6 +14,7 @@ import threading
 from collections import deque
 
 from ..common.errors import ContextOverflowError, EngineError, UnsupportedSettingError
+from ..runtime.chat_template import ChatTemplateError
 from .protocol import FINISH, ApiError, CompletionRequest
 from .stops import StopFilter
 
@@ -158,12 +159,16 @@ class EngineWorker:
         except ApiError as exc:
             self.served += 1
             job.emit("error", exc)
+        except ChatTemplateError as exc:   # the model's template refused these messages (roles out of order...)
+            self.served += 1
+            job.emit("error", ApiError(400, f"the model's chat template refused the messages: {exc}",
+                                       param="messages", code="chat_template"))
         except (ContextOverflowError, UnsupportedSettingError, ValueError) as exc:
             self.served += 1
             job.emit("error", ApiError(400, str(exc)))
-        except EngineError as exc:   # a chat template that refused the messages, a decode error
+        except EngineError as exc:   # a decode error: this request fails, the next one runs
             self.served += 1
-            job.emit("error", ApiError(400 if "template" in type(exc).__name__.lower() else 500, str(exc)))
+            job.emit("error", ApiError(500, str(exc), code="engine_error"))
         except Exception as exc:     # never a dead worker: the next request still runs
             self.served += 1
             job.emit("error", ApiError(500, f"the engine failed: {type(exc).__name__}: {exc}", code="engine_error"))

@@ -138,6 +138,31 @@ def test_disconnect_mid_stream_cancels_and_next_request_is_clean(served, referen
     assert r.choices[0].text == reference(CODE, 48)
 
 
+def test_follow_up_turn_reuses_the_cached_prefix(served, reference):
+    c = client(served)
+    turn = [{"role": "user", "content": CHAT}]
+    first = c.chat.completions.create(model=served.app.model_ids[0], messages=turn, max_tokens=24)
+    turn += [{"role": "assistant", "content": first.choices[0].message.content},
+             {"role": "user", "content": "Now make it subtract."}]
+    second = c.chat.completions.create(model=served.app.model_ids[0], messages=turn, max_tokens=24)
+    t = _timings(second)
+    assert t["cache_n"] >= first.usage.prompt_tokens   # the first turn's prompt was not prefilled again
+    assert second.usage.prompt_tokens_details.cached_tokens == t["cache_n"]
+    assert t["prompt_n"] == second.usage.prompt_tokens - t["cache_n"]
+
+
+def test_non_streaming_client_that_leaves_cancels_its_run(served, reference):
+    w = served.worker
+    before = w.cancelled
+    with pytest.raises(TimeoutError):   # the client gives up mid-generation and closes the connection
+        post(served, "/completions", {"prompt": CODE, "max_tokens": 1000}, timeout=0.3)
+    wait_for(lambda: w.cancelled == before + 1 and not w.busy)
+    finish, summary = w.last
+    assert finish == "cancelled" and summary.n_generated < 1000
+    r = client(served).completions.create(model=served.app.model_ids[0], prompt=CODE, max_tokens=48)
+    assert r.choices[0].text == reference(CODE, 48)
+
+
 def test_queue_full_is_503_with_retry_after(served, reference):
     from openai import APIStatusError
 
