@@ -28,6 +28,9 @@ def register(sub) -> None:
     p.add_argument("--temp", type=float, default=0.0,
                    help="temperature when a request names none (default 0: greedy)")
     p.add_argument("--top-k", type=int, default=40, help="top-k when a request names none (default 40)")
+    p.add_argument("--variant", action="append", default=[], metavar="DRAFTER.gguf",
+                   help="another drafter file a request may ask for by name (its file name without .gguf) with "
+                        "speculative.draft_variant; repeatable (e.g. a q4_0 variant from `dflash-studio quantize`)")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
     p.add_argument("--api-key", default=None, help=f"require 'Authorization: Bearer KEY' (or set {KEY_ENV})")
@@ -62,7 +65,11 @@ def cmd_serve(args) -> int:
 
     try:
         try:
-            server = Server(eng, binding, defaults, max_waiting=args.queue)
+            server = Server(eng, binding, defaults, max_waiting=args.queue, variants=args.variant,
+                            check=not args.no_check)
+        except ValueError as exc:
+            print(f"dflash-studio serve: {exc}", file=sys.stderr)
+            return EXIT_UNREADABLE
         except OSError as exc:
             print(f"dflash-studio serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
                   file=sys.stderr)
@@ -70,7 +77,9 @@ def cmd_serve(args) -> int:
         key = ("no API key (loopback only)" if binding.api_key is None
                else f"API key from {binding.key_source}, sent as 'Authorization: Bearer KEY'")
         draft = cfg.draft.name if cfg.draft else "none"
-        print(f"dflash-studio serve: {server.url}  model {server.app.model_ids[0]} (drafter {draft}, "
+        more = [v for v in server.worker.variants if v != "base"]
+        variants = f", variants {', '.join(more)}" if more else ""
+        print(f"dflash-studio serve: {server.url}  model {server.app.model_ids[0]} (drafter {draft}{variants}, "
               f"{mode} {args.budget}, context {eng.target_ctx.n_ctx}); {key}; Ctrl-C stops", flush=True)
         try:
             server.run()

@@ -124,8 +124,10 @@ class ServeApp:
             elif kind_ == "error":
                 return _error(value)
             else:
-                finish, res = value
-                return JSONResponse(Answer(req).full("".join(parts), finish, res))
+                finish, res, variant = value
+                answer = Answer(req)
+                answer.variant = variant
+                return JSONResponse(answer.full("".join(parts), finish, res))
 
     async def _next_or_gone(self, job: Job, request: Request):
         """The job's next event, or None (and the job cancelled) when the client disconnects first."""
@@ -166,7 +168,7 @@ class ServeApp:
                     yield _sse(value.body())
                     break
                 else:
-                    finish, res = value
+                    finish, res, answer.variant = value
                     yield _sse(answer.chunk(None, finish, res=res))
                     if answer.req.include_usage:
                         yield _sse(answer.usage_chunk(res))

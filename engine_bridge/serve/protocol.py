@@ -46,6 +46,7 @@ class CompletionRequest:
     stops: list[str] = field(default_factory=list)
     stream: bool = False
     include_usage: bool = False
+    variant: str | None = None        # a draft variant's name (None: the one loaded now stays)
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class Limits:
     max_draft: int           # chain: most draft tokens per step (the drafter's block size - 1)
     tree_nodes: int          # tree: most nodes (0: no tree verification on this target)
     n_ctx: int
+    variants: tuple[str, ...] = ()   # draft variants by name ("base": --draft; then each --variant)
 
 
 def _bad(message: str, param: str | None = None) -> ApiError:
@@ -146,18 +148,23 @@ def _stops(body: dict) -> list[str]:
     return [x for x in s if x]
 
 
-def _speculative(body: dict, d: Defaults, lim: Limits) -> tuple[str, int]:
-    """The mode and budget for this request: the server's, or the ``speculative`` object's when the
-    pair can honour them (else 400, never a silent fallback)."""
+def _speculative(body: dict, d: Defaults, lim: Limits) -> tuple[str, int, str | None]:
+    """The mode, budget and draft variant for this request: the server's, or the ``speculative``
+    object's when the pair can honour them (else 400, never a silent fallback)."""
     sp = body.get("speculative")
     if sp is None:
-        return d.mode, d.budget
+        return d.mode, d.budget, None
     if not isinstance(sp, dict):
-        raise _bad("'speculative' must be an object {mode, budget}", "speculative")
-    unknown = set(sp) - {"mode", "budget"}
+        raise _bad("'speculative' must be an object {mode, budget, draft_variant}", "speculative")
+    unknown = set(sp) - {"mode", "budget", "draft_variant"}
     if unknown:
-        raise _bad(f"'speculative' has {', '.join(sorted(unknown))}: this server takes mode and budget "
-                   "(a draft variant is chosen when the server starts)", "speculative")
+        raise _bad(f"'speculative' has {', '.join(sorted(unknown))}: this server takes mode, budget and "
+                   "draft_variant", "speculative")
+    variant = sp.get("draft_variant")
+    if variant is not None and variant not in lim.variants:
+        served = ", ".join(lim.variants) or "none (the server runs the target alone)"
+        raise _bad(f"speculative.draft_variant {variant!r} is not served; the variants are: {served} "
+                   "(start the server with --variant PATH to add one)", "speculative.draft_variant")
     mode = sp.get("mode", d.mode)
     if mode not in MODES:
         raise _bad(f"speculative.mode {mode!r} is not one of {', '.join(MODES)}", "speculative.mode")
@@ -176,7 +183,7 @@ def _speculative(body: dict, d: Defaults, lim: Limits) -> tuple[str, int]:
         if budget > lim.tree_nodes:
             raise _bad(f"speculative.budget {budget}: the context was made for {lim.tree_nodes} tree nodes",
                        "speculative.budget")
-    return mode, budget
+    return mode, budget, variant
 
 
 def parse_request(kind: str, body, model_ids: tuple[str, ...], d: Defaults, lim: Limits) -> CompletionRequest:
@@ -207,13 +214,13 @@ def parse_request(kind: str, body, model_ids: tuple[str, ...], d: Defaults, lim:
     so = body.get("stream_options")
     if so is not None and (not isinstance(so, dict) or not isinstance(so.get("include_usage", False), bool)):
         raise _bad("'stream_options' must be an object {include_usage: bool}", "stream_options")
-    mode, budget = _speculative(body, d, lim)
+    mode, budget, variant = _speculative(body, d, lim)
     settings = GenerationSettings(mode=mode, budget=budget, p_min=d.p_min,
                                   max_tokens=max_tokens or max(1, lim.n_ctx), temperature=temperature,
                                   top_k=top_k, top_p=top_p, seed=seed & 0xFFFFFFFF)
     return CompletionRequest(kind=kind, model=model, messages=messages, prompt=prompt, settings=settings,
                              max_tokens_given=max_tokens is not None, stops=_stops(body), stream=stream,
-                             include_usage=bool(so and so.get("include_usage")))
+                             include_usage=bool(so and so.get("include_usage")), variant=variant)
 
 
 # -- answers ---------------------------------------------------------------------------------------
@@ -224,7 +231,7 @@ def usage(res: GenerationResult) -> dict:
             "prompt_tokens_details": {"cached_tokens": s.n_prompt_reused}}
 
 
-def timings(res: GenerationResult) -> dict:
+def timings(res: GenerationResult, variant: str | None = None) -> dict:
     """llama.cpp server's ``timings`` (prompt_n counts the tokens prefilled, cache_n those reused),
     plus what a speculative step did: mean commit length, acceptance and the phases' total ms."""
     s = res.summary
@@ -243,6 +250,7 @@ def timings(res: GenerationResult) -> dict:
         "mode": s.verify_mode if s.mode != "auto" else "auto", "budget": s.budget_effective,
         "steps": s.n_steps, "mean_commit_len": s.mean_commit_len, "acceptance_rate": s.acceptance_rate,
         "phase_ms": {p: sum(getattr(r, f"t_{p}") for r in res.steps) * 1e3 for p in PHASES},
+        "draft_variant": variant,
     }
 
 
@@ -251,6 +259,7 @@ class Answer:
 
     def __init__(self, req: CompletionRequest):
         self.req = req
+        self.variant: str | None = None   # the draft variant that ran (set by the worker's "done")
         chat = req.kind == "chat"
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
@@ -266,7 +275,8 @@ class Answer:
                       "logprobs": None, "finish_reason": finish}
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
-        return {**self._head(self.object), "choices": [choice], "usage": usage(res), "timings": timings(res)}
+        return {**self._head(self.object), "choices": [choice], "usage": usage(res),
+                "timings": timings(res, self.variant)}
 
     def chunk(self, text: str | None, finish: str | None = None, *, first: bool = False,
               res: GenerationResult | None = None) -> dict:
@@ -282,9 +292,10 @@ class Answer:
             choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
             out = {**self._head("text_completion"), "choices": [choice]}
         if res is not None:
-            out["timings"] = timings(res)
+            out["timings"] = timings(res, self.variant)
         return out
 
     def usage_chunk(self, res: GenerationResult) -> dict:
         obj = "chat.completion.chunk" if self.req.kind == "chat" else "text_completion"
-        return {**self._head(obj), "choices": [], "usage": usage(res), "timings": timings(res)}
+        return {**self._head(obj), "choices": [], "usage": usage(res),
+                "timings": timings(res, self.variant)}

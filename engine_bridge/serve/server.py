@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from pathlib import Path
 
 import uvicorn
 
@@ -23,10 +24,26 @@ def model_ids(engine) -> tuple[str, ...]:
     return (engine.config.target.stem,)
 
 
-def limits(engine) -> Limits:
+def limits(engine, variants: tuple[str, ...] = ()) -> Limits:
     d = engine.drafter
     return Limits(has_drafter=d is not None, max_draft=d.max_draft if d is not None else 0,
-                  tree_nodes=engine.tree_max_nodes if engine.tree_capable else 0, n_ctx=engine.target_ctx.n_ctx)
+                  tree_nodes=engine.tree_max_nodes if engine.tree_capable else 0, n_ctx=engine.target_ctx.n_ctx,
+                  variants=variants)
+
+
+def variant_table(engine, paths) -> dict:
+    """Draft variants by name: "base" (the drafter loaded) and each file's name without .gguf.
+    A missing file or a name given twice is a ValueError for the user."""
+    table = {"base": engine.config.draft} if engine.drafter is not None else {}
+    if paths and not table:
+        raise ValueError("--variant needs a drafter (--draft) to vary")
+    for p in map(Path, paths or ()):
+        if not p.is_file():
+            raise ValueError(f"--variant {p}: no such file")
+        if p.stem in table:
+            raise ValueError(f"--variant {p}: the name {p.stem!r} is taken; rename the file")
+        table[p.stem] = p
+    return table
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -41,13 +58,15 @@ def bind(host: str, port: int) -> socket.socket:
 
 class Server:
     def __init__(self, engine, binding: Binding, defaults: Defaults, *, max_waiting: int = 8,
-                 worker: EngineWorker | None = None):
+                 worker: EngineWorker | None = None, variants=(), check: bool = True):
         self.engine = engine
-        self.worker = worker or EngineWorker(engine, max_waiting=max_waiting)
+        self.worker = worker or EngineWorker(engine, max_waiting=max_waiting,
+                                             variants=variant_table(engine, variants), check=check)
         self._own_worker = worker is None
         self.sock = bind(binding.host, binding.port)
         self.binding = Binding(binding.host, self.sock.getsockname()[1], binding.api_key, binding.key_source)
-        self.app = ServeApp(self.worker, model_ids(engine), defaults, limits(engine), binding.api_key)
+        self.app = ServeApp(self.worker, model_ids(engine), defaults,
+                            limits(engine, tuple(self.worker.variants)), binding.api_key)
         self._uv = uvicorn.Server(uvicorn.Config(self.app.asgi, log_level="warning", access_log=False,
                                                  lifespan="off", timeout_graceful_shutdown=2))
         self._thread: threading.Thread | None = None

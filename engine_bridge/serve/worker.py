@@ -13,7 +13,7 @@ import contextlib
 import threading
 from collections import deque
 
-from ..common.errors import ContextOverflowError, EngineError, UnsupportedSettingError
+from ..common.errors import ContextOverflowError, EngineError, IncompatiblePairError, UnsupportedSettingError
 from ..runtime.chat_template import ChatTemplateError
 from .protocol import FINISH, ApiError, CompletionRequest
 from .stops import StopFilter
@@ -21,7 +21,7 @@ from .stops import StopFilter
 
 class Job:
     """One request on its way through the worker. Events: ("start", n_prompt_tokens),
-    ("text", str), ("done", (finish_reason, GenerationResult)), ("error", ApiError)."""
+    ("text", str), ("done", (finish_reason, GenerationResult, draft variant)), ("error", ApiError)."""
 
     def __init__(self, req: CompletionRequest, loop: asyncio.AbstractEventLoop):
         self.req = req
@@ -38,12 +38,18 @@ class Job:
 
 class EngineWorker:
     """Owns the engine once started; ``submit`` queues a job or refuses it (503) when
-    ``max_waiting`` jobs already wait."""
+    ``max_waiting`` jobs already wait. ``variants``: draft variants by name, "base" the drafter
+    loaded first; a request naming another swaps it in (Engine.swap_drafter: the pairing checks,
+    then a drafter load; the target stays), and the next request without one swaps "base" back."""
 
-    def __init__(self, engine, max_waiting: int = 8, retry_after_s: int = 1):
+    def __init__(self, engine, max_waiting: int = 8, retry_after_s: int = 1, variants: dict | None = None,
+                 check: bool = True):
         if max_waiting < 1:
             raise ValueError("the queue must hold at least one waiting request")
         self.engine = engine
+        self.variants = dict(variants or {})
+        self.check = check
+        self.current = "base" if engine.drafter is not None else None
         self.max_waiting = max_waiting
         self.retry_after_s = retry_after_s
         self._waiting: deque[Job] = deque()
@@ -136,6 +142,11 @@ class EngineWorker:
                 if max(tokens) >= vocab:
                     raise ApiError(400, f"token id {max(tokens)} is outside the vocabulary ({vocab})",
                                    param="prompt")
+            want = req.variant or ("base" if "base" in self.variants else self.current)
+            if want != self.current:
+                self.current = None    # unknown until the swap is done (a failed load leaves no drafter)
+                eng.swap_drafter(self.variants[want], check=self.check)
+                self.current = want
             job.emit("start", len(tokens))
             stop = StopFilter(req.stops)
 
@@ -155,10 +166,14 @@ class EngineWorker:
             if raw == "cancelled" and not stop.hit:
                 self.cancelled += 1
             self.served += 1
-            job.emit("done", ("stop" if stop.hit else FINISH.get(raw, raw), res))
+            job.emit("done", ("stop" if stop.hit else FINISH.get(raw, raw), res, self.current))
         except ApiError as exc:
             self.served += 1
             job.emit("error", exc)
+        except IncompatiblePairError as exc:   # a draft variant that does not pair with the target
+            self.served += 1
+            job.emit("error", ApiError(400, f"the draft variant cannot run with this target: {exc}",
+                                       param="speculative.draft_variant", code="incompatible_variant"))
         except ChatTemplateError as exc:   # the model's template refused these messages (roles out of order...)
             self.served += 1
             job.emit("error", ApiError(400, f"the model's chat template refused the messages: {exc}",

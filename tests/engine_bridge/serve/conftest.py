@@ -31,10 +31,19 @@ def serve_engine():
 
 
 @pytest.fixture(scope="session")
-def served(serve_engine):
-    """The server the tests talk to: chain 7 by default, greedy, QUEUE requests may wait."""
+def q4_variant(tmp_path_factory):
+    """A q4_0 variant of the reference drafter, as `dflash-studio quantize` writes it."""
+    from engine_bridge.models.convert_quant import quantize_drafter
+
+    return quantize_drafter(pair_config().draft, tmp_path_factory.mktemp("variants") / "drafter-q4_0.gguf", "q4_0")
+
+
+@pytest.fixture(scope="session")
+def served(serve_engine, q4_variant):
+    """The server the tests talk to: chain 7 by default, greedy, QUEUE requests may wait, one
+    draft variant (drafter-q4_0) a request may ask for."""
     srv = Server(serve_engine, resolve_binding("127.0.0.1", 0, None, {}), Defaults(mode=MODE, budget=BUDGET),
-                 max_waiting=QUEUE).start_in_thread()
+                 max_waiting=QUEUE, variants=[q4_variant]).start_in_thread()
     yield srv
     srv.stop()
 

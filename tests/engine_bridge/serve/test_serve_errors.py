@@ -34,7 +34,8 @@ def _shape(body: dict) -> dict:
     ({"prompt": "x", "speculative": {"mode": "warp"}}, "speculative.mode"),
     ({"prompt": "x", "speculative": {"mode": "chain", "budget": 99}}, "speculative.budget"),
     ({"prompt": "x", "speculative": {"budget": 0}}, "speculative.budget"),
-    ({"prompt": "x", "speculative": {"draft_variant": "q4_0"}}, "speculative"),
+    ({"prompt": "x", "speculative": {"draft_variant": "q4_0"}}, "speculative.draft_variant"),
+    ({"prompt": "x", "speculative": {"drafts": 3}}, "speculative"),
 ])
 def test_malformed_request_is_400_and_the_server_goes_on(served, body, param):
     status, _, got = post(served, "/completions", body)

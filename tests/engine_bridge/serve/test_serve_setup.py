@@ -49,6 +49,14 @@ def test_cli_refuses_a_public_address_without_a_key(capsys, monkeypatch):
     assert "--api-key" in capsys.readouterr().err
 
 
+def test_cli_refuses_a_missing_variant(capsys, tmp_path):
+    target, draft = reference_pair()
+    assert main(["serve", "--target", str(target), "--draft", str(draft), "--port", "0", "--threads", "2",
+                 "--variant", str(tmp_path / "nope.gguf")]) == 2
+    err = capsys.readouterr().err
+    assert "--variant" in err and "no such file" in err
+
+
 def test_stop_filter_holds_back_what_may_become_a_stop():
     f = StopFilter(["</s>", "END"])
     out = [f.feed(p) for p in ("abc<", "/", "x", " EN", "D tail")]
