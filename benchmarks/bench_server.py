@@ -1,15 +1,16 @@
 """`dflash-studio serve` against headless `generate`, on the same prompts, in one run.
 
-One process holds two engines on the same pair and settings: one behind the server (its worker
-thread, a real uvicorn on 127.0.0.1), one driven directly, as `dflash-studio generate` does. They
+The server is `dflash-studio serve` in a process of its own on 127.0.0.1 (as a user runs it: the
+clients' parsing does not share its interpreter); this process drives a second engine on the same
+pair and settings directly, as `dflash-studio generate` does, and the clients. The two engines
 never run at the same time. Per round, each prompt goes once headless and once through the server
 as a single streaming `openai` client, alternating which goes first. Then N concurrent streaming
 clients send the prompts again, bounded by --clients and --seconds.
 
 Reported (greedy; every served answer is also checked byte-identical to the headless one):
-* decode tok/s, both measured the same way from where the tokens arrive: (tokens - 1) / (last token
-  time - first token time) -- headless at the on_token callback, served at the client's chunks;
-  the ratio of sums served / headless.
+* tok/s, both measured the same way from where the tokens arrive: tokens / (time of the last token
+  - the request's start) -- headless at the on_token callback, served at the client's last chunk
+  (tokens from the stream's usage); the ratio of sums served / headless.
 * time to first token, p50 / p99: headless from generate() to the first on_token, served from the
   request to the first content chunk; and what the server adds (served - headless, per prompt).
 * concurrent: total tokens / wall, and the clients' time to first token p50 / p99 (queueing included).
@@ -24,7 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -34,9 +35,6 @@ from engine_bridge.models.demo import reference_pair
 from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
-from engine_bridge.serve.binding import resolve_binding
-from engine_bridge.serve.protocol import Defaults
-from engine_bridge.serve.server import Server
 
 now = time.perf_counter
 
@@ -53,23 +51,26 @@ def pct(xs: list[float], q: float) -> float:
 
 
 def headless(eng, prompt: str, settings) -> tuple[str, float, float, int]:
-    """(text, ttft s, decode s, tokens) with the times taken at on_token, as a caller sees them."""
+    """(text, ttft s, s to the last token, tokens) with the times taken at on_token, as a caller sees them."""
     times: list[float] = []
     t0 = now()
     res = eng.generate(prompt, settings, on_token=lambda ev: times.append(now()))
-    return res.text, times[0] - t0, times[-1] - times[0], len(times)
+    return res.text, times[0] - t0, times[-1] - t0, len(times), res.summary.t_generate
 
 
 def served(client, model: str, prompt: str, max_tokens: int) -> tuple[str, float, float, int]:
-    """The same figures at the client's chunks (a chunk per committed token)."""
-    times, parts = [], []
+    """The same figures at the client's chunks (a chunk may carry several tokens: the usage counts them)."""
+    times, parts, n, gen = [], [], 0, 0.0
     t0 = now()
     for ch in client.completions.create(model=model, prompt=prompt, max_tokens=max_tokens, stream=True,
-                                        temperature=0):
+                                        temperature=0, stream_options={"include_usage": True}):
         if ch.choices and ch.choices[0].text:
             times.append(now())
             parts.append(ch.choices[0].text)
-    return "".join(parts), times[0] - t0, times[-1] - times[0], len(times)
+        if ch.usage is not None:
+            n = ch.usage.completion_tokens
+            gen = (ch.model_extra or {}).get("timings", {}).get("predicted_ms", 0.0) / 1e3
+    return "".join(parts), times[0] - t0, times[-1] - t0, n, gen
 
 
 def main() -> int:
@@ -84,7 +85,7 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=60.0, help="bound on the concurrent part")
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--n-ctx", type=int, default=2048)
+    ap.add_argument("--n-ctx", type=int, default=1024)
     ap.add_argument("--json")
     args = ap.parse_args()
     from openai import OpenAI
@@ -96,11 +97,18 @@ def main() -> int:
     cfg = EngineConfig(target=target, draft=draft, n_ctx=args.n_ctx, n_threads=args.threads)
     settings = GenerationSettings(mode=args.mode, budget=args.budget, max_tokens=args.max_tokens)
     direct = Engine.load(cfg, preflight=PAIR_PREFLIGHT)
-    server = Server(Engine.load(cfg, preflight=PAIR_PREFLIGHT), resolve_binding("127.0.0.1", 0, None, {}),
-                    Defaults(mode=args.mode, budget=args.budget),
-                    max_waiting=max(8, args.clients)).start_in_thread()
-    client = OpenAI(base_url=server.url, api_key="none", max_retries=0, timeout=600)
-    model = server.app.model_ids[0]
+    cmd = [sys.executable, "-m", "engine_bridge.cli", "serve", "--target", str(target), "--port", "0",
+           "--mode", args.mode, "--budget", str(args.budget), "--n-ctx", str(args.n_ctx),
+           "--queue", str(max(8, args.clients))]
+    cmd += ["--draft", str(draft)] if draft else []
+    cmd += ["--threads", str(args.threads)] if args.threads else []
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
+    line = proc.stdout.readline()
+    if not line.startswith("dflash-studio serve: http"):
+        raise SystemExit(f"the server did not start: {line}")
+    url = line.split()[2]
+    client = OpenAI(base_url=url, api_key="none", max_retries=0, timeout=600)
+    model = target.stem
     ps = prompts(args.prompts)
     # warm-up, untimed: first decodes, the client's connection, imports
     headless(direct, ps[0], settings)
@@ -119,9 +127,12 @@ def main() -> int:
             mismatches += got["headless"][0] != got["served"][0]
 
     def rate(kind):
-        return sum(n - 1 for _, _, n in rows[kind]) / sum(d for _, d, _ in rows[kind])
+        return sum(r[2] for r in rows[kind]) / sum(r[1] for r in rows[kind])
 
-    ttft = {k: [t for t, _, _ in rows[k]] for k in rows}
+    def engine_rate(kind):   # the engine's own generation time (the server's timings.predicted_ms)
+        return sum(r[2] for r in rows[kind]) / sum(r[3] for r in rows[kind])
+
+    ttft = {k: [r[0] for r in rows[k]] for k in rows}
     added = [s - h for h, s in zip(ttft["headless"], ttft["served"])]
 
     # concurrent clients, bounded in count and time
@@ -131,11 +142,11 @@ def main() -> int:
 
     def one_client(k: int):
         nonlocal conc_tokens
-        c = OpenAI(base_url=server.url, api_key="none", max_retries=0, timeout=600)
+        c = OpenAI(base_url=url, api_key="none", max_retries=0, timeout=600)
         for p in ps[k::args.clients] or ps[:1]:
             if now() > stop_at:
                 return
-            _, t, _, n = served(c, model, p, args.max_tokens)
+            _, t, _, n, _ = served(c, model, p, args.max_tokens)
             with lock:
                 conc_ttft.append(t)
                 conc_tokens += n
@@ -147,8 +158,8 @@ def main() -> int:
     for t in threads:
         t.join()
     conc_wall = now() - t0
-    server.stop()
-    server.engine.close()
+    proc.terminate()
+    proc.wait(30)
     direct.close()
 
     out = {
@@ -157,14 +168,17 @@ def main() -> int:
         "max_tokens": args.max_tokens, "prompts": len(ps), "rounds": args.rounds,
         "headless_tok_s": rate("headless"), "served_tok_s": rate("served"),
         "served_over_headless": rate("served") / rate("headless"),
+        # inside the engine only (no HTTP): what sharing the process with the event loop costs
+        "engine_served_over_headless": engine_rate("served") / engine_rate("headless"),
         "ttft_ms": {k: {"p50": pct(v, 0.5) * 1e3, "p99": pct(v, 0.99) * 1e3} for k, v in ttft.items()},
         "ttft_added_ms": {"p50": pct(added, 0.5) * 1e3, "p99": pct(added, 0.99) * 1e3},
         "text_mismatches": mismatches,
         "concurrent": {"clients": args.clients, "requests": len(conc_ttft), "tok_s": conc_tokens / conc_wall,
                        "ttft_ms_p50": pct(conc_ttft, 0.5) * 1e3, "ttft_ms_p99": pct(conc_ttft, 0.99) * 1e3},
     }
-    print(f"decode tok/s: headless {out['headless_tok_s']:.1f}, served {out['served_tok_s']:.1f}, "
-          f"served/headless {out['served_over_headless']:.3f}")
+    print(f"tok/s: headless {out['headless_tok_s']:.1f}, served {out['served_tok_s']:.1f}, "
+          f"served/headless {out['served_over_headless']:.3f} (inside the engine: "
+          f"{out['engine_served_over_headless']:.3f})")
     print(f"TTFT ms p50/p99: headless {out['ttft_ms']['headless']['p50']:.1f}/{out['ttft_ms']['headless']['p99']:.1f}, "
           f"served {out['ttft_ms']['served']['p50']:.1f}/{out['ttft_ms']['served']['p99']:.1f}; "
           f"added {out['ttft_added_ms']['p50']:.2f}/{out['ttft_added_ms']['p99']:.2f}")

@@ -160,10 +160,21 @@ class ServeApp:
         try:
             if answer.req.kind == "chat":
                 yield _sse(answer.chunk("", first=True))
+            pending = None
             while True:
-                kind, value = await job.events.get()
+                kind, value = pending or await job.events.get()
+                pending = None
                 if kind == "text":
-                    yield _sse(answer.chunk(value))
+                    # what piled up while the last chunk was sent goes out as one chunk: a client slower
+                    # than the engine costs fewer writes, never tokens
+                    parts = [value]
+                    while not job.events.empty():
+                        nxt = job.events.get_nowait()
+                        if nxt[0] != "text":
+                            pending = nxt
+                            break
+                        parts.append(nxt[1])
+                    yield _sse(answer.chunk("".join(parts)))
                 elif kind == "error":   # after the stream began: an error event, then the end
                     yield _sse(value.body())
                     break

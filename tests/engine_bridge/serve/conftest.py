@@ -20,7 +20,7 @@ def pair_config() -> EngineConfig:
     pair = reference_pair()
     if pair is None:
         pytest.fail("the reference pair resources/models/target.gguf + drafter.gguf is missing")
-    return EngineConfig(target=pair[0], draft=pair[1], n_ctx=1024, n_threads=2)
+    return EngineConfig(target=pair[0], draft=pair[1], n_ctx=1024, n_threads=1)
 
 
 @pytest.fixture(scope="session")

@@ -51,7 +51,7 @@ def test_cli_refuses_a_public_address_without_a_key(capsys, monkeypatch):
 
 def test_cli_refuses_a_missing_variant(capsys, tmp_path):
     target, draft = reference_pair()
-    assert main(["serve", "--target", str(target), "--draft", str(draft), "--port", "0", "--threads", "2",
+    assert main(["serve", "--target", str(target), "--draft", str(draft), "--port", "0", "--threads", "1",
                  "--variant", str(tmp_path / "nope.gguf")]) == 2
     err = capsys.readouterr().err
     assert "--variant" in err and "no such file" in err
@@ -71,7 +71,7 @@ def test_serve_command_serves_and_stops_on_ctrl_c():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop(KEY_ENV, None)
     proc = subprocess.Popen([sys.executable, "-m", "engine_bridge.cli", "serve", "--target", str(target),
-                             "--draft", str(draft), "--port", "0", "--n-ctx", "512", "--threads", "2"],
+                             "--draft", str(draft), "--port", "0", "--n-ctx", "512", "--threads", "1"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
