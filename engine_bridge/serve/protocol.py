@@ -198,8 +198,7 @@ def parse_request(kind: str, body, model_ids: tuple[str, ...], d: Defaults, lim:
                        param="model", code="model_not_found")
     messages = _messages(body) if kind == "chat" else None
     prompt = _prompt(body) if kind == "completion" else None
-    n = _number(body, "n", int, 1, 1)
-    del n
+    _number(body, "n", int, 1, 1)   # one choice per request: n other than 1 is a 400
     max_tokens = _number(body, "max_completion_tokens", int, 1)
     max_tokens = _number(body, "max_tokens", int, 1, default=max_tokens)
     temperature = _number(body, "temperature", float, 0, 2, d.temperature)
