@@ -41,7 +41,8 @@ EB_ALLOWED = {
     "models": {"common"},
     "bench": {"common", "runtime", "models"},
     "training": {"common", "runtime", "models"},
-    "cli": {"common", "runtime", "models", "bench", "training"},
+    "serve": {"common", "runtime", "models"},
+    "cli": {"common", "runtime", "models", "bench", "training", "serve"},
 }
 
 #: The pairing checks' imports of runtime, the only imports between runtime and models (never

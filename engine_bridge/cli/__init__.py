@@ -1,5 +1,5 @@
 """The ``dflash-studio`` command line: the dispatcher and one module per group of subcommands.
-dispatch (parser, ``main``, the hand-over to the app), engine (generate, doctor), calibrate, models, bench, train.
+dispatch (parser, ``main``, the hand-over to the app), engine (generate, doctor), calibrate, models, bench, train, serve.
 May import: every engine_bridge sub-package; app only by name, through dispatch's launcher; never Qt.
 """
 

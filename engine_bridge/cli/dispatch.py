@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "engine_bridge.models.registry_models",  # fetch-default
     "engine_bridge.cli.train",      # train-drafter
     "engine_bridge.cli.rpc",        # rpc-server, rpc-devices
+    "engine_bridge.cli.serve",      # serve
 )
 
 
