@@ -123,11 +123,13 @@ def check(target, drafter=None, adapters=(), kv: KVTypes | None = None, *, draft
         checks.append(_complete(t, "gguf_complete_target"))
         checks.append(_arch_known(t))
         checks.append(_dimensions(t, "target_dimensions"))
+        checks.append(_header_values(t, "header_values_target"))
         checks.append(_kv_types(t, kv, flash_attn, build, "kv_types_target"))
     if d is not None:
         checks.append(_drafter_role(d))
         checks.append(_complete(d, "gguf_complete_drafter"))
         checks.append(_dimensions(d, "drafter_dimensions"))
+        checks.append(_header_values(d, "header_values_drafter"))
         if t is not None:
             checks.append(_arch_feeds(t, build))
             checks.append(_hidden_size(t, d))
@@ -232,6 +234,15 @@ def _dimensions(m: ModelInfo, name: str) -> Check:
                                  f" head_dim {m.head_dim}, n_ff {m.n_ff}")
     return Check(name, FAIL, f"{_name(m)} metadata disagrees with its tensors: " + "; ".join(m.dim_mismatches),
                  "re-convert the model; llama.cpp would refuse the tensor shapes")
+
+
+def _header_values(m: ModelInfo, name: str) -> Check:
+    # A value outside llama.cpp's domain (a NaN or negative epsilon) aborts the whole process at
+    # the first decode, or computes garbage: refuse the file before it is loaded.
+    if not m.value_problems:
+        return Check(name, PASS, "header values within llama.cpp's domain")
+    return Check(name, FAIL, f"{_name(m)}: " + "; ".join(m.value_problems),
+                 "the file is damaged or was converted from a broken config.json; fetch or convert it again")
 
 
 def _kv_types(m: ModelInfo, kv: KVTypes | None, flash_attn: str, build: dict, name: str) -> Check:

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from gguf import GGUFValueType, GGUFWriter
 
-from . import dflash_names
+from . import dflash_names, header_values
 from .convert_quant import (FILE_TYPE, OUT_TYPES, ConversionError, copy_fields, encode, storage_type,
                             write_atomically)
 from .gguf_header import GGUFHeaderError, read_header
@@ -239,6 +239,8 @@ def convert_hf_drafter(hf_dir: str | os.PathLike, target: str | os.PathLike, out
     if scalars["dflash.final_logit_softcapping"] is not None and float(scalars["dflash.final_logit_softcapping"]) <= 0:
         scalars["dflash.final_logit_softcapping"] = None
 
+    _refuse_out_of_domain(cfg, thdr.fields.get(f"{tarch}.context_length"), dims, theta, eps, block, window, scalars)
+
     mapped: list[tuple[str, SafetensorsTensor]] = []
     for hf_name, t in tensors.items():
         g = dflash_names.hf_to_gguf(hf_name)
@@ -264,7 +266,7 @@ def convert_hf_drafter(hf_dir: str | os.PathLike, target: str | os.PathLike, out
         w.add_string("general.name", name or folder.name)
         w.add_uint32("general.file_type", FILE_TYPE[out_type])
         w.add_uint32("general.quantization_version", 2)   # GGML_QNT_VERSION, as every llama.cpp converter writes
-        w.add_uint32("dflash.context_length", int(cfg.get("max_position_embeddings") or thdr.fields.get(f"{tarch}.context_length") or 4096))
+        w.add_uint32("dflash.context_length", _context_length(cfg, thdr.fields.get(f"{tarch}.context_length")))
         w.add_uint32("dflash.embedding_length", dims["n_embd"])
         w.add_uint32("dflash.block_count", dims["n_layer"])
         w.add_uint32("dflash.feed_forward_length", dims["n_ff"])
@@ -310,3 +312,43 @@ def convert_hf_drafter(hf_dir: str | os.PathLike, target: str | os.PathLike, out
 
     path = write_atomically(out, fill, overwrite)
     return ConversionResult(path, len(mapped), notes)
+
+
+def _context_length(cfg: dict, target_ctx) -> int:
+    return int(cfg.get("max_position_embeddings") or target_ctx or 4096)
+
+
+def _refuse_out_of_domain(cfg: dict, target_ctx, dims: dict, theta, eps, block, window, scalars: dict) -> None:
+    """The values the drafter's header would carry, checked as the pairing checks check a file
+    (header_values): a NaN or negative epsilon written here aborts llama.cpp at the first decode."""
+    header = {
+        "dflash.embedding_length": dims["n_embd"], "dflash.block_count": dims["n_layer"],
+        "dflash.feed_forward_length": dims["n_ff"], "dflash.attention.head_count": dims["n_head"],
+        "dflash.attention.head_count_kv": dims["n_head_kv"], "dflash.attention.key_length": dims["head_dim"],
+        "dflash.rope.freq_base": theta, "dflash.attention.layer_norm_rms_epsilon": eps, "dflash.block_size": block,
+        **{k: v for k, v in scalars.items() if v is not None},
+    }
+    if window:
+        header["dflash.attention.sliding_window"] = window
+    try:
+        header["dflash.context_length"] = _context_length(cfg, target_ctx)
+    except (TypeError, ValueError, OverflowError):
+        header["dflash.context_length"] = cfg.get("max_position_embeddings")
+    bad = header_values.problems("dflash", header)
+    if bad:
+        raise ConversionError("config.json gives values llama.cpp cannot run: " + "; ".join(bad)
+                              + " (as config.json writes them: " + _hf_names(bad) + ")")
+
+
+def _hf_names(problems: list[str]) -> str:
+    hf = {"layer_norm_rms_epsilon": "rms_norm_eps", "freq_base": "rope_theta", "context_length": "max_position_embeddings",
+          "block_size": "block_size", "embedding_length": "hidden_size", "block_count": "num_hidden_layers",
+          "head_count_kv": "num_key_value_heads", "head_count": "num_attention_heads",
+          "feed_forward_length": "intermediate_size", "key_length": "head_dim", "logit_scale": "output_multiplier",
+          "embedding_scale": "input_embedding_scale", "final_logit_softcapping": "final_logit_softcapping",
+          "value_scale": "attention_value_scale"}
+    names = []
+    for p in problems:
+        key = p.split(" = ", 1)[0].rsplit(".", 1)[-1]
+        names.append(hf.get(key, key))
+    return ", ".join(dict.fromkeys(names))
