@@ -119,6 +119,7 @@ class ChatSession(QObject):
         self.qsettings.setValue(CONVERSATION_KEY, conversation_id)
         self.transcript.set_messages(self.store.messages(conversation_id))
         self.refresh_list()
+        self.show_store_notices()
         self.stateChanged.emit()
 
     def open_last(self) -> None:
@@ -127,6 +128,13 @@ class ChatSession(QObject):
         last = self.qsettings.value(CONVERSATION_KEY)
         if last is not None and int(last) in self.conversations.ids():
             self.open(int(last))
+        self.show_store_notices()
+
+    def show_store_notices(self) -> None:
+        """What the store had to do (moved a damaged file aside, skipped a row, opened read-only)."""
+        notes = self.store.take_notices()
+        if notes:
+            self.chat.show_status(" ".join(notes), error=True)
 
     def delete(self, conversation_id: int) -> None:
         if conversation_id == self.conversation_id:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sqlite3
+import tempfile
 import time
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
@@ -31,7 +33,9 @@ from ..common.errors import UnreadableModelError
 from .modelinfo import DRAFTER_ROLES, ROLE_LORA, ModelInfo, inspect_model, signature
 from ..common.resources import resource
 
-SCHEMA_VERSION = 1
+#: The cache's version (PRAGMA user_version; version 1 kept it only in ``meta``). 2: inspections
+#: carry ``value_problems`` (issue 32), so those cached before are dropped and made again.
+SCHEMA_VERSION = 2
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
@@ -45,6 +49,10 @@ CREATE TABLE IF NOT EXISTS variants (
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS made (path TEXT PRIMARY KEY, what TEXT NOT NULL, created_at REAL NOT NULL);
 """
+
+
+class _NewerCache(Exception):
+    pass
 
 
 @dataclass
@@ -111,9 +119,38 @@ class Library:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.db_path = self.data_dir / "library.sqlite"
         self.models_dir = self.data_dir / "models"
+        self.notices: list[str] = []     # what opening the cache had to do, for the user
+        self._open()
+
+    def _open(self) -> None:
+        """Migrates the cache forward. It is only a cache: one SQLite cannot read is moved aside (never
+        deleted) and rebuilt; one of a newer version is left alone and a private one used instead."""
+        try:
+            self._migrate()
+        except sqlite3.OperationalError:
+            raise                        # locked, I/O: not proof of damage
+        except sqlite3.DatabaseError as exc:
+            aside = sqlite_wal.move_aside(self.db_path)
+            self.notices.append(f"The library cache could not be read ({exc}); it was moved to {aside} and rebuilt.")
+            self._migrate()
+        except _NewerCache as exc:
+            self.db_path = Path(tempfile.mkdtemp(prefix="dflash-library-")) / "library.sqlite"
+            self.notices.append(f"{exc} It is left untouched; this session uses a fresh cache.")
+            self._migrate()
+
+    def _migrate(self) -> None:
         with self._db() as db:
+            sqlite_wal.quick_check(db)
+            version = sqlite_wal.version(db)
+            if version > SCHEMA_VERSION:
+                raise _NewerCache(f"The library cache {self.db_path} was written by a newer DFlash Studio "
+                                  f"(version {version}; this one reads up to {SCHEMA_VERSION}).")
             db.executescript(SCHEMA)
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            if version < 2:      # version 0/1 inspections lack value_problems: made again on demand
+                db.execute("DELETE FROM files")
+                db.execute("DELETE FROM pairs")
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     @contextmanager
     def _db(self):
