@@ -122,17 +122,25 @@ class ChatSession(QObject):
         self.show_store_notices()
         self.stateChanged.emit()
 
-    def open_last(self) -> None:
-        """Reopens the conversation that was open when the app last closed, if it still exists."""
+    def open_last(self, notes=()) -> None:
+        """Reopens the conversation that was open when the app last closed, if it still exists.
+        ``notes``: what else the window has to say at start (settings that were reset)."""
         self.refresh_list()
+        notes = list(notes)
         last = self.qsettings.value(CONVERSATION_KEY)
-        if last is not None and int(last) in self.conversations.ids():
-            self.open(int(last))
-        self.show_store_notices()
+        try:
+            last = None if last is None else int(last)
+        except (TypeError, ValueError):
+            notes.append(f"Settings reset: {CONVERSATION_KEY}: {str(last)[:40]!r} is not a conversation number.")
+            self.qsettings.remove(CONVERSATION_KEY)
+            last = None
+        if last is not None and last in self.conversations.ids():
+            self.open(last)
+        self.show_store_notices(notes)
 
-    def show_store_notices(self) -> None:
+    def show_store_notices(self, notes=()) -> None:
         """What the store had to do (moved a damaged file aside, skipped a row, opened read-only)."""
-        notes = self.store.take_notices()
+        notes = list(notes) + self.store.take_notices()
         if notes:
             self.chat.show_status(" ".join(notes), error=True)
 

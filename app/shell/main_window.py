@@ -66,7 +66,7 @@ class MainWindow(QMainWindow):
         if ICON.exists():
             self.setWindowIcon(QIcon(str(ICON)))
         self.qsettings = qsettings if qsettings is not None else open_settings()
-        self.settings = StudioSettings.load(self.qsettings)
+        self.settings, self.settings_resets = StudioSettings.load_checked(self.qsettings)
         self.store = store if store is not None else ConversationStore()
         self.tasks = TaskRunner(self)
         self.engine = EngineClient(self)
@@ -201,7 +201,8 @@ class MainWindow(QMainWindow):
         else:
             self.pairing.recheck()
             self.pairing.offer_demo(True)
-        self.session.open_last()
+        notes = [f"Settings reset: {'; '.join(self.settings_resets)}."] if self.settings_resets else []
+        self.session.open_last(notes)
         self._on_engine_state(self.engine.state)
 
     def show_page(self, page: QWidget) -> None:
