@@ -88,8 +88,13 @@ class ChatView(QWidget):
     def _send(self) -> None:
         text = self.input.toPlainText().strip()
         if text and self.send_button.isEnabled():
-            self.input.clear()
+            # the box is emptied by take_input() once the message is stored, never before: a
+            # refused send (no pair, a full disk, a read-only store) leaves the text where it was
             self.sendRequested.emit(text)
+
+    def take_input(self) -> None:
+        """The message was stored: empty the box for the next one."""
+        self.input.clear()
 
     def _on_highlight(self, on: bool) -> None:
         self.transcript.set_highlight(on)
