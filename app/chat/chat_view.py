@@ -51,6 +51,7 @@ class ChatView(QWidget):
         self.highlight_box.setToolTip("Green: the drafter proposed the token and the target accepted it. "
                                       "The underline colour changes at every step.")
         self.template_label = QLabel("", self, objectName="chatTemplateLabel")
+        self.template_label.setTextFormat(Qt.TextFormat.PlainText)
         self.template_label.setStyleSheet("color: #777;")
         self.template_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.status = QLabel(self, objectName="chatStatus")
