@@ -212,14 +212,16 @@ def cmd_generate(args) -> int:
     cancel = threading.Event()
     try:
         try:   # the chat template is the model's code: it may refuse, loop or blow up (ChatTemplateError)
-            prompt = eng.format_chat([{"role": "user", "content": prompt_text}]) if args.chat else prompt_text
-            prompt.encode("utf-8")
-        except EngineError as exc:
-            print(f"dflash-studio generate: {exc}", file=sys.stderr)
-            return EXIT_FAIL
-        except UnicodeEncodeError:
+            # only the template makes control tokens: <|im_end|> in the prompt stays text
+            prompt = eng.tokenize_chat([{"role": "user", "content": prompt_text}]) if args.chat else prompt_text
+            if isinstance(prompt, str):
+                prompt.encode("utf-8")
+        except UnicodeEncodeError:      # before ValueError, of which it is one
             print("dflash-studio generate: the chat template made text that is not valid UTF-8 (a lone surrogate)",
                   file=sys.stderr)
+            return EXIT_FAIL
+        except (EngineError, ValueError) as exc:
+            print(f"dflash-studio generate: {exc}", file=sys.stderr)
             return EXIT_FAIL
         stream = None if args.json else (lambda ev: (sys.stdout.write(ev.piece), sys.stdout.flush()))
         try:
