@@ -45,6 +45,7 @@ _DIMS = {
     "context_length": (1, 1 << 27),
     "vocab_size": (1, 1 << 24),
     "block_size": (1, 1 << 12),
+    "attention.sliding_window": (0, 1 << 27),
 }
 
 
