@@ -51,6 +51,14 @@ CREATE TABLE IF NOT EXISTS made (path TEXT PRIMARY KEY, what TEXT NOT NULL, crea
 """
 
 
+def _shown_path(p: Path) -> str:
+    """The resolved path where there is one (a symlink loop has none: its own path then)."""
+    try:
+        return str(p.resolve())
+    except (OSError, RuntimeError):
+        return str(p.absolute())
+
+
 class _NewerCache(Exception):
     pass
 
@@ -161,11 +169,12 @@ class Library:
     # -- files ------------------------------------------------------------------------------------
     def inspect(self, path: str | os.PathLike) -> ModelInfo:
         """The file's inspection, from the cache while size and mtime are unchanged."""
-        key = str(Path(path).resolve())
         try:
+            key = str(Path(path).resolve())
             size, mtime = signature(key)
-        except OSError as exc:
-            raise UnreadableModelError(f"{path}: {exc}", path) from exc
+        except (OSError, RuntimeError) as exc:   # RuntimeError: a symlink loop (Path.resolve before 3.13)
+            raise UnreadableModelError(f"{path}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}",
+                                       path) from exc
         with self._db() as db:
             row = db.execute("SELECT size, mtime_ns, info, error FROM files WHERE path = ?", (key,)).fetchone()
         if row and row[0] == size and row[1] == mtime:
@@ -205,7 +214,7 @@ class Library:
                     info = self.inspect(p)
                     found.append(LibraryFile(str(p.resolve()), info.role, info.arch, info.size_bytes, info))
                 except UnreadableModelError as exc:
-                    found.append(LibraryFile(str(p.resolve()), None, None, 0, None, str(exc)))
+                    found.append(LibraryFile(_shown_path(p), None, None, 0, None, str(exc)))
         return found
 
     def files(self, role: str | None = None) -> list[LibraryFile]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -212,3 +213,17 @@ def test_newer_cache_is_left_alone(tmp_path, models):
     assert lib.inspect(models["target"]).role == "target"
     assert any("newer" in n for n in lib.notices)
     assert (data / "library.sqlite").read_bytes() == before
+
+
+def test_a_symlink_loop_does_not_stop_the_scan(tmp_path, models):
+    """issue 32: one symlink loop aborted a whole `library scan`."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "good.gguf").write_bytes(models["target"].read_bytes())
+    (folder / "a.gguf").symlink_to(folder / "b.gguf")
+    (folder / "b.gguf").symlink_to(folder / "a.gguf")
+    (folder / "self.gguf").symlink_to(folder / "self.gguf")
+    found = {Path(f.path).name: f for f in Library(tmp_path / "data").scan(folder)}
+    assert found["good.gguf"].role == "target"
+    broken = [f for name, f in found.items() if name != "good.gguf"]
+    assert len(broken) == 3 and all(f.info is None and f.error for f in broken)
