@@ -315,6 +315,17 @@ class SettingsPanel(QScrollArea):
         self.variant.setEnabled(bool(s.drafter))
 
     # -- K/V availability -------------------------------------------------------------------------
+    def cap_context(self, tokens: int | None) -> None:
+        """Caps the context spin box at what memory holds for the chosen pair (None: the widget's
+        own range); the tooltip says why."""
+        top = INT_RANGES["n_ctx"][1]
+        cap = top if tokens is None else max(16, min(top, tokens))
+        self.n_ctx.setMaximum(cap)
+        base = "context size in tokens (0: the model's own length, capped by memory)"
+        self.n_ctx.setToolTip(base if cap == top else
+                              f"{base}; at most {cap:,} here: a larger KV cache and the weights would not fit "
+                              "in the memory available")
+
     def refresh_kv(self) -> None:
         """Disables the K/V types that cannot run with the current K (or V) choice, with reasons."""
         fa = self.flash_attn.currentData()

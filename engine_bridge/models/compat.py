@@ -260,6 +260,22 @@ def kv_cache_bytes(m: ModelInfo, n_ctx: int, kv: KVTypes) -> int:
     return per_layer * ((n_layer - sliding) * n_ctx + sliding * window)
 
 
+def context_that_fits(t: ModelInfo, d: ModelInfo | None, kv: KVTypes, draft_kv: KVTypes, free: int) -> int:
+    """The largest context whose KV caches (target and drafter) and weights fit in ``free`` bytes,
+    by the estimate ``kv_memory`` uses (the settings cap their spin box with it)."""
+    weights = t.size_bytes + (d.size_bytes if d is not None else 0)
+    cost = lambda n: kv_cache_bytes(t, n, kv) + (kv_cache_bytes(d, n, draft_kv) if d is not None else 0)
+    if cost(1) + weights > free:
+        return 0
+    lo, hi = 1, 1
+    while cost(hi) + weights <= free and hi < 1 << 40:   # the cost only grows with n: double, then bisect
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if cost(mid) + weights <= free else (lo, mid)
+    return lo
+
+
 def _kv_memory(t: ModelInfo, d: ModelInfo | None, n_ctx: int, kv: KVTypes, draft_kv: KVTypes) -> Check:
     # An explicit context is taken as asked; one far beyond memory made llama.cpp hold most of the
     # machine for a minute before failing. Weights count too: on CPU they live in the same memory.
@@ -273,8 +289,7 @@ def _kv_memory(t: ModelInfo, d: ModelInfo | None, n_ctx: int, kv: KVTypes, draft
     if free is None:
         return Check("kv_memory", PASS, f"{what} (available memory unknown)")
     if cache + weights > free:
-        per_token = cache / n_ctx if n_ctx else 0
-        fits = int(max(0, free - weights) / per_token) if per_token else 0
+        fits = context_that_fits(t, d, kv, draft_kv, free)
         return Check("kv_memory", FAIL, f"{what}, but only {gib(free)} of memory is available",
                      f"choose a context of at most about {fits:,} tokens (--n-ctx, Settings), or 0 for the "
                      "model's own capped by memory, or q8_0 K/V")

@@ -153,6 +153,8 @@ class Library:
             if version > SCHEMA_VERSION:
                 raise _NewerCache(f"The library cache {self.db_path} was written by a newer DFlash Studio "
                                   f"(version {version}; this one reads up to {SCHEMA_VERSION}).")
+            if version == SCHEMA_VERSION:
+                return           # nothing to write: opening stays a read (every inspection job opens one)
             db.executescript(SCHEMA)
             if version < 2:      # version 0/1 inspections lack value_problems: made again on demand
                 db.execute("DELETE FROM files")
