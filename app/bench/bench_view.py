@@ -38,6 +38,7 @@ from engine_bridge.bench.suites import builtin_names, load_suite
 from engine_bridge.runtime.config import EngineConfig
 
 from ..common.file_names import short_path
+from ..common.plain_text import plain, plain_tip
 from ..common.save_dialogs import ask_save_path
 from ..common.throttle import Throttle
 
@@ -104,6 +105,7 @@ class BenchView(QWidget):
     # -- layout -------------------------------------------------------------------------------------
     def _build(self) -> None:
         self.pair_label = QLabel("no pair chosen", objectName="benchPairLabel")
+        plain(self.pair_label)
         self.suite_combo = QComboBox(objectName="benchSuiteCombo")
         self.suite_combo.addItems(builtin_names() + [OTHER_SUITE])
         self.suite_combo.setCurrentText("code")
@@ -142,6 +144,7 @@ class BenchView(QWidget):
         self.cancel_button.clicked.connect(self.cancel)
         self.progress_bar = QProgressBar(objectName="benchProgress", minimum=0, maximum=1, value=0)
         self.status_label = QLabel("", objectName="benchStatus", wordWrap=True)
+        plain(self.status_label)
 
         self.plot = pg.PlotWidget(background="w")
         self.plot.setObjectName("benchPlot")
@@ -201,7 +204,7 @@ class BenchView(QWidget):
         self._pair = (Path(target_path), Path(draft_path), dict(engine_config_kwargs or {}))
         # the folder too: every shipped drafter is a drafter.gguf
         self.pair_label.setText(f"{short_path(target_path)} + {short_path(draft_path)}")
-        self.pair_label.setToolTip(f"{target_path}\n{draft_path}")
+        self.pair_label.setToolTip(plain_tip(f"{target_path}\n{draft_path}"))
         self._update_run_button()
 
     def set_check(self, report, target_path) -> None:

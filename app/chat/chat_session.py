@@ -16,7 +16,7 @@ from typing import Callable
 
 from PySide6.QtCore import QObject, QSettings, Signal, Slot
 
-from .conversations import ConversationStore, Message
+from .conversations import ConversationStore, Message, StoreError
 from ..common.throttle import Throttle
 from ..common.ui_budget import CpuBudget
 from .transcript import summary_line
@@ -52,6 +52,7 @@ class ChatSession(QObject):
         self._run: int | None = None
         self._live_saved_at = 0.0
         self._closed = False
+        self._unsaved = ""                  # why the streaming answer could not be stored, if it could not
         self._stream = Throttle(self._drain, parent=self)
         self.budget = CpuBudget()       # stretches the redraw intervals if drawing gets dear
         engine.channel.ready.connect(self._on_stream_ready)
@@ -67,11 +68,16 @@ class ChatSession(QObject):
         if self.engine.state != READY:
             self.chat.show_status("load a pair first (Pair tab)", error=True)
             return
-        if self.conversation_id is None:
-            self.conversation_id = self.store.create()
-            self.qsettings.setValue(CONVERSATION_KEY, self.conversation_id)
         msg = Message("user", text)
-        self.store.add(self.conversation_id, msg)       # committed before anything can go wrong
+        try:
+            if self.conversation_id is None:
+                self.conversation_id = self.store.create()
+                self.qsettings.setValue(CONVERSATION_KEY, self.conversation_id)
+            self.store.add(self.conversation_id, msg)       # committed before anything can go wrong
+        except StoreError as exc:
+            self.chat.show_status(f"Not sent: {exc}. Your message is still in the box.", error=True)
+            return
+        self.chat.take_input()
         self.transcript.append_message(msg)
         self.refresh_list()
         self._generate()
@@ -98,7 +104,7 @@ class ChatSession(QObject):
         if msgs and msgs[-1].role == "assistant":
             last = self.transcript.pop_message()
             if last.id is not None:
-                self.store.delete_message(last.id)
+                self._write(self.store.delete_message, last.id)
         if self.transcript.messages:
             self._generate()
 
@@ -119,14 +125,30 @@ class ChatSession(QObject):
         self.qsettings.setValue(CONVERSATION_KEY, conversation_id)
         self.transcript.set_messages(self.store.messages(conversation_id))
         self.refresh_list()
+        self.show_store_notices()
         self.stateChanged.emit()
 
-    def open_last(self) -> None:
-        """Reopens the conversation that was open when the app last closed, if it still exists."""
+    def open_last(self, notes=()) -> None:
+        """Reopens the conversation that was open when the app last closed, if it still exists.
+        ``notes``: what else the window has to say at start (settings that were reset)."""
         self.refresh_list()
+        notes = list(notes)
         last = self.qsettings.value(CONVERSATION_KEY)
-        if last is not None and int(last) in self.conversations.ids():
-            self.open(int(last))
+        try:
+            last = None if last is None else int(last)
+        except (TypeError, ValueError):
+            notes.append(f"Settings reset: {CONVERSATION_KEY}: {str(last)[:40]!r} is not a conversation number.")
+            self.qsettings.remove(CONVERSATION_KEY)
+            last = None
+        if last is not None and last in self.conversations.ids():
+            self.open(last)
+        self.show_store_notices(notes)
+
+    def show_store_notices(self, notes=()) -> None:
+        """What the store had to do (moved a damaged file aside, skipped a row, opened read-only)."""
+        notes = list(notes) + self.store.take_notices()
+        if notes:
+            self.chat.show_status(" ".join(notes), error=True)
 
     def delete(self, conversation_id: int) -> None:
         if conversation_id == self.conversation_id:
@@ -170,12 +192,22 @@ class ChatSession(QObject):
             return
         now = time.monotonic()
         if msg.id is None:
-            self.store.add(self.conversation_id, msg)
+            self._write(self.store.add, self.conversation_id, msg)
         elif force or now - self._live_saved_at >= LIVE_SAVE_S:
-            self.store.update(msg)
+            self._write(self.store.update, msg)
         else:
             return
         self._live_saved_at = now
+
+    def _write(self, fn, *args) -> bool:
+        """A store write while an answer streams or ends: a refusal is said, never raised into Qt."""
+        try:
+            fn(*args)
+            return True
+        except StoreError as exc:
+            self._unsaved = f"The answer is shown but not saved: {exc}."
+            self.chat.show_status(self._unsaved, error=True)
+            return False
 
     @Slot(int, object)
     def _on_generated(self, request_id: int, result) -> None:
@@ -188,15 +220,18 @@ class ChatSession(QObject):
         msg = self.transcript.end_assistant(summary)
         if msg is not None and self.conversation_id is not None:
             if msg.id is not None:
-                self.store.update(msg)                 # the final text, steps and summary
+                self._write(self.store.update, msg)    # the final text, steps and summary
             elif msg.tokens or result.summary.finish_reason != "cancelled":
-                self.store.add(self.conversation_id, msg)
+                self._write(self.store.add, self.conversation_id, msg)
             else:
                 self.transcript.pop_message()          # stopped before the first token
         s = result.summary
         note = f" — {s.budget_note}" if s.budget_note else ""
         note += f" — {s.auto_note}" if s.auto_note else ""
-        self.chat.show_status(f"{summary_line(summary)} · finish: {s.finish_reason}{note}")
+        line = f"{summary_line(summary)} · finish: {s.finish_reason}{note}"
+        if self._unsaved:
+            line, self._unsaved = f"{line} — {self._unsaved}", ""
+        self.chat.show_status(line, error=" not saved" in line)
         self.status.set_tok_per_s(s.tok_per_s)
         self.status.set_break_even(s.break_even_commit, s.break_even, s.break_even_label, s.mode)
         self.refresh_list()
@@ -213,7 +248,7 @@ class ChatSession(QObject):
             self.transcript.end_assistant(None)
             cut = self.transcript.pop_message()        # an answer cut by an error is not kept
             if cut is not None and cut.id is not None:
-                self.store.delete_message(cut.id)
+                self._write(self.store.delete_message, cut.id)
         hint = " Raise the context size in Settings, or start a new chat." if "Context" in type(exc).__name__ else ""
         self.chat.show_status(describe_error(exc) + hint, error=True)
         self.stateChanged.emit()

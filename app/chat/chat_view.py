@@ -51,10 +51,12 @@ class ChatView(QWidget):
         self.highlight_box.setToolTip("Green: the drafter proposed the token and the target accepted it. "
                                       "The underline colour changes at every step.")
         self.template_label = QLabel("", self, objectName="chatTemplateLabel")
+        self.template_label.setTextFormat(Qt.TextFormat.PlainText)
         self.template_label.setStyleSheet("color: #777;")
         self.template_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.status = QLabel(self, objectName="chatStatus")
         self.status.setWordWrap(True)
+        self.status.setTextFormat(Qt.TextFormat.PlainText)   # paths and errors are text, never markup
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
         top = QHBoxLayout()
@@ -87,8 +89,13 @@ class ChatView(QWidget):
     def _send(self) -> None:
         text = self.input.toPlainText().strip()
         if text and self.send_button.isEnabled():
-            self.input.clear()
+            # the box is emptied by take_input() once the message is stored, never before: a
+            # refused send (no pair, a full disk, a read-only store) leaves the text where it was
             self.sendRequested.emit(text)
+
+    def take_input(self) -> None:
+        """The message was stored: empty the box for the next one."""
+        self.input.clear()
 
     def _on_highlight(self, on: bool) -> None:
         self.transcript.set_highlight(on)

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QGroupBox, QHB
 
 from ..shell.status_bar import human_bytes
 from ..common.file_names import distinct_labels, short_path
+from ..common.plain_text import plain
 from ..common.tasks import Job, TaskRunner
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
@@ -50,6 +51,7 @@ class DownloadRow(QWidget):
         self.bar = QProgressBar(self, objectName="downloadProgress")
         self.bar.setRange(0, 0)
         self.state = QLabel("starting…", self, objectName="downloadState")
+        plain(self.name, self.state)   # Hub names are text, never markup
         self.cancel_button = QPushButton("Cancel", self, objectName="cancelDownloadButton")
         self.resume_button = QPushButton("Resume", self, objectName="resumeDownloadButton")
         self.resume_button.hide()
@@ -97,6 +99,7 @@ class ModelBrowser(QWidget):
         self.tabs.addTab(self._catalog_page(), "Catalog")
         self.tabs.addTab(self._hub_page(), "Hub")
         self.message = QLabel("", self, objectName="browserMessage")
+        plain(self.message)
         self.message.setWordWrap(True)
         downloads = QGroupBox("Downloads", self)
         self.downloads_box = QWidget(downloads, objectName="downloadsList")

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QMenu, 
 
 from .compat_view import CompatReportView
 from ..common.file_names import short_path
+from ..common.plain_text import plain, plain_tip
 from ..common.tasks import TaskRunner
 
 
@@ -61,6 +62,7 @@ class ElidedLabel(QLabel):
 
     def __init__(self, text: str = "", parent=None, objectName: str = ""):
         super().__init__(parent, objectName=objectName)
+        self.setTextFormat(Qt.TextFormat.PlainText)   # paths are text, never markup
         self._full = text
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.setMinimumWidth(40)
@@ -108,6 +110,7 @@ class ModelSlot(QFrame):
         self.facts = QLabel("", self, objectName=f"{role}Facts")
         self.facts.setWordWrap(True)
         self.facts.setStyleSheet("color: #555;")
+        plain(self.loaded_label, self.facts)      # file and model names are text, never markup
         self.facts.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.browse = QPushButton("File…", self, objectName=f"{role}BrowseButton")
         self.folder = QPushButton("Folder…", self, objectName=f"{role}FolderButton")
@@ -134,7 +137,7 @@ class ModelSlot(QFrame):
         self.info = None
         self.set_loaded(self.loaded_path)
         self.path_label.setText(path or "drop a GGUF file or a Hugging Face folder here")
-        self.path_label.setToolTip(path)
+        self.path_label.setToolTip(plain_tip(path))
         self.facts.setText("reading…" if path else "")
 
     def set_loaded(self, path: str) -> None:
@@ -149,7 +152,7 @@ class ModelSlot(QFrame):
             what = "a variant of the file above" if self.role == "drafter" and self.path else "not the file above"
             text = f"loaded: {short_path(path)} ({what})"
         self.loaded_label.setText(text)
-        self.loaded_label.setToolTip(path)
+        self.loaded_label.setToolTip(plain_tip(path))
         self.loaded_label.show()
 
     def set_facts(self, text: str, error: bool = False) -> None:
@@ -235,6 +238,7 @@ class PairingPanel(QWidget):
         self.progress.setMaximumHeight(8)
         self.progress.hide()
         self.message = QLabel("", self, objectName="pairingMessage")
+        plain(self.message)
         self.message.setWordWrap(True)
         self.message.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -352,7 +356,7 @@ class PairingPanel(QWidget):
             menu.addAction("The library has no models of this kind yet").setEnabled(False)
         for label, path in entries:
             act = menu.addAction(label)
-            act.setToolTip(path)
+            act.setToolTip(plain_tip(path))
             act.triggered.connect(lambda checked=False, p=path, s=slot: self.assign([p], s.role))
         menu.exec(slot.library.mapToGlobal(slot.library.rect().bottomLeft()))
 

@@ -10,16 +10,40 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from PySide6.QtCore import QSettings
 
-from engine_bridge.common.placement import Placement
-from engine_bridge.runtime.config import EngineConfig, GenerationSettings, KVTypes
+from engine_bridge.common.placement import MAX_DEVICES, Placement
+from engine_bridge.runtime.config import KV_TYPES, EngineConfig, GenerationSettings, KVTypes
 
 ORGANIZATION = "DFlashStudio"
 APPLICATION = "DFlash Studio"
+
+# What each field may hold: the settings panel's widgets take their ranges and choices from here,
+# and load() holds a hand-edited file to them, so a value the panel cannot show never reaches it.
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "n_ctx": (0, 1 << 20),
+    "n_gpu_layers": (-1, 1000),
+    "main_gpu": (0, MAX_DEVICES - 1),
+    "draft_gpu": (-1, MAX_DEVICES - 1),
+    "budget": (1, 256),
+    "top_k": (0, 1000),
+    "max_tokens": (1, 65536),
+    "seed": (0, 2**31 - 1),
+}
+FLOAT_RANGES: dict[str, tuple[float, float]] = {
+    "temperature": (0.0, 2.0),
+    "top_p": (0.0, 1.0),
+}
+CHOICES: dict[str, tuple[str, ...]] = {
+    "flash_attn": ("auto", "on", "off"),
+    "target_k": KV_TYPES, "target_v": KV_TYPES, "draft_k": KV_TYPES, "draft_v": KV_TYPES,
+    "split_mode": ("layer", "row", "none"),
+    "mode": ("chain", "tree", "ar", "auto"),
+}
 
 
 def open_settings(path: str | Path | None = None) -> QSettings:
@@ -108,7 +132,15 @@ class StudioSettings:
     # -- persistence ------------------------------------------------------------------------------
     @classmethod
     def load(cls, qs: QSettings) -> "StudioSettings":
+        return cls.load_checked(qs)[0]
+
+    @classmethod
+    def load_checked(cls, qs: QSettings) -> tuple["StudioSettings", list[str]]:
+        """The settings, every field held to what its widget can show, and one line per field that
+        was not kept as written ("n_ctx: 999999999999 is above 1048576; 1048576 used"). A hand-edited
+        or older file never stops the app."""
         out = cls()
+        resets: list[str] = []
         for f in dataclasses.fields(cls):
             key = f"studio/{f.name}"
             if not qs.contains(key):
@@ -116,10 +148,13 @@ class StudioSettings:
             raw = qs.value(key)
             default = getattr(out, f.name)
             try:
-                setattr(out, f.name, _decode(raw, default))
-            except (TypeError, ValueError):
-                pass   # a hand-edited or older value: keep the default rather than fail to start
-        return out
+                value, note = _checked(f.name, _decode(raw, default))
+            except (TypeError, ValueError, OverflowError) as exc:
+                value, note = default, f"{_shown(raw)} is not valid ({exc}); the default {default!r} used"
+            setattr(out, f.name, value)
+            if note:
+                resets.append(f"{f.name}: {note}")
+        return out, resets
 
     def save(self, qs: QSettings) -> None:
         for f in dataclasses.fields(self):
@@ -129,19 +164,57 @@ class StudioSettings:
 
 
 def _decode(raw, default):
-    """QSettings' ini backend returns strings; convert back to the field's type."""
+    """QSettings' ini backend returns strings; convert back to the field's type (ValueError when the
+    text is not of it)."""
     if isinstance(default, bool):
-        return raw if isinstance(raw, bool) else str(raw).lower() in ("true", "1", "yes")
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text not in ("true", "1", "yes", "false", "0", "no"):
+            raise ValueError("not true or false")
+        return text in ("true", "1", "yes")
     if isinstance(default, int):
+        if isinstance(raw, str) and not raw.strip().lstrip("+-").isdigit():
+            raise ValueError("not an integer")
         return int(raw)
     if isinstance(default, float):
-        return float(raw)
+        value = float(raw)
+        if not math.isfinite(value):
+            raise ValueError("not a finite number")
+        return value
     if isinstance(default, list):
         value = json.loads(raw) if isinstance(raw, str) else raw
         if not isinstance(value, list):
             raise ValueError("not a list")
         return value
+    if isinstance(raw, (list, dict)):
+        raise ValueError("not text")
     return "" if raw is None else str(raw)
+
+
+def _checked(name: str, value):
+    """(value held to the field's range or choices, a note when it changed)."""
+    if name in INT_RANGES or name in FLOAT_RANGES:
+        lo, hi = INT_RANGES.get(name) or FLOAT_RANGES[name]
+        if value < lo:
+            return lo, f"{value} is below {lo}; {lo} used"
+        if value > hi:
+            return hi, f"{value} is above {hi}; {hi} used"
+        return value, None
+    if name in CHOICES and value not in CHOICES[name]:
+        raise ValueError(f"not one of {', '.join(CHOICES[name])}")
+    if name == "adapters":
+        for entry in value:
+            if (not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str)
+                    or isinstance(entry[1], bool) or not isinstance(entry[1], (int, float))
+                    or not math.isfinite(entry[1])):
+                raise ValueError(f"{entry!r} is not [path, scale]")
+    return value, None
+
+
+def _shown(raw) -> str:
+    text = repr(raw)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 #: EngineConfig fields that swap_drafter / set_adapters change without reloading the target.

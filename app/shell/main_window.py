@@ -66,7 +66,7 @@ class MainWindow(QMainWindow):
         if ICON.exists():
             self.setWindowIcon(QIcon(str(ICON)))
         self.qsettings = qsettings if qsettings is not None else open_settings()
-        self.settings = StudioSettings.load(self.qsettings)
+        self.settings, self.settings_resets = StudioSettings.load_checked(self.qsettings)
         self.store = store if store is not None else ConversationStore()
         self.tasks = TaskRunner(self)
         self.engine = EngineClient(self)
@@ -201,7 +201,8 @@ class MainWindow(QMainWindow):
         else:
             self.pairing.recheck()
             self.pairing.offer_demo(True)
-        self.session.open_last()
+        notes = [f"Settings reset: {'; '.join(self.settings_resets)}."] if self.settings_resets else []
+        self.session.open_last(notes)
         self._on_engine_state(self.engine.state)
 
     def show_page(self, page: QWidget) -> None:
@@ -268,6 +269,8 @@ class MainWindow(QMainWindow):
     def _on_models_inspected(self, target_info, drafter_info) -> None:
         self.advisor.set_models(target_info, drafter_info)
         self.settings_panel.refresh_kv()
+        self.settings_panel.cap_context(_context_cap(target_info, drafter_info, self.settings,
+                                                     bool(self.settings_panel.gpu_source())))
 
     def _on_report(self, report) -> None:
         if self._closed:
@@ -456,3 +459,22 @@ class MainWindow(QMainWindow):
         self.session.close()           # the generation stopped with the thread: keep what it committed
         self.tasks.shutdown()
         self.store.close()
+
+
+def _context_cap(target_info, drafter_info, settings, on_gpu: bool) -> int | None:
+    """The largest context the chosen pair's KV caches and weights leave room for in this machine's
+    memory (the pairing check kv_memory's estimate); None on GPUs (split_fits judges VRAM there) or
+    where a model or the memory cannot be read."""
+    from engine_bridge.common.memory import available_memory
+    from engine_bridge.models.compat import context_that_fits
+    from engine_bridge.runtime.config import KVTypes
+
+    free = available_memory()
+    if on_gpu or free is None or target_info is None or target_info.format != "gguf":
+        return None
+    drafter = drafter_info if drafter_info is not None and drafter_info.format == "gguf" else None
+    try:
+        return context_that_fits(target_info, drafter, KVTypes(settings.target_k, settings.target_v),
+                                 KVTypes(settings.draft_k, settings.draft_v), free)
+    except (KeyError, ValueError):      # a K/V type the estimate does not know: no cap
+        return None

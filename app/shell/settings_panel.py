@@ -21,10 +21,10 @@ from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QFrame, QGroupBox, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
 
-from engine_bridge.common.placement import MAX_DEVICES, Placement
+from engine_bridge.common.placement import Placement
 from engine_bridge.runtime.config import KV_TYPES, EngineConfig
 
-from .app_settings import StudioSettings
+from .app_settings import FLOAT_RANGES, INT_RANGES, StudioSettings
 
 MODE_LABELS = {"chain": "chain (DFlash)", "tree": "tree (DFlash)", "ar": "autoregressive (target only)",
                "auto": "auto (fastest here: AR, chain or tree)"}
@@ -84,12 +84,12 @@ class SettingsPanel(QScrollArea):
         self.mode.setToolTip("How drafts are verified. Tree verification appears here once the engine supports it.\n"
                              "auto measures what a step costs on this machine (a few seconds, once per pair) and "
                              "picks AR, chain or tree and the budget that is fastest with this pair's acceptance.")
-        self.budget = _spin(gen, "budgetSpin", 1, 256, "draft tokens per step (chain); node budget (tree)")
-        self.temperature = _dspin(gen, "temperatureSpin", 0.0, 2.0, 0.05, 2, "0 = greedy")
-        self.top_k = _spin(gen, "topKSpin", 0, 1000, "0 = off")
-        self.top_p = _dspin(gen, "topPSpin", 0.0, 1.0, 0.05, 2, "1 = off")
-        self.max_tokens = _spin(gen, "maxTokensSpin", 1, 65536, "longest answer, in tokens")
-        self.seed = _spin(gen, "seedSpin", 0, 2**31 - 1, "sampling seed (temperature > 0)")
+        self.budget = _spin(gen, "budgetSpin", *INT_RANGES["budget"], "draft tokens per step (chain); node budget (tree)")
+        self.temperature = _dspin(gen, "temperatureSpin", *FLOAT_RANGES["temperature"], 0.05, 2, "0 = greedy")
+        self.top_k = _spin(gen, "topKSpin", *INT_RANGES["top_k"], "0 = off")
+        self.top_p = _dspin(gen, "topPSpin", *FLOAT_RANGES["top_p"], 0.05, 2, "1 = off")
+        self.max_tokens = _spin(gen, "maxTokensSpin", *INT_RANGES["max_tokens"], "longest answer, in tokens")
+        self.seed = _spin(gen, "seedSpin", *INT_RANGES["seed"], "sampling seed (temperature > 0)")
         gf.addRow("Verify mode", self.mode)
         gf.addRow("Budget", self.budget)
         gf.addRow("Temperature", self.temperature)
@@ -101,11 +101,11 @@ class SettingsPanel(QScrollArea):
         # -- loading
         load = QGroupBox("Loading (a change needs a reload)", body)
         lf = QFormLayout(load)
-        self.n_ctx = _spin(load, "nCtxSpin", 0, 1 << 20, "context size in tokens (0: the model's own length, "
+        self.n_ctx = _spin(load, "nCtxSpin", *INT_RANGES["n_ctx"], "context size in tokens (0: the model's own length, "
                            "capped by memory)")
         self.n_ctx.setSpecialValueText("model's own")
         self.n_ctx.setSingleStep(1024)
-        self.gpu_layers = _spin(load, "gpuLayersSpin", -1, 1000, "-1 = all layers (ignored by CPU builds)")
+        self.gpu_layers = _spin(load, "gpuLayersSpin", *INT_RANGES["n_gpu_layers"], "-1 = all layers (ignored by CPU builds)")
         self.flash_attn = QComboBox(load, objectName="flashAttnCombo")
         for fa in ("auto", "on", "off"):
             self.flash_attn.addItem(fa, fa)
@@ -134,8 +134,8 @@ class SettingsPanel(QScrollArea):
         self.tensor_split = QLineEdit(gpu, objectName="tensorSplitEdit")
         self.tensor_split.setPlaceholderText("by free memory")
         self.tensor_split.setToolTip("share of the target's layers (or rows) per GPU, e.g. 3,1")
-        self.main_gpu = _spin(gpu, "mainGpuSpin", 0, MAX_DEVICES - 1, "split none: the GPU; row: the GPU for the rest")
-        self.draft_gpu = _spin(gpu, "draftGpuSpin", -1, MAX_DEVICES - 1,
+        self.main_gpu = _spin(gpu, "mainGpuSpin", *INT_RANGES["main_gpu"], "split none: the GPU; row: the GPU for the rest")
+        self.draft_gpu = _spin(gpu, "draftGpuSpin", *INT_RANGES["draft_gpu"],
                                "the drafter's GPU; -1: the one holding the target's output (its features come from there)")
         self.draft_gpu.setSpecialValueText("beside the target's output")
         self.rpc_edit = QLineEdit(gpu, objectName="rpcServersEdit")
@@ -315,6 +315,17 @@ class SettingsPanel(QScrollArea):
         self.variant.setEnabled(bool(s.drafter))
 
     # -- K/V availability -------------------------------------------------------------------------
+    def cap_context(self, tokens: int | None) -> None:
+        """Caps the context spin box at what memory holds for the chosen pair (None: the widget's
+        own range); the tooltip says why."""
+        top = INT_RANGES["n_ctx"][1]
+        cap = top if tokens is None else max(16, min(top, tokens))
+        self.n_ctx.setMaximum(cap)
+        base = "context size in tokens (0: the model's own length, capped by memory)"
+        self.n_ctx.setToolTip(base if cap == top else
+                              f"{base}; at most {cap:,} here: a larger KV cache and the weights would not fit "
+                              "in the memory available")
+
     def refresh_kv(self) -> None:
         """Disables the K/V types that cannot run with the current K (or V) choice, with reasons."""
         fa = self.flash_attn.currentData()

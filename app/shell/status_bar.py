@@ -7,6 +7,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel, QPushButton, QStatusBar
 
 from ..common.file_names import short_path
+from ..common.plain_text import plain, plain_tip
 
 
 def backend_text() -> str:
@@ -49,6 +50,7 @@ class StudioStatusBar(QStatusBar):
         self.speed = QLabel("– tok/s", self, objectName="statusTokPerS")
         self.memory = QLabel("", self, objectName="statusMemory")
         self.break_even = QLabel("", self, objectName="statusBreakEven")
+        plain(self.backend, self.pair, self.break_even)   # file and model names are text
         # fixed widths for the live figures: a label that resized on every update would re-layout the bar
         self.speed.setMinimumWidth(90)
         self.memory.setMinimumWidth(90)
@@ -73,7 +75,7 @@ class StudioStatusBar(QStatusBar):
         # folder/name: a swapped variant or another folder's drafter.gguf reads differently
         text = short_path(target) + (f" + {short_path(drafter)}" if drafter else " (no drafter)")
         self.pair.setText(text)
-        self.pair.setToolTip(f"target: {target}\ndrafter: {drafter or '—'}")
+        self.pair.setToolTip(plain_tip(f"target: {target}\ndrafter: {drafter or '—'}"))
 
     def set_tok_per_s(self, value: float) -> None:
         self.speed.setText(f"{value:.1f} tok/s")

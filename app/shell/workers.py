@@ -104,7 +104,8 @@ class EngineWorker(QObject):
         try:
             if self.engine is None:
                 raise RuntimeError("no pair is loaded")
-            prompt = self.engine.format_chat(list(req.messages)) if req.messages else req.prompt
+            # only the template makes control tokens: a message holding <|im_end|> stays text
+            prompt = self.engine.tokenize_chat(list(req.messages)) if req.messages else req.prompt
             res = self.engine.generate(prompt, req.settings, on_token=self._channel.push_token,
                                        on_step=self._channel.push_step, cancel=req.cancel)
         except Exception as exc:  # noqa: BLE001

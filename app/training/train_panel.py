@@ -26,6 +26,7 @@ from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, Signal, Slot
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPlainTextEdit,
                                QProgressBar, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
+from ..common.plain_text import plain, plain_tip
 from ..common.throttle import Throttle
 
 #: the loss curve redraws at most 5 times a second (the live plots' rate; training steps may come faster)
@@ -250,6 +251,7 @@ class TrainPanel(QWidget):
         self.progress_bar = QProgressBar(objectName="trainProgress", minimum=0, maximum=1, value=0)
         self.stage_label = QLabel("", objectName="trainStage")
         self.status_label = QLabel("", objectName="trainStatus", wordWrap=True)
+        plain(self.stage_label, self.status_label)
         self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
         self.plot = pg.PlotWidget(background="w")
@@ -286,7 +288,7 @@ class TrainPanel(QWidget):
         """The loaded/chosen pair's target, offered by a button (and filled in when the field is empty)."""
         self._current_target = path or ""
         self.current_button.setEnabled(bool(path))
-        self.current_button.setToolTip(path or "no pair chosen")
+        self.current_button.setToolTip(plain_tip(path or "no pair chosen"))
         if path and not self.target_edit.text():
             self.target_edit.setText(path)
 

@@ -6,6 +6,7 @@ page from those tables. Neither imports the other's way round: this module is wh
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .report import to_csv, to_json, to_markdown
@@ -19,7 +20,28 @@ def write_report(report: dict, *, json_path=None, csv_path=None, md_path=None, h
         if not path:
             continue
         p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(render(report), encoding="utf-8")
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomically(p, render(report))
+        except OSError as exc:     # named by the report's path, whatever part of it failed
+            why = exc.strerror or str(exc)
+            if exc.filename and str(exc.filename) != str(p):
+                why += f" ({exc.filename})"
+            raise OSError(exc.errno, why, str(p)) from exc
         written.append(p)
     return written
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Through a temporary file beside it and a rename: a full disk leaves the old report whole and
+    no half-written one behind."""
+    tmp = path.with_name(f".{path.name}.part")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()

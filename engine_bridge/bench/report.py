@@ -451,27 +451,46 @@ def _csv_cell(v) -> str:
         return repr(v)
     if isinstance(v, list):
         return ";".join(repr(x) for x in v)
-    return str(v)
+    text = str(v)
+    if isinstance(v, str) and text[:1] in CSV_FORMULA_STARTS:
+        # a spreadsheet would run it as a formula (a label, a path from the Hub): a leading quote
+        # makes it text, as OWASP's CSV-injection advice says
+        return "'" + text
+    return text
 
 
-def md_table(headers: list[str], rows: list[list[str]]) -> str:
-    esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
+#: First characters that make a spreadsheet treat a cell as a formula.
+CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def md_text(value) -> str:
+    """``value`` with no HTML tag left in it ("<" written as "&lt;"): Markdown renderers pass raw
+    HTML through, and a path or label may hold some."""
+    return str(value).replace("<", "&lt;")
+
+
+def md_table(headers: list[str], rows: list[list[str]], escape_html: bool = False) -> str:
+    """A Markdown table; ``escape_html`` for a Markdown file (a renderer would run raw HTML from a
+    path), off for the terminal."""
+    esc = lambda s: (md_text(s) if escape_html else str(s)).replace("|", "\\|").replace("\n", " ")
     out = ["| " + " | ".join(esc(h) for h in headers) + " |", "|" + "---|" * len(headers)]
     out += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
     return "\n".join(out)
 
 
 def to_markdown(report: dict) -> str:
+    # every text from outside (paths, labels, notes) is HTML-escaped: Markdown renderers pass raw HTML
+    esc = md_text
     parts = ["# DFlash Studio bench", ""]
-    parts += [f"- **{k}**: {v}" for k, v in context_lines(report)]
-    parts += ["", "## Results", "", md_table(*summary_table(report)), ""]
-    notes = [f"- {r['id']}: {n}" for r in report["rows"] for n in r["notes"]]
+    parts += [f"- **{k}**: {esc(v)}" for k, v in context_lines(report)]
+    parts += ["", "## Results", "", md_table(*summary_table(report), escape_html=True), ""]
+    notes = [f"- {esc(r['id'])}: {esc(n)}" for r in report["rows"] for n in r["notes"]]
     if notes:
         parts += ["Notes:", ""] + notes + [""]
     advice = advice_lines(report)
     if advice:
-        parts += ["## Does speculation pay?", ""] + [f"- {a}" for a in advice] + [""]
-    parts += ["## Step phases (mean per step)", "", md_table(*phase_table(report)), ""]
-    parts += ["## Per prompt", "", md_table(*prompt_table(report)), ""]
+        parts += ["## Does speculation pay?", ""] + [f"- {esc(a)}" for a in advice] + [""]
+    parts += ["## Step phases (mean per step)", "", md_table(*phase_table(report), escape_html=True), ""]
+    parts += ["## Per prompt", "", md_table(*prompt_table(report), escape_html=True), ""]
     return "\n".join(parts)
 

@@ -144,9 +144,14 @@ def run(args) -> int:
             print(f"note {r['id']}: {n}")
     for line in advice_lines(report):      # break-even per row and the advice
         print(line)
-    for path in write_report(report, json_path=args.json_path, csv_path=args.csv_path, md_path=args.md_path,
-                             html_path=args.html_path):
-        print(f"wrote {path}", file=sys.stderr)
+    try:
+        for path in write_report(report, json_path=args.json_path, csv_path=args.csv_path, md_path=args.md_path,
+                                 html_path=args.html_path):
+            print(f"wrote {path}", file=sys.stderr)
+    except OSError as exc:      # a full disk, a folder that cannot be written: the tables above stand
+        print(f"dflash-studio bench: could not write {exc.filename or 'a report'}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return EXIT_FAIL
     if result.cancelled:
         return EXIT_CANCELLED
     if all(r["status"] == "failed" for r in report["rows"]):

@@ -65,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except OSError as exc:
+        # a full disk, a folder that cannot be written, a file that vanished: one line, not a traceback
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"dflash-studio {args.command}: could not read or write{where}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
 
 
 def _start_app(args) -> int:

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from ..common.placement import SPLIT_MODES, Placement
-from ..runtime.config import KV_TYPES, MODES, EngineConfig, GenerationSettings, KVTypes
+from ..runtime.config import KV_TYPES, MODES, THREADS_PER_CORE, EngineConfig, GenerationSettings, KVTypes, thread_cap
 
 EXIT_OK, EXIT_FAIL, EXIT_UNREADABLE = 0, 1, 2
 
@@ -139,6 +139,11 @@ def config_from_args(args) -> EngineConfig:
     for spec in args.adapter:
         path, _, scale = spec.partition(":")
         adapters.append((path, float(scale) if scale else 1.0))
+    threads = args.threads
+    if threads is not None and threads > thread_cap():
+        print(f"dflash-studio: --threads {threads}: capped at {thread_cap()} ({THREADS_PER_CORE} per core)",
+              file=sys.stderr)
+        threads = thread_cap()
     tkv = KVTypes(args.kv_k, args.kv_v)
     dkv = KVTypes(args.draft_kv_k or args.kv_k, args.draft_kv_v or args.kv_v)
     tpl, dpl = placements_from_args(args)
@@ -146,7 +151,7 @@ def config_from_args(args) -> EngineConfig:
 
     return EngineConfig(target=target, draft=draft, n_ctx=args.n_ctx, n_gpu_layers=args.ngl,
                         draft_n_gpu_layers=args.ngl, flash_attn=args.flash_attn, target_kv=tkv,
-                        draft_kv=dkv, adapters=tuple(adapters), n_threads=args.threads,
+                        draft_kv=dkv, adapters=tuple(adapters), n_threads=threads,
                         target_placement=tpl, draft_placement=dpl,
                         rpc_servers=parse_endpoints(getattr(args, "rpc", None)))
 
@@ -173,9 +178,17 @@ def read_prompt(args, stdin=None) -> str:
         except UnicodeDecodeError:
             raise ValueError("--prompt -: standard input is not UTF-8 text") from None
     else:
-        return args.prompt
+        text = args.prompt
+        try:   # bytes that are not UTF-8 reach Python as lone surrogates
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"--prompt is not valid UTF-8 text (a byte at character {exc.start} is not); "
+                             "use --prompt-file for text in another encoding after converting it") from None
+        if not text.strip():
+            raise ValueError("the prompt is empty" + (" (only whitespace)" if text else ""))
+        return text
     text = text[:-1] if text.endswith("\n") else text
-    if not text:
+    if not text.strip():
         raise ValueError("the prompt is empty" + (f" ({args.prompt_file})" if args.prompt_file else " (standard input)"))
     return text
 
@@ -199,8 +212,15 @@ def cmd_generate(args) -> int:
     cancel = threading.Event()
     try:
         try:   # the chat template is the model's code: it may refuse, loop or blow up (ChatTemplateError)
-            prompt = eng.format_chat([{"role": "user", "content": prompt_text}]) if args.chat else prompt_text
-        except EngineError as exc:
+            # only the template makes control tokens: <|im_end|> in the prompt stays text
+            prompt = eng.tokenize_chat([{"role": "user", "content": prompt_text}]) if args.chat else prompt_text
+            if isinstance(prompt, str):
+                prompt.encode("utf-8")
+        except UnicodeEncodeError:      # before ValueError, of which it is one
+            print("dflash-studio generate: the chat template made text that is not valid UTF-8 (a lone surrogate)",
+                  file=sys.stderr)
+            return EXIT_FAIL
+        except (EngineError, ValueError) as exc:
             print(f"dflash-studio generate: {exc}", file=sys.stderr)
             return EXIT_FAIL
         stream = None if args.json else (lambda ev: (sys.stdout.write(ev.piece), sys.stdout.flush()))

@@ -253,6 +253,8 @@ def cmd_library(args) -> int:
     from ..models.library import Library
 
     lib = Library()
+    for note in lib.notices:
+        print(note, file=sys.stderr)
     if args.action == "catalog":
         entries = lib.catalog()
         if args.json:

@@ -35,3 +35,31 @@ def connect(path: str | os.PathLike, timeout: float = BUSY_TIMEOUT_S, **kwargs) 
         db.close()
         raise
     return db
+
+
+def quick_check(db: sqlite3.Connection) -> None:
+    """Raises sqlite3.DatabaseError when SQLite's quick check finds the file damaged (a truncated or
+    overwritten store can open and fail only later, page by page)."""
+    rows = [r[0] for r in db.execute("PRAGMA quick_check").fetchall()]
+    if rows != ["ok"]:
+        raise sqlite3.DatabaseError("damaged: " + "; ".join(str(r) for r in rows[:3]))
+
+
+def version(db: sqlite3.Connection) -> int:
+    """The store's version: SQLite's user_version."""
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def move_aside(path: str | os.PathLike) -> str:
+    """Renames an unreadable store, with its -wal and -shm files, to ``<name>.unreadable-<time>``
+    beside it; never deletes it. Returns the new path. OSError when it cannot be renamed."""
+    path = os.fspath(path)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside, n = f"{path}.unreadable-{stamp}", 1
+    while os.path.exists(aside):
+        aside, n = f"{path}.unreadable-{stamp}-{n}", n + 1
+    os.replace(path, aside)
+    for suffix in ("-wal", "-shm"):         # the journal belongs to the moved file
+        if os.path.exists(path + suffix):
+            os.replace(path + suffix, aside + suffix)
+    return aside

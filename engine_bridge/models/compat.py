@@ -123,11 +123,13 @@ def check(target, drafter=None, adapters=(), kv: KVTypes | None = None, *, draft
         checks.append(_complete(t, "gguf_complete_target"))
         checks.append(_arch_known(t))
         checks.append(_dimensions(t, "target_dimensions"))
+        checks.append(_header_values(t, "header_values_target"))
         checks.append(_kv_types(t, kv, flash_attn, build, "kv_types_target"))
     if d is not None:
         checks.append(_drafter_role(d))
         checks.append(_complete(d, "gguf_complete_drafter"))
         checks.append(_dimensions(d, "drafter_dimensions"))
+        checks.append(_header_values(d, "header_values_drafter"))
         if t is not None:
             checks.append(_arch_feeds(t, build))
             checks.append(_hidden_size(t, d))
@@ -147,6 +149,10 @@ def check(target, drafter=None, adapters=(), kv: KVTypes | None = None, *, draft
     for a in adapters or ():
         path = a[0] if isinstance(a, tuple) else a
         checks.append(_lora(path, d))
+    if (n_ctx and not gpus and t is not None and not report.unreadable
+            and all(x in KV_TYPES for x in ((kv or KVTypes()).k, (kv or KVTypes()).v, *((draft_kv or kv or KVTypes()).k,
+                                                                                     (draft_kv or kv or KVTypes()).v)))):
+        checks.append(_kv_memory(t, d, n_ctx, kv or KVTypes(), draft_kv or kv or KVTypes()))
     if gpus and t is not None and not report.unreadable:
         checks.append(split_plan(t.path, d.path if d is not None else None, gpus, placement or Placement(),
                                  draft_placement, n_gpu_layers=n_gpu_layers, draft_n_gpu_layers=draft_n_gpu_layers,
@@ -232,6 +238,62 @@ def _dimensions(m: ModelInfo, name: str) -> Check:
                                  f" head_dim {m.head_dim}, n_ff {m.n_ff}")
     return Check(name, FAIL, f"{_name(m)} metadata disagrees with its tensors: " + "; ".join(m.dim_mismatches),
                  "re-convert the model; llama.cpp would refuse the tensor shapes")
+
+
+def _header_values(m: ModelInfo, name: str) -> Check:
+    # A value outside llama.cpp's domain (a NaN or negative epsilon) aborts the whole process at
+    # the first decode, or computes garbage: refuse the file before it is loaded.
+    if not m.value_problems:
+        return Check(name, PASS, "header values within llama.cpp's domain")
+    return Check(name, FAIL, f"{_name(m)}: " + "; ".join(m.value_problems),
+                 "the file is damaged or was converted from a broken config.json; fetch or convert it again")
+
+
+def kv_cache_bytes(m: ModelInfo, n_ctx: int, kv: KVTypes) -> int:
+    """The KV cache llama.cpp allocates for ``m`` at ``n_ctx`` tokens, from the headers: sliding
+    layers hold at most their window."""
+    per_layer = device_plan._kv_bytes_per_token(m, (kv.k, kv.v))
+    n_layer = m.n_layer or 0
+    pattern = m.sliding_window_pattern if m.sliding_window else None
+    sliding = sum(1 for s in (pattern or ())[:n_layer] if s)
+    window = min(n_ctx, m.sliding_window or n_ctx)
+    return per_layer * ((n_layer - sliding) * n_ctx + sliding * window)
+
+
+def context_that_fits(t: ModelInfo, d: ModelInfo | None, kv: KVTypes, draft_kv: KVTypes, free: int) -> int:
+    """The largest context whose KV caches (target and drafter) and weights fit in ``free`` bytes,
+    by the estimate ``kv_memory`` uses (the settings cap their spin box with it)."""
+    weights = t.size_bytes + (d.size_bytes if d is not None else 0)
+    cost = lambda n: kv_cache_bytes(t, n, kv) + (kv_cache_bytes(d, n, draft_kv) if d is not None else 0)
+    if cost(1) + weights > free:
+        return 0
+    lo, hi = 1, 1
+    while cost(hi) + weights <= free and hi < 1 << 40:   # the cost only grows with n: double, then bisect
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if cost(mid) + weights <= free else (lo, mid)
+    return lo
+
+
+def _kv_memory(t: ModelInfo, d: ModelInfo | None, n_ctx: int, kv: KVTypes, draft_kv: KVTypes) -> Check:
+    # An explicit context is taken as asked; one far beyond memory made llama.cpp hold most of the
+    # machine for a minute before failing. Weights count too: on CPU they live in the same memory.
+    from ..common.memory import available_memory
+
+    cache = kv_cache_bytes(t, n_ctx, kv) + (kv_cache_bytes(d, n_ctx, draft_kv) if d is not None else 0)
+    weights = t.size_bytes + (d.size_bytes if d is not None else 0)
+    free = available_memory()
+    gib = lambda n: f"{n / 2**30:,.2f} GiB"
+    what = f"context {n_ctx:,} tokens: KV cache {gib(cache)} + weights {gib(weights)}"
+    if free is None:
+        return Check("kv_memory", PASS, f"{what} (available memory unknown)")
+    if cache + weights > free:
+        fits = context_that_fits(t, d, kv, draft_kv, free)
+        return Check("kv_memory", FAIL, f"{what}, but only {gib(free)} of memory is available",
+                     f"choose a context of at most about {fits:,} tokens (--n-ctx, Settings), or 0 for the "
+                     "model's own capped by memory, or q8_0 K/V")
+    return Check("kv_memory", PASS, f"{what}, of {gib(free)} available")
 
 
 def _kv_types(m: ModelInfo, kv: KVTypes | None, flash_attn: str, build: dict, name: str) -> Check:

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from gguf import GGUFValueType, GGUFWriter
 
-from . import dflash_names
+from . import dflash_names, header_values
 from .convert_quant import (FILE_TYPE, OUT_TYPES, ConversionError, copy_fields, encode, storage_type,
                             write_atomically)
 from .gguf_header import GGUFHeaderError, read_header
@@ -87,17 +87,46 @@ def read_safetensors(folder: Path) -> dict[str, SafetensorsTensor]:
                 table = json.loads(f.read(n))
             except ValueError as exc:
                 raise ConversionError(f"{fp.name}: unreadable header ({exc})") from exc
+        if not isinstance(table, dict):
+            raise ConversionError(f"{fp.name}: the header is not a JSON object")
         for name, meta in table.items():
             if name == "__metadata__":
                 continue
+            if not isinstance(meta, dict):
+                raise ConversionError(f"{fp.name}: tensor {name}: its header entry is not an object")
             dtype = meta.get("dtype")
             if dtype not in _ST_DTYPES:
                 raise ConversionError(f"{fp.name}: tensor {name} has dtype {dtype}; supported: F32, F16, BF16")
-            b, e = (int(x) for x in meta["data_offsets"])
-            t = SafetensorsTensor(fp, dtype, tuple(int(x) for x in meta["shape"]), 8 + n + b, 8 + n + e)
+            b, e, shape = _entry_bounds(fp.name, name, meta)
+            need = _prod_int(shape) * np.dtype(_ST_DTYPES[dtype]).itemsize
+            if e - b != need:
+                raise ConversionError(f"{fp.name}: tensor {name}: shape {list(shape)} of {dtype} needs {need} bytes, its "
+                                      f"byte range holds {e - b}")
+            t = SafetensorsTensor(fp, dtype, shape, 8 + n + b, 8 + n + e)
             if t.end > size:
                 raise ConversionError(f"{fp.name} is truncated: tensor {name} ends at byte {t.end}, file has {size}")
             out[name] = t
+    return out
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _entry_bounds(file: str, name: str, meta: dict) -> tuple[int, int, tuple[int, ...]]:
+    offsets, shape = meta.get("data_offsets"), meta.get("shape")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(x) for x in offsets)
+            and 0 <= offsets[0] <= offsets[1]):
+        raise ConversionError(f"{file}: tensor {name}: data_offsets {offsets!r} is not a byte range [begin, end]")
+    if not (isinstance(shape, list) and all(_is_int(x) and x >= 0 for x in shape)):
+        raise ConversionError(f"{file}: tensor {name}: shape {shape!r} is not a list of sizes")
+    return offsets[0], offsets[1], tuple(shape)
+
+
+def _prod_int(shape) -> int:
+    out = 1
+    for x in shape:
+        out *= x
     return out
 
 
@@ -109,6 +138,10 @@ def _config(folder: Path) -> tuple[dict, dict]:
         cfg = json.loads(path.read_text())
     except ValueError as exc:
         raise ConversionError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(cfg, dict):
+        raise ConversionError(f"{path}: not a JSON object (a {type(cfg).__name__})")
+    if not (isinstance(cfg.get("architectures", []), list) and all(isinstance(a, str) for a in cfg.get("architectures") or [])):
+        raise ConversionError(f"{path}: architectures {cfg.get('architectures')!r} is not a list of names")
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg, **cfg["text_config"]}
     dcfg = cfg.get("dflash_config") if isinstance(cfg.get("dflash_config"), dict) else {}
@@ -143,6 +176,11 @@ def _dims(tensors: dict[str, SafetensorsTensor], cfg: dict) -> dict[str, int]:
     stated = {"n_embd": cfg.get("hidden_size"), "head_dim": cfg.get("head_dim"), "n_ff": cfg.get("intermediate_size"),
               "n_layer": cfg.get("num_hidden_layers"), "n_head": cfg.get("num_attention_heads"),
               "n_head_kv": cfg.get("num_key_value_heads")}
+    hf_key = {"n_embd": "hidden_size", "head_dim": "head_dim", "n_ff": "intermediate_size", "n_layer": "num_hidden_layers",
+              "n_head": "num_attention_heads", "n_head_kv": "num_key_value_heads"}
+    for k, v in stated.items():
+        if v is not None and not (_is_int(v) and 0 < v < 1 << 31):
+            raise ConversionError(f"config.json {hf_key[k]} = {str(v)[:40]!r} is not a positive integer")
     bad = [f"{k}: config.json {v}, tensors {d[k]}" for k, v in stated.items() if v is not None and int(v) != d[k]]
     if bad:
         raise ConversionError("config.json disagrees with the tensor shapes: " + "; ".join(bad))
@@ -151,7 +189,17 @@ def _dims(tensors: dict[str, SafetensorsTensor], cfg: dict) -> dict[str, int]:
 
 def convert_hf_drafter(hf_dir: str | os.PathLike, target: str | os.PathLike, out: str | os.PathLike,
                        out_type: str = "f16", *, overwrite: bool = False, name: str | None = None) -> ConversionResult:
-    """Converts an HF DFlash/DSpark drafter folder for ``target`` into a drafter GGUF at ``out``."""
+    """Converts an HF DFlash/DSpark drafter folder for ``target`` into a drafter GGUF at ``out``.
+    Anything it cannot convert is a ConversionError; nothing is written then."""
+    try:
+        return _convert(hf_dir, target, out, out_type, overwrite=overwrite, name=name)
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError, struct.error) as exc:
+        # a value of a type or size no check above foresaw: still a refusal, never a traceback
+        raise ConversionError(f"config.json or the checkpoint holds a value this converter cannot use "
+                              f"({type(exc).__name__}: {exc})") from exc
+
+
+def _convert(hf_dir, target, out, out_type: str, *, overwrite: bool, name: str | None) -> ConversionResult:
     folder, target, out = Path(hf_dir), Path(target), Path(out)
     if out_type not in OUT_TYPES:
         raise ConversionError(f"unknown output type {out_type!r}; choose from {', '.join(OUT_TYPES)}")
@@ -179,6 +227,11 @@ def convert_hf_drafter(hf_dir: str | os.PathLike, target: str | os.PathLike, out
                               "refusing to guess: a wrong theta silently collapses acceptance")
     notes.append(f"rope theta {theta:g} from {source}")
 
+    raw_ids = dcfg.get("target_layer_ids", cfg.get("target_layer_ids"))
+    if raw_ids is not None and not (isinstance(raw_ids, list) and all(_is_int(i) and 0 <= i < 1 << 16 for i in raw_ids)):
+        raise ConversionError(f"target_layer_ids {str(raw_ids)[:60]} is not a list of layer numbers (integers >= 0)")
+    if cfg.get("num_target_layers") is not None and not _is_int(cfg.get("num_target_layers")):
+        raise ConversionError(f"num_target_layers {cfg.get('num_target_layers')!r} is not an integer")
     ids, ids_source = hf_target_layer_ids(cfg, dcfg, dims["n_layer"], t_layers)
     if not ids:
         raise ConversionError("config.json names no dflash_config.target_layer_ids and no num_target_layers "
@@ -198,6 +251,8 @@ def convert_hf_drafter(hf_dir: str | os.PathLike, target: str | os.PathLike, out
     mask = dcfg.get("mask_token_id", cfg.get("mask_token_id"))
     if mask is None:
         raise ConversionError("config.json names no dflash_config.mask_token_id; the drafter cannot draft without it")
+    if not _is_int(mask):
+        raise ConversionError(f"mask_token_id {mask!r} is not a token number")
     if not 0 <= int(mask) < t_vocab:
         raise ConversionError(f"mask_token_id {mask} is outside the target vocabulary ({t_vocab} tokens)")
 
@@ -225,6 +280,8 @@ def convert_hf_drafter(hf_dir: str | os.PathLike, target: str | os.PathLike, out
     rope = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else (
         cfg.get("rope_scaling") if isinstance(cfg.get("rope_scaling"), dict) else {})
     prf = rope.get("partial_rotary_factor")
+    if prf is not None and not (isinstance(prf, (int, float)) and not isinstance(prf, bool) and 0 < prf <= 1):
+        raise ConversionError(f"partial_rotary_factor {prf!r} is not a number in (0, 1]")
     rope_dims = int(dims["head_dim"] * float(prf)) if prf is not None else None
     # An M-RoPE target (qwen35, qwen3vl, ...) carries rope sections; the drafter ropes on the
     # temporal dimension only, so it gets degenerate sections, as llama.cpp's converter writes.
@@ -238,6 +295,8 @@ def convert_hf_drafter(hf_dir: str | os.PathLike, target: str | os.PathLike, out
     }
     if scalars["dflash.final_logit_softcapping"] is not None and float(scalars["dflash.final_logit_softcapping"]) <= 0:
         scalars["dflash.final_logit_softcapping"] = None
+
+    _refuse_out_of_domain(cfg, thdr.fields.get(f"{tarch}.context_length"), dims, theta, eps, block, window, scalars)
 
     mapped: list[tuple[str, SafetensorsTensor]] = []
     for hf_name, t in tensors.items():
@@ -264,7 +323,7 @@ def convert_hf_drafter(hf_dir: str | os.PathLike, target: str | os.PathLike, out
         w.add_string("general.name", name or folder.name)
         w.add_uint32("general.file_type", FILE_TYPE[out_type])
         w.add_uint32("general.quantization_version", 2)   # GGML_QNT_VERSION, as every llama.cpp converter writes
-        w.add_uint32("dflash.context_length", int(cfg.get("max_position_embeddings") or thdr.fields.get(f"{tarch}.context_length") or 4096))
+        w.add_uint32("dflash.context_length", _context_length(cfg, thdr.fields.get(f"{tarch}.context_length")))
         w.add_uint32("dflash.embedding_length", dims["n_embd"])
         w.add_uint32("dflash.block_count", dims["n_layer"])
         w.add_uint32("dflash.feed_forward_length", dims["n_ff"])
@@ -300,6 +359,8 @@ def convert_hf_drafter(hf_dir: str | os.PathLike, target: str | os.PathLike, out
                     override={"tokenizer.ggml.mask_token_id": (int(mask), GGUFValueType.UINT32)})
         for g, t in mapped:
             arr = t.load()
+            if not np.isfinite(arr).all():   # NaN or inf weights make every draft NaN
+                raise ConversionError(f"tensor {g} holds weights that are not finite (NaN or inf)")
             ne = tuple(reversed(arr.shape))
             data, raw = encode(arr, storage_type(g, ne, out_type))
             w.add_tensor(g, data, raw_dtype=raw)
@@ -310,3 +371,43 @@ def convert_hf_drafter(hf_dir: str | os.PathLike, target: str | os.PathLike, out
 
     path = write_atomically(out, fill, overwrite)
     return ConversionResult(path, len(mapped), notes)
+
+
+def _context_length(cfg: dict, target_ctx) -> int:
+    return int(cfg.get("max_position_embeddings") or target_ctx or 4096)
+
+
+def _refuse_out_of_domain(cfg: dict, target_ctx, dims: dict, theta, eps, block, window, scalars: dict) -> None:
+    """The values the drafter's header would carry, checked as the pairing checks check a file
+    (header_values): a NaN or negative epsilon written here aborts llama.cpp at the first decode."""
+    header = {
+        "dflash.embedding_length": dims["n_embd"], "dflash.block_count": dims["n_layer"],
+        "dflash.feed_forward_length": dims["n_ff"], "dflash.attention.head_count": dims["n_head"],
+        "dflash.attention.head_count_kv": dims["n_head_kv"], "dflash.attention.key_length": dims["head_dim"],
+        "dflash.rope.freq_base": theta, "dflash.attention.layer_norm_rms_epsilon": eps, "dflash.block_size": block,
+        **{k: v for k, v in scalars.items() if v is not None},
+    }
+    if window:
+        header["dflash.attention.sliding_window"] = window
+    try:
+        header["dflash.context_length"] = _context_length(cfg, target_ctx)
+    except (TypeError, ValueError, OverflowError):
+        header["dflash.context_length"] = cfg.get("max_position_embeddings")
+    bad = header_values.problems("dflash", header)
+    if bad:
+        raise ConversionError("config.json gives values llama.cpp cannot run: " + "; ".join(bad)
+                              + " (as config.json writes them: " + _hf_names(bad) + ")")
+
+
+def _hf_names(problems: list[str]) -> str:
+    hf = {"layer_norm_rms_epsilon": "rms_norm_eps", "freq_base": "rope_theta", "context_length": "max_position_embeddings",
+          "block_size": "block_size", "embedding_length": "hidden_size", "block_count": "num_hidden_layers",
+          "head_count_kv": "num_key_value_heads", "head_count": "num_attention_heads",
+          "feed_forward_length": "intermediate_size", "key_length": "head_dim", "logit_scale": "output_multiplier",
+          "embedding_scale": "input_embedding_scale", "final_logit_softcapping": "final_logit_softcapping",
+          "value_scale": "attention_value_scale"}
+    names = []
+    for p in problems:
+        key = p.split(" = ", 1)[0].rsplit(".", 1)[-1]
+        names.append(hf.get(key, key))
+    return ", ".join(dict.fromkeys(names))

@@ -51,6 +51,10 @@ MAX_REDIRECTS = 5
 HUB_STORAGE_DOMAINS = ("huggingface.co", "hf.co")
 #: How often a transfer's watchdog looks at the cancel event.
 CANCEL_POLL_S = 0.05
+#: A transfer that receives fewer than STALL_BYTES in STALL_S seconds has stalled: it is given up with
+#: a resumable error (the read timeout alone never fires on a server that sends a byte every 20 s).
+STALL_S = 60.0
+STALL_BYTES = 1024
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 FOLDER_PATTERNS = (re.compile(r"\.safetensors$"), re.compile(r"(^|/)(config|generation_config|tokenizer|tokenizer_config|"
                                                              r"special_tokens_map|adapter_config)\.json$"),
@@ -365,6 +369,8 @@ def local_record(dest: Path) -> dict | None:
         rec = json.loads(side.read_text())
     except (OSError, ValueError):
         return None
+    if not isinstance(rec, dict):      # hand-edited or damaged: as if it were not there
+        return None
     return rec if rec.get("size") == dest.stat().st_size else None
 
 
@@ -389,12 +395,13 @@ def _expected_hash(etag: str | None) -> tuple[str | None, str | None]:
 def download_file(repo_id: str, filename: str, models_dir: str | os.PathLike | None = None, *,
                   revision: str = "main", progress: Callable[[DownloadProgress], None] | None = None,
                   cancel: threading.Event | None = None, offline: bool | None = None,
-                  force: bool = False) -> Path:
+                  force: bool = False, stall_s: float = STALL_S) -> Path:
     """Downloads one repo file into the models folder; returns its path.
 
     Resumes a ``.part`` left by an interruption or a cancel, verifies the result against the
     Hub's hash, and only then gives it its name. Offline, an already downloaded file is returned
-    as is and a missing one raises OfflineError.
+    as is and a missing one raises OfflineError. A transfer that passes the announced size is cut
+    there; one that receives less than STALL_BYTES in ``stall_s`` seconds is given up (resumable).
     """
     if models_dir is None:
         from ..common.paths import models_dir as default_models
@@ -419,9 +426,12 @@ def download_file(repo_id: str, filename: str, models_dir: str | os.PathLike | N
     part_info = dest.with_name(f".{dest.name}.part.json")
     if part.exists():
         try:
-            same = json.loads(part_info.read_text()).get("etag") == meta.etag
+            info = json.loads(part_info.read_text())
+            same = isinstance(info, dict) and info.get("etag") == meta.etag
         except (OSError, ValueError):
             same = False
+        if meta.size is not None and part.stat().st_size > meta.size:
+            same = False   # longer than the file (a server that overran): no resume can fix it
         if not same:   # the file changed upstream since the interruption: start over
             part.unlink()
     try:
@@ -430,7 +440,7 @@ def download_file(repo_id: str, filename: str, models_dir: str | os.PathLike | N
         if exc.errno in _DISK_FULL:
             raise _disk_full(part, filename, 0, exc) from exc
         raise
-    _transfer(url, part, filename, meta.size, progress, cancel)
+    _transfer(url, part, filename, meta.size, progress, cancel, stall_s)
 
     size = part.stat().st_size
     if meta.size is not None and size != meta.size:
@@ -455,7 +465,8 @@ def download_file(repo_id: str, filename: str, models_dir: str | os.PathLike | N
     return dest
 
 
-def _transfer(url: str, part: Path, filename: str, total: int | None, progress, cancel) -> None:
+def _transfer(url: str, part: Path, filename: str, total: int | None, progress, cancel,
+              stall_s: float = STALL_S) -> None:
     have = part.stat().st_size if part.exists() else 0
     if total is not None and have >= total:
         return
@@ -469,8 +480,9 @@ def _transfer(url: str, part: Path, filename: str, total: int | None, progress, 
     def cancelled() -> DownloadCancelled:
         return DownloadCancelled(f"{filename}: cancelled at {have + got} bytes; run again to resume")
 
+    watch = None
     try:
-        with _hub_stream(url, f"download {filename}", headers=headers) as r, _CancelWatch(r, cancel):
+        with _hub_stream(url, f"download {filename}", headers=headers) as r, _CancelWatch(r, cancel, stall_s) as watch:
             if r.status_code == 416 and have:   # nothing left to send
                 return
             if r.status_code not in (200, 206):
@@ -484,6 +496,13 @@ def _transfer(url: str, part: Path, filename: str, total: int | None, progress, 
                 for chunk in r.iter_bytes():
                     if cancel is not None and cancel.is_set():
                         raise cancelled()
+                    watch.received(len(chunk))
+                    if total is not None and have + got + len(chunk) > total:
+                        # past the announced size: keep the file's bytes, drop the rest, stop reading
+                        chunk = chunk[:max(0, total - have - got)]
+                        f.write(chunk)
+                        got += len(chunk)
+                        break
                     f.write(chunk)
                     got += len(chunk)
                     if progress is not None:
@@ -501,36 +520,59 @@ def _transfer(url: str, part: Path, filename: str, total: int | None, progress, 
             raise _disk_full(part, filename, have + got, exc) from exc
         if cancel is not None and cancel.is_set():
             raise cancelled() from exc
+        if watch is not None and watch.stalled:
+            raise _stalled(filename, have + got, stall_s) from exc
         raise DownloadInterrupted(f"{filename}: transfer broke off at {have + got} bytes ({_describe(exc)}); "
                                   "run again to resume") from exc
     except Exception as exc:  # noqa: BLE001 - a broken connection: keep the .part for a resume
         if cancel is not None and cancel.is_set():   # the watchdog shut the socket under a stalled read
             raise cancelled() from exc
+        if watch is not None and watch.stalled:
+            raise _stalled(filename, have + got, stall_s) from exc
         raise DownloadInterrupted(f"{filename}: transfer broke off at {have + got} bytes ({_describe(exc)}); "
                                   "run again to resume") from exc
 
 
-class _CancelWatch:
-    """While a transfer runs, a thread watches ``cancel`` and shuts the socket down when it is set:
-    a read blocked on a server that sends nothing returns at once instead of at the read timeout."""
+def _stalled(filename: str, at: int, stall_s: float) -> DownloadInterrupted:
+    return DownloadInterrupted(f"{filename}: the transfer stalled at {at} bytes (less than {STALL_BYTES} bytes in "
+                               f"{stall_s:g} s); the partial file is kept: run again to resume")
 
-    def __init__(self, response, cancel: threading.Event | None):
+
+class _CancelWatch:
+    """While a transfer runs, a thread watches ``cancel`` and the flow of bytes, and shuts the socket
+    down when the user cancels or the transfer stalls (fewer than STALL_BYTES in ``stall_s``): a
+    read blocked on a server that sends nothing, or a byte now and then, returns at once."""
+
+    def __init__(self, response, cancel: threading.Event | None, stall_s: float = STALL_S):
         self._cancel = cancel
+        self._stall_s = stall_s
         self._done = threading.Event()
         self._lock = threading.Lock()
+        self._since_mark = 0
+        self._mark = time.monotonic()
+        self.stalled = False
         stream = response.extensions.get("network_stream")
         self._sock = stream.get_extra_info("socket") if stream is not None else None
 
     def __enter__(self):
-        if self._cancel is not None and self._sock is not None:
+        if self._sock is not None:
             threading.Thread(target=self._watch, name="download-cancel-watch", daemon=True).start()
         return self
 
+    def received(self, n: int) -> None:
+        self._since_mark += n
+        if self._since_mark >= STALL_BYTES:
+            self._since_mark = 0
+            self._mark = time.monotonic()
+
     def _watch(self) -> None:
         while not self._done.is_set():
-            if self._cancel.wait(CANCEL_POLL_S):
+            cancelled = self._cancel.wait(CANCEL_POLL_S) if self._cancel is not None else self._done.wait(CANCEL_POLL_S)
+            stalled = time.monotonic() - self._mark > self._stall_s
+            if cancelled or stalled:
                 with self._lock:
                     if not self._done.is_set():
+                        self.stalled = stalled and not cancelled
                         try:   # socket.socket's own shutdown: an SSL socket's would drop its state
                             socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
                         except OSError:

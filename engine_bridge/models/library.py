@@ -19,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sqlite3
+import tempfile
 import time
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
@@ -31,7 +33,9 @@ from ..common.errors import UnreadableModelError
 from .modelinfo import DRAFTER_ROLES, ROLE_LORA, ModelInfo, inspect_model, signature
 from ..common.resources import resource
 
-SCHEMA_VERSION = 1
+#: The cache's version (PRAGMA user_version; version 1 kept it only in ``meta``). 2: inspections
+#: carry ``value_problems`` (issue 32), so those cached before are dropped and made again.
+SCHEMA_VERSION = 2
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
@@ -45,6 +49,18 @@ CREATE TABLE IF NOT EXISTS variants (
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS made (path TEXT PRIMARY KEY, what TEXT NOT NULL, created_at REAL NOT NULL);
 """
+
+
+def _shown_path(p: Path) -> str:
+    """The resolved path where there is one (a symlink loop has none: its own path then)."""
+    try:
+        return str(p.resolve())
+    except (OSError, RuntimeError):
+        return str(p.absolute())
+
+
+class _NewerCache(Exception):
+    pass
 
 
 @dataclass
@@ -111,9 +127,40 @@ class Library:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.db_path = self.data_dir / "library.sqlite"
         self.models_dir = self.data_dir / "models"
+        self.notices: list[str] = []     # what opening the cache had to do, for the user
+        self._open()
+
+    def _open(self) -> None:
+        """Migrates the cache forward. It is only a cache: one SQLite cannot read is moved aside (never
+        deleted) and rebuilt; one of a newer version is left alone and a private one used instead."""
+        try:
+            self._migrate()
+        except sqlite3.OperationalError:
+            raise                        # locked, I/O: not proof of damage
+        except sqlite3.DatabaseError as exc:
+            aside = sqlite_wal.move_aside(self.db_path)
+            self.notices.append(f"The library cache could not be read ({exc}); it was moved to {aside} and rebuilt.")
+            self._migrate()
+        except _NewerCache as exc:
+            self.db_path = Path(tempfile.mkdtemp(prefix="dflash-library-")) / "library.sqlite"
+            self.notices.append(f"{exc} It is left untouched; this session uses a fresh cache.")
+            self._migrate()
+
+    def _migrate(self) -> None:
         with self._db() as db:
+            sqlite_wal.quick_check(db)
+            version = sqlite_wal.version(db)
+            if version > SCHEMA_VERSION:
+                raise _NewerCache(f"The library cache {self.db_path} was written by a newer DFlash Studio "
+                                  f"(version {version}; this one reads up to {SCHEMA_VERSION}).")
+            if version == SCHEMA_VERSION:
+                return           # nothing to write: opening stays a read (every inspection job opens one)
             db.executescript(SCHEMA)
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            if version < 2:      # version 0/1 inspections lack value_problems: made again on demand
+                db.execute("DELETE FROM files")
+                db.execute("DELETE FROM pairs")
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     @contextmanager
     def _db(self):
@@ -124,11 +171,12 @@ class Library:
     # -- files ------------------------------------------------------------------------------------
     def inspect(self, path: str | os.PathLike) -> ModelInfo:
         """The file's inspection, from the cache while size and mtime are unchanged."""
-        key = str(Path(path).resolve())
         try:
+            key = str(Path(path).resolve())
             size, mtime = signature(key)
-        except OSError as exc:
-            raise UnreadableModelError(f"{path}: {exc}", path) from exc
+        except (OSError, RuntimeError) as exc:   # RuntimeError: a symlink loop (Path.resolve before 3.13)
+            raise UnreadableModelError(f"{path}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}",
+                                       path) from exc
         with self._db() as db:
             row = db.execute("SELECT size, mtime_ns, info, error FROM files WHERE path = ?", (key,)).fetchone()
         if row and row[0] == size and row[1] == mtime:
@@ -168,7 +216,7 @@ class Library:
                     info = self.inspect(p)
                     found.append(LibraryFile(str(p.resolve()), info.role, info.arch, info.size_bytes, info))
                 except UnreadableModelError as exc:
-                    found.append(LibraryFile(str(p.resolve()), None, None, 0, None, str(exc)))
+                    found.append(LibraryFile(_shown_path(p), None, None, 0, None, str(exc)))
         return found
 
     def files(self, role: str | None = None) -> list[LibraryFile]:

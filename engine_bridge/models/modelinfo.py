@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from . import dflash_names
+from . import dflash_names, header_values
 from . import llama_facts as facts
 from ..common.errors import UnreadableModelError
 from .gguf_header import GGUFHeader, GGUFHeaderError, read_header
@@ -112,6 +112,7 @@ class ModelInfo:
     data_expected_bytes: int | None = None
     dims_from_tensors: dict[str, int] = field(default_factory=dict)
     dim_mismatches: list[str] = field(default_factory=list)
+    value_problems: list[str] = field(default_factory=list)   # header values out of llama.cpp's domain
     tensor_names: tuple[str, ...] = ()
     tensor_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)   # numpy order
     notes: list[str] = field(default_factory=list)
@@ -232,6 +233,7 @@ def _inspect_gguf(p: Path) -> ModelInfo:
     if meta["head_dim"] is None and meta["n_embd"] and meta["n_head"]:
         meta["head_dim"] = meta["n_embd"] // meta["n_head"]
     _merge_dims(info, meta, _dims_from_gguf_tensors(h))
+    info.value_problems = header_values.problems(arch, f)
     info.head_dim_v = _int(f.get(f"{a}.attention.value_length")) or info.head_dim
     info.kv_lora_rank = _int(f.get(f"{a}.attention.kv_lora_rank"))
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +20,13 @@ FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}
 #: "auto" picks ar, chain or tree and the budget per step from the measured step costs and the
 #: pair's running commit lengths (engine_bridge.runtime.auto_mode); greedy output stays the target's.
 MODES = ("ar", "chain", "tree", "auto")
+#: More threads than this many per core only make them wait for each other (10000 on 2 cores stalled
+#: the machine): the CLI caps --threads here.
+THREADS_PER_CORE = 4
+
+
+def thread_cap() -> int:
+    return THREADS_PER_CORE * (os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,8 @@ class EngineConfig:
         object.__setattr__(self, "rpc_servers", tuple(self.rpc_servers))
         if self.n_ctx and self.n_ctx < 16:
             raise ValueError("n_ctx must be 0 (the model's own) or at least 16")
+        if self.n_threads is not None and self.n_threads < 1:
+            raise ValueError(f"threads must be at least 1 (or left out: all cores), got {self.n_threads}")
 
     def replace(self, **changes) -> "EngineConfig":
         return dataclasses.replace(self, **changes)
@@ -97,6 +108,15 @@ class GenerationSettings:
             raise ValueError("budget must be at least 1")
         if self.max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
+        # NaN compares false with everything: each check is written so that NaN fails it
+        if not (math.isfinite(self.temperature) and self.temperature >= 0):
+            raise ValueError(f"temperature must be a number >= 0 (0: greedy), got {self.temperature}")
+        if not 0.0 <= self.top_p <= 1.0:
+            raise ValueError(f"top_p must be between 0 and 1 (1: off), got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0 (0: off), got {self.top_k}")
+        if not 0.0 <= self.p_min <= 1.0:
+            raise ValueError(f"p_min must be between 0 and 1, got {self.p_min}")
 
     @property
     def greedy(self) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 
+from ..common.memory import available_memory  # noqa: F401 - here since before it moved
 from .llama_ffi import C
 
 #: the longest context loaded without being asked for: a 128k-token model would otherwise reserve
@@ -26,21 +27,6 @@ MIN_DEFAULT_CTX = 256
 #: bytes per KV element by cache type (quantised types with their block scales)
 KV_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q5_1": 24 / 32, "q5_0": 22 / 32,
             "q4_1": 20 / 32, "q4_0": 18 / 32, "iq4_nl": 18 / 32}
-
-
-def available_memory() -> int | None:
-    """Bytes the system can still give (MemAvailable), None where it cannot tell."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def kv_bytes_per_token(model, kv_k: str = "f16", kv_v: str = "f16") -> float:

@@ -257,6 +257,40 @@ class Engine:
         eos = self.target.token_text(C.llama_vocab_eos(v)) if C.llama_vocab_eos(v) >= 0 else ""
         return render_chat(tmpl, messages, bos_token=bos, eos_token=eos, add_generation_prompt=add_generation_prompt)
 
+    def tokenize_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
+        """The conversation rendered with the chat template and tokenized so that only the template
+        makes control tokens: a message holding ``<|im_end|><|im_start|>system`` stays text (parsing
+        special tokens in the whole rendered prompt let a user forge a turn).
+
+        Messages without control-token text tokenize exactly as ``tokenize(format_chat(...))``."""
+        text = self.format_chat(messages, add_generation_prompt)
+        contents = [m.get("content") for m in messages]
+        if not any(isinstance(c, str) and self._holds_control_text(c) for c in contents):
+            return self.tokenize(text)
+        # Render again with a marker in place of each message, to find where the template put them;
+        # template text is tokenized with special tokens, message text without.
+        markers = [f"\ue000{i}\ue001" for i in range(len(messages))]
+        marked = self.format_chat([{**m, "content": markers[i]} if isinstance(m.get("content"), str) else m
+                                   for i, m in enumerate(messages)], add_generation_prompt)
+        tokens: list[int] = []
+        rest, first = marked, True
+        for i, m in enumerate(messages):
+            if not isinstance(m.get("content"), str):
+                continue
+            before, found, after = rest.partition(markers[i])
+            if not found or markers[i] in after:
+                raise ValueError("a message holds control-token text (such as <|im_end|>) and this chat template "
+                                 "rewrites message text, so it cannot be kept as text; remove those markers")
+            tokens += self.target.tokenize(before, add_special=first, parse_special=True) if before or first else []
+            tokens += self.target.tokenize(m["content"], add_special=False, parse_special=False)
+            rest, first = after, False
+        tokens += self.target.tokenize(rest, add_special=False, parse_special=True) if rest else []
+        return tokens
+
+    def _holds_control_text(self, text: str) -> bool:
+        return (self.target.tokenize(text, add_special=False, parse_special=True)
+                != self.target.tokenize(text, add_special=False, parse_special=False))
+
     # -- generation -------------------------------------------------------------------------------
     def generate(self, prompt: str | list[int], settings: GenerationSettings | None = None, *,
                  on_token: Callable | None = None, on_step: Callable | None = None,

@@ -40,7 +40,7 @@ GENERATE_WATCHDOG_S = 120.0
 #: ... while it loads (weights travel to the servers: minutes for a large model)
 LOAD_WATCHDOG_S = 3600.0
 #: the methods the parent may call (the Engine API the app and the CLI use)
-CALLS = frozenset({"format_chat", "tokenize", "detokenize", "chat_template", "describe", "memory",
+CALLS = frozenset({"format_chat", "tokenize_chat", "tokenize", "detokenize", "chat_template", "describe", "memory",
                    "llama_messages", "swap_drafter", "set_adapters", "reset"})
 #: the Engine properties it may read
 PROPERTIES = frozenset({"has_drafter", "tree_capable", "tree_reason", "span_rollback"})

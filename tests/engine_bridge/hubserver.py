@@ -43,6 +43,11 @@ class FakeHub:
     break_after: dict[str, int] = field(default_factory=dict)  # path -> bytes sent before the next GET breaks (once)
     corrupt: set[str] = field(default_factory=set)            # paths served with one byte flipped
     slow: set[str] = field(default_factory=set)               # paths streamed in small, slow pieces
+    # paths whose GET has no Content-Length and keeps streaming junk after the file, up to this many
+    # bytes (the HEAD still announces the true size): a hostile or broken server filling the disk
+    endless: dict[str, int] = field(default_factory=dict)
+    # paths whose GET sends half the file, then one byte every this many seconds (a stalled server)
+    trickle: dict[str, float] = field(default_factory=dict)
     requests: list[dict] = field(default_factory=list)
     url: str = ""
 
@@ -181,6 +186,8 @@ class FakeHub:
                 h.end_headers()
                 return
         body = data[start:]
+        if not head and path in self.endless:
+            return self._endless(h, body, self.endless[path])
         h.send_response(206 if start else 200)
         h.send_header("X-Repo-Commit", COMMIT)
         h.send_header("ETag", f'"{f.git_sha1}"')
@@ -202,6 +209,8 @@ class FakeHub:
             import socket
             h.connection.shutdown(socket.SHUT_RDWR)
             return
+        if path in self.trickle:
+            return self._trickle(h, body, self.trickle[path])
         step = 16384 if path in self.slow else len(body) or 1
         for i in range(0, len(body), step):
             try:
@@ -211,6 +220,36 @@ class FakeHub:
                 return
             if path in self.slow:
                 time.sleep(0.002)
+
+
+    def _endless(self, h, body: bytes, cap: int) -> None:
+        h.send_response(200)
+        h.send_header("X-Repo-Commit", COMMIT)
+        h.send_header("Connection", "close")     # no Content-Length: the body ends when the server says
+        h.end_headers()
+        h.close_connection = True
+        junk = b"\xee" * 65536
+        sent = 0
+        try:
+            h.wfile.write(body)
+            while sent < cap:
+                h.wfile.write(junk)
+                sent += len(junk)
+            h.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
+    def _trickle(self, h, body: bytes, every: float) -> None:
+        half = len(body) // 2
+        try:
+            h.wfile.write(body[:half])
+            h.wfile.flush()
+            for i in range(half, len(body)):
+                time.sleep(every)
+                h.wfile.write(body[i:i + 1])
+                h.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            return
 
 
 def start_isolated(monkeypatch, tmp_path) -> FakeHub:

@@ -260,3 +260,30 @@ def test_every_format_renders_the_fixed_report(fixed_result):
     assert "| c0 | budget=4 | cancelled |" in md and "33.33" in md and "NO" in md
     assert to_csv(rep).count("\n") == 3
     assert "<table>" in to_html(rep)
+
+
+def test_csv_and_markdown_carry_hostile_names_as_text(fixed_result, tmp_path):
+    """issue 32: a path or label starting with = ran as a spreadsheet formula; raw HTML from paths
+    went into the Markdown report."""
+    import dataclasses
+
+    hostile = '=HYPERLINK("http://evil")<img src=x onerror=alert(1)>.gguf'
+    spec = dataclasses.replace(fixed_result.spec, engine=fixed_result.spec.engine.replace(
+        target=tmp_path / hostile, draft=tmp_path / ("@" + hostile)))
+    rows = [dataclasses.replace(fixed_result.rows[0], label="+cmd|' /C calc'!A0"),
+            dataclasses.replace(fixed_result.rows[1], label="-2+3")]
+    rep = build_report(dataclasses.replace(fixed_result, spec=spec, rows=rows))
+    cells = [c for row in csv.reader(io.StringIO(to_csv(rep))) for c in row]
+    formula = [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r") and not _is_number(c)]
+    assert formula == [], formula
+    assert any(c.startswith("'=HYPERLINK") or c.startswith("'+cmd") for c in cells)
+    md = to_markdown(rep)
+    assert "<img" not in md and "&lt;img" in md
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False

@@ -139,3 +139,12 @@ def test_pull_search_and_library(capsys, pair, data_dir, monkeypatch, tmp_path):
     assert code == 0 and "z-lab/Qwen3-8B-DFlash-b16" in out
     code, out, _ = run(capsys, "library", "pairs")
     assert code == 0
+
+
+def test_library_list_on_a_corrupt_cache(capsys, pair, data_dir):
+    """issue 32: a damaged library.sqlite printed a traceback; it is a cache, so it is rebuilt."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / "library.sqlite").write_bytes(b"garbage " * 1000)
+    code, out, err = run(capsys, "library", "list")
+    assert code == 0 and "Traceback" not in err
+    assert "moved to" in err and "rebuilt" in err

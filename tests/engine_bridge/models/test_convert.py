@@ -161,6 +161,17 @@ REFUSALS = {
     "not_a_dflash_config": (dict(config_overrides={"architectures": ["Qwen3ForCausalLM"]}, drop_config=["dflash_config"]),
                             "not a DFlash drafter"),
     "unsupported_activation": (dict(config_overrides={"hidden_act": "relu"}), "hidden_act"),
+    # issue 32: values llama.cpp cannot run (a NaN or negative epsilon aborts it at the first decode)
+    "rms_norm_eps_nan": (dict(config_overrides={"rms_norm_eps": float("nan")}),
+                         "dflash.attention.layer_norm_rms_epsilon = nan is not finite"),
+    "rms_norm_eps_negative": (dict(config_overrides={"rms_norm_eps": -1e-6}),
+                              "dflash.attention.layer_norm_rms_epsilon = -1e-06 must be > 0"),
+    "rms_norm_eps_string": (dict(config_overrides={"rms_norm_eps": "1e-6"}), "is not a number"),
+    "rope_theta_nan": (dict(config_overrides={"rope_theta": float("nan")}), "dflash.rope.freq_base = nan"),
+    "rope_theta_negative": (dict(config_overrides={"rope_theta": -1e4}), "dflash.rope.freq_base = -10000 must be > 0"),
+    "softcap_infinite": (dict(config_overrides={"final_logit_softcapping": float("inf")}),
+                         "dflash.final_logit_softcapping = inf"),
+    "block_size_zero": (dict(config_overrides={"block_size": 0}), "dflash.block_size = 0"),
 }
 
 

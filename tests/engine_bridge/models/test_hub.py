@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 
 import pytest
 
 from engine_bridge.models import hub
 from engine_bridge.common.resources import vocab_path
-from hubserver import start_isolated
+from hubserver import COMMIT, start_isolated
 
 TOKEN = "hf_test_token_never_written_1234"
 
@@ -176,3 +177,56 @@ def test_token_is_sent_but_never_written(fake, tmp_path, monkeypatch):
     for p in tmp_path.rglob("*"):
         if p.is_file():
             assert TOKEN.encode() not in p.read_bytes(), p
+
+
+# --- issue 32: a server or a leftover file that does not play by the rules ---------------------------
+
+def test_a_transfer_past_the_announced_size_is_cut_and_the_excess_discarded(fake, tmp_path):
+    fake.endless["Qwen3-8B-Q4_K_M.gguf"] = 64 << 20         # 64 MiB of junk after the file
+    path = hub.download_file("Qwen/Qwen3-8B-GGUF", "Qwen3-8B-Q4_K_M.gguf", tmp_path)
+    assert path.read_bytes() == vocab_path("phi3").read_bytes()   # the file, verified; no junk kept
+    assert not path.with_name(path.name + ".part").exists()
+
+
+def test_a_part_larger_than_the_file_is_discarded_before_resuming(fake, tmp_path):
+    dest = hub.safe_destination(tmp_path, "Qwen/Qwen3-8B-GGUF", "Qwen3-8B-Q4_K_M.gguf")
+    dest.parent.mkdir(parents=True)
+    real = vocab_path("phi3").read_bytes()
+    part = dest.with_name(dest.name + ".part")
+    part.write_bytes(real + b"\xee" * 5000)                  # left by a server that overran
+    meta = hub._file_meta("Qwen/Qwen3-8B-GGUF", "Qwen3-8B-Q4_K_M.gguf", "main")[1]
+    dest.with_name(f".{dest.name}.part.json").write_text(json.dumps({"etag": meta.etag, "commit": COMMIT}))
+    path = hub.download_file("Qwen/Qwen3-8B-GGUF", "Qwen3-8B-Q4_K_M.gguf", tmp_path)
+    assert path.read_bytes() == real
+    assert any(r["method"] == "GET" and "Q4_K_M" in r["path"] and r["range"] is None for r in fake.requests)
+
+
+def test_a_stalled_server_gives_a_resumable_error(fake, tmp_path):
+    fake.trickle["big.gguf"] = 0.5                          # half the file, then a byte every 0.5 s
+    with pytest.raises(hub.DownloadInterrupted, match="stalled") as info:
+        hub.download_file("Qwen/Qwen3-8B-GGUF", "big.gguf", tmp_path, stall_s=2.0)
+    assert "run again to resume" in str(info.value)
+    part = hub.safe_destination(tmp_path, "Qwen/Qwen3-8B-GGUF", "big.gguf")
+    assert part.with_name(part.name + ".part").stat().st_size >= 256 * 12000 // 2   # what came is kept
+    del fake.trickle["big.gguf"]                             # the server recovers: the resume completes
+    path = hub.download_file("Qwen/Qwen3-8B-GGUF", "big.gguf", tmp_path)
+    assert path.read_bytes() == bytes(range(256)) * 12000
+
+
+@pytest.mark.parametrize("sidecar", ["[1, 2, 3]", '"text"', "42", "null"])
+def test_a_sidecar_that_is_not_an_object_is_treated_as_absent(fake, tmp_path, sidecar):
+    path = hub.download_file("Qwen/Qwen3-8B-GGUF", "Qwen3-8B-Q4_K_M.gguf", tmp_path)
+    path.with_name(f".{path.name}.dflash.json").write_text(sidecar)
+    assert hub.local_record(path) is None
+    again = hub.download_file("Qwen/Qwen3-8B-GGUF", "Qwen3-8B-Q4_K_M.gguf", tmp_path)
+    assert again.read_bytes() == vocab_path("phi3").read_bytes()
+    assert hub.local_record(again)["size"] == again.stat().st_size
+
+
+def test_a_part_sidecar_that_is_not_an_object_restarts_the_transfer(fake, tmp_path):
+    dest = hub.safe_destination(tmp_path, "Qwen/Qwen3-8B-GGUF", "big.gguf")
+    dest.parent.mkdir(parents=True)
+    dest.with_name(dest.name + ".part").write_bytes(b"\x00" * 1000)
+    dest.with_name(f".{dest.name}.part.json").write_text("[]")
+    path = hub.download_file("Qwen/Qwen3-8B-GGUF", "big.gguf", tmp_path)
+    assert path.read_bytes() == bytes(range(256)) * 12000

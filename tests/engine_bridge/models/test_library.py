@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -158,3 +159,71 @@ def test_catalog():
         assert e.recommended_quants and e.title and e.source
     assert Library.catalog() == list(entries.values())
     json.loads(json.dumps([e.__dict__ for e in entries.values()]))
+
+
+# --- issue 32: the cache never stops the pairing ---------------------------------------------------
+
+def _aside(data):
+    return sorted(p for p in data.iterdir() if p.name.startswith("library.sqlite.unreadable-"))
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_unreadable_cache_is_rebuilt(tmp_path, models, damage):
+    data = tmp_path / "data"
+    Library(data).scan(models["dir"])
+    db = data / "library.sqlite"
+    raw = db.read_bytes()
+    bad = b"not a database\n" * 400 if damage == "garbage" else raw[: len(raw) // 3]
+    db.write_bytes(bad)
+    lib = Library(data)
+    assert lib.inspect(models["drafter"]).role == "dflash"
+    assert lib.check_pair(models["target"], models["drafter"]).ok
+    assert [p.read_bytes() for p in _aside(data)] == [bad]          # moved aside, not deleted
+    assert lib.notices and "rebuilt" in lib.notices[0]
+
+
+def test_cache_from_before_value_checks_is_dropped(tmp_path, models):
+    """A version-1 cache holds inspections made before header values were checked: reusing one
+    would let a NaN-epsilon drafter pass. Opening it migrates and re-inspects."""
+    data = tmp_path / "data"
+    with mf.fast_vocab():
+        bad = synth.write_drafter(tmp_path / "nan-eps.gguf", models["tspec"], synth.DrafterSpec(rms_eps=float("nan")))
+    lib = Library(data)
+    lib.inspect(bad)
+    db = sqlite3.connect(data / "library.sqlite")
+    record = json.loads(db.execute("SELECT info FROM files").fetchone()[0])
+    record.pop("value_problems")                                      # as version 1 wrote it
+    db.execute("UPDATE files SET info=?", (json.dumps(record),))
+    db.execute("PRAGMA user_version=1")
+    db.commit()
+    db.close()
+    assert Library(data).inspect(bad).value_problems
+    assert not Library(data).check_pair(models["target"], bad).ok
+
+
+def test_newer_cache_is_left_alone(tmp_path, models):
+    data = tmp_path / "data"
+    Library(data).scan(models["dir"])
+    db = sqlite3.connect(data / "library.sqlite")
+    db.execute("PRAGMA user_version=99")
+    db.commit()
+    db.close()
+    before = (data / "library.sqlite").read_bytes()
+    lib = Library(data)
+    assert lib.inspect(models["target"]).role == "target"
+    assert any("newer" in n for n in lib.notices)
+    assert (data / "library.sqlite").read_bytes() == before
+
+
+def test_a_symlink_loop_does_not_stop_the_scan(tmp_path, models):
+    """issue 32: one symlink loop aborted a whole `library scan`."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "good.gguf").write_bytes(models["target"].read_bytes())
+    (folder / "a.gguf").symlink_to(folder / "b.gguf")
+    (folder / "b.gguf").symlink_to(folder / "a.gguf")
+    (folder / "self.gguf").symlink_to(folder / "self.gguf")
+    found = {Path(f.path).name: f for f in Library(tmp_path / "data").scan(folder)}
+    assert found["good.gguf"].role == "target"
+    broken = [f for name, f in found.items() if name != "good.gguf"]
+    assert len(broken) == 3 and all(f.info is None and f.error for f in broken)
