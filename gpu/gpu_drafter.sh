@@ -48,6 +48,8 @@ case "${1:-}" in
   eval)
     export PYTHONPATH=/tmp/lcp_site:/tmp/site:$here PYTHONUNBUFFERED=1
     grep -q "^done rc=0" $W/lcp_build.log || { say "the CUDA build is not done:"; tail -3 $W/lcp_build.log; exit 1; }
+    # a carried path is gone from the tree at the next call: keep the shipped drafter in /tmp now
+    [ -f .gpu-carry/old.gguf ] && cp .gpu-carry/old.gguf $E/old.gguf
     setsid bash -c "
       cd $here
       echo '[export]' >> $E/eval.log
@@ -58,7 +60,7 @@ case "${1:-}" in
       python3 -m engine_bridge.training.evaluate_chat --target $S --draft $E/drafter.gguf --public \
           --max-tokens ${MAX_TOKENS:-128} --json $E/eval-new.json >> $E/eval.log 2>&1
       echo '[shipped drafter, public suites, first ${OLD_N:-24} per category]' >> $E/eval.log
-      [ -f .gpu-carry/old.gguf ] && python3 -m engine_bridge.training.evaluate_chat --target $S --draft .gpu-carry/old.gguf \
+      [ -f $E/old.gguf ] && python3 -m engine_bridge.training.evaluate_chat --target $S --draft $E/old.gguf \
           --public --max-tokens ${MAX_TOKENS:-128} --n-per-category ${OLD_N:-24} \
           --json $E/eval-old.json >> $E/eval.log 2>&1
       echo 'eval done' >> $E/eval.log" < /dev/null > /dev/null 2>&1 &
@@ -70,7 +72,7 @@ case "${1:-}" in
     # at most 8 files come back: the drafter (q8_0 GGUF and its f16 shards, for re-export here) and
     # one archive of the logs, stats and tables
     cp $E/drafter.gguf $RUN/drafter-*.safetensors $RUN/drafter.json "$OUT"/ 2>/dev/null
-    tar czf "$OUT"/run-logs.tgz -C / ${E#/}/eval.log ${E#/}/progress.log $(cd / && ls ${E#/}/eval-*.json \
+    tar czf "$OUT"/run-logs.tgz -C / ${E#/}/eval.log $(cd / && ls ${E#/}/progress.log ${E#/}/eval-*.json \
         ${RUN#/}/train-log.txt ${RUN#/}/run-summary.json ${RUN#/}/gen/gen-stats.json ${RUN#/}/gen/magpie-samples.txt \
         ${RUN#/}/stdout.log 2>/dev/null)
     ls -la "$OUT" ;;

@@ -22,7 +22,7 @@ training sources, never trained on) are answered greedily: checkpoint choice rea
 Saved as RUN/gen/responses.npz: per sequence its context ids (``ctx_*``), the target's response
 ids (``resp_*``), ``kind`` (0 greedy first turn, 1 sampled first turn, 2 follow-up answer, 3 a
 validation answer), ``prompt_index`` (into the prepared prompts -- into val.npz for kind 3; -1 - k
-for the k-th Magpie prompt) and the temperature. ``train_chat.load_sequences`` reads it; a resumed run reuses it.
+for the k-th Magpie prompt) and the temperature. ``load_sequences`` below reads it; a resumed run reuses it.
 """
 
 from __future__ import annotations

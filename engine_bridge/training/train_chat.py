@@ -32,6 +32,8 @@ from typing import Callable
 
 import numpy as np
 
+from .gen_conversations import Cancelled  # one exception for a cancelled generation or training
+
 # The published DFlash recipe (SpecForge's defaults) where it fits a small target; where ours differs,
 # the card and docs/benchmarks.md say why: 3 drafter layers (not 5: the step of a 135M target is
 # launch-bound and every drafter layer is paid at every step), 32 anchors per sequence (not 512: our
@@ -44,10 +46,6 @@ DEFAULTS = dict(gen_seconds=180.0, seconds=540.0, max_new=384, gen_batch=1024, n
 
 class NoCudaError(RuntimeError):
     """Training was asked for on CUDA (the default) and there is no CUDA device."""
-
-
-class Cancelled(Exception):
-    pass
 
 
 def lr_at(progress: float, peak: float, warmup: float = 0.04, floor: float = 0.05) -> float:
@@ -94,14 +92,6 @@ def _fmt(s: float) -> str:
 
 
 # -- 1. generation: gen_conversations (Magpie prompts, greedy + sampled first turns, follow-ups) ---------------
-def load_sequences(data: Path, out: Path):
-    """(sequences context + response as int arrays, context lengths) of a run's generated data."""
-    from .gen_conversations import load_sequences as load
-
-    seqs, plen, _, _ = load(out, data)
-    return seqs, plen
-
-
 def val_split(prompt_index: np.ndarray, frac: float) -> np.ndarray:
     """Boolean mask of the validation sequences: whole prompts (every answer and follow-up of a
     prompt on one side), chosen by a hash of the prompt index, so a sampled answer never
@@ -402,14 +392,11 @@ def run(target: str | Path, data: str | Path, out: str | Path, *, stages=("gener
         if "generate" in stages:
             from . import gen_conversations
 
-            try:
-                summary["generate"] = gen_conversations.generate(
-                    model, target, data, out, seconds=gen_seconds, max_new=max_new, batch=gen_batch,
-                    max_prompts=max_prompts, log=log_, progress=progress, cancel=cancel, exact=gen_fp32,
-                    temperatures=temperatures, magpie_frac=magpie_frac, followup_frac=followup_frac, seed=seed,
-                    every_temperature=every_temperature)
-            except gen_conversations.Cancelled:
-                raise Cancelled() from None
+            summary["generate"] = gen_conversations.generate(
+                model, target, data, out, seconds=gen_seconds, max_new=max_new, batch=gen_batch,
+                max_prompts=max_prompts, log=log_, progress=progress, cancel=cancel, exact=gen_fp32,
+                temperatures=temperatures, magpie_frac=magpie_frac, followup_frac=followup_frac, seed=seed,
+                every_temperature=every_temperature)
         if "train" in stages:
             summary["train"] = train(model, data, out, dev=dev, seconds=seconds, n_layer=n_layer, target_layers=layers,
                                      block_size=block_size, batch=batch, anchors=anchors, lr=lr, gamma=gamma,
