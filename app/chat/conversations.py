@@ -157,11 +157,7 @@ class ConversationStore:
         version = sqlite_wal.version(db)
         if version > STORE_VERSION:
             raise _Newer(self.path, version)
-        with db:
-            while version < STORE_VERSION:
-                db.executescript(MIGRATIONS[version])
-                version += 1
-                db.execute(f"PRAGMA user_version={version}")
+        sqlite_wal.migrate(db, STORE_VERSION, lambda db, v: sqlite_wal.execute_script(db, MIGRATIONS[v]))
 
     def _move_aside(self, why: str) -> sqlite3.Connection:
         try:

@@ -63,3 +63,40 @@ def move_aside(path: str | os.PathLike) -> str:
         if os.path.exists(path + suffix):
             os.replace(path + suffix, aside + suffix)
     return aside
+
+
+def migrate(db: sqlite3.Connection, to_version: int, step) -> int:
+    """Brings the store up to ``to_version`` under one write lock and returns the version it had.
+
+    ``step(db, version)`` makes the changes from ``version`` to ``version + 1``. The version is read
+    again after the lock is taken: two processes (or two of the app's worker threads) opening a fresh
+    store at once both read version 0, and the second one's migration then ran after the first had
+    already written rows into the new tables, and its clean-up deleted them (a library file added in
+    that moment was lost; seen on CI as a library that showed one drafter of two). A store already
+    at or past ``to_version`` is not locked at all: opening stays a read."""
+    found = version(db)
+    if found >= to_version:
+        return found
+    if db.in_transaction:
+        db.commit()
+    db.execute("BEGIN IMMEDIATE")          # waits (the busy timeout) for another opener's migration
+    try:
+        found = version(db)
+        for v in range(found, to_version):
+            step(db, v)
+        if found < to_version:
+            db.execute(f"PRAGMA user_version={to_version}")
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+    return found
+
+
+def execute_script(db: sqlite3.Connection, script: str) -> None:
+    """Runs ``script`` statement by statement inside the open transaction (``executescript`` would
+    commit it first, and so drop migrate's lock). Statements are split at ';' (our schemas have
+    none inside a string or a comment)."""
+    for statement in script.split(";"):
+        if statement.strip():
+            db.execute(statement)

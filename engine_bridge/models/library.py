@@ -59,6 +59,15 @@ def _shown_path(p: Path) -> str:
         return str(p.absolute())
 
 
+def _migration_step(db, version: int) -> None:
+    """From ``version`` to the next (run under sqlite_wal.migrate's lock)."""
+    sqlite_wal.execute_script(db, SCHEMA)
+    if version < 2:      # version 0/1 inspections lack value_problems: made again on demand
+        db.execute("DELETE FROM files")
+        db.execute("DELETE FROM pairs")
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+
+
 class _NewerCache(Exception):
     pass
 
@@ -147,20 +156,14 @@ class Library:
             self._migrate()
 
     def _migrate(self) -> None:
-        with self._db() as db:
+        with closing(sqlite_wal.connect(self.db_path)) as db:
             sqlite_wal.quick_check(db)
-            version = sqlite_wal.version(db)
-            if version > SCHEMA_VERSION:
+            found = sqlite_wal.version(db)
+            if found > SCHEMA_VERSION:
                 raise _NewerCache(f"The library cache {self.db_path} was written by a newer DFlash Studio "
-                                  f"(version {version}; this one reads up to {SCHEMA_VERSION}).")
-            if version == SCHEMA_VERSION:
-                return           # nothing to write: opening stays a read (every inspection job opens one)
-            db.executescript(SCHEMA)
-            if version < 2:      # version 0/1 inspections lack value_problems: made again on demand
-                db.execute("DELETE FROM files")
-                db.execute("DELETE FROM pairs")
-            db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                                  f"(version {found}; this one reads up to {SCHEMA_VERSION}).")
+            # at SCHEMA_VERSION nothing is written: opening stays a read (every inspection job opens one)
+            sqlite_wal.migrate(db, SCHEMA_VERSION, _migration_step)
 
     @contextmanager
     def _db(self):

@@ -227,3 +227,44 @@ def test_a_symlink_loop_does_not_stop_the_scan(tmp_path, models):
     assert found["good.gguf"].role == "target"
     broken = [f for name, f in found.items() if name != "good.gguf"]
     assert len(broken) == 3 and all(f.info is None and f.error for f in broken)
+
+
+def test_files_added_while_a_fresh_cache_is_opened_elsewhere_are_kept(tmp_path, models):
+    """The app opens the library on several worker threads at once (a read for the tree, an add per
+    dropped file). On a fresh cache each opener saw version 0 and migrated, and a late migration's
+    clean-up deleted a file another thread had just added (CI: one drafter shown of two)."""
+    import shutil
+    import threading
+
+    copies = []
+    for i in range(12):
+        p = tmp_path / f"m{i}" / "drafter.gguf"
+        p.parent.mkdir()
+        copies.append(Path(shutil.copy(models["drafter"], p)))
+    for attempt in range(5):
+        data = tmp_path / f"data{attempt}"
+        start = threading.Barrier(len(copies) * 2)
+        errors = []
+
+        def add(path):
+            try:
+                start.wait()
+                Library(data).add(path)
+            except Exception as exc:   # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        def read():
+            try:
+                start.wait()
+                Library(data).files()
+            except Exception as exc:   # noqa: BLE001
+                errors.append(exc)
+
+        threads = [threading.Thread(target=add, args=(p,)) for p in copies] + \
+                  [threading.Thread(target=read) for _ in copies]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        assert sorted(f.path for f in Library(data).files()) == sorted(str(p.resolve()) for p in copies)
