@@ -326,6 +326,7 @@ class AutoGeneration(Generation):
 
     def _switch(self, mode: str, budget: int) -> None:
         e = self.e
+        self._write_unwritten()               # a tree step's unwritten tokens, in every sequence
         if self.mode == "tree" and mode != "tree" and self.tree_seqs > 1:
             e.target_ctx.seq_keep(0)          # back to one sequence: AR and chain steps use seq 0
             self.tree_seqs, self.all_seqs = 1, [0]

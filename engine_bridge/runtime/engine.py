@@ -34,7 +34,7 @@ import numpy as np
 from .config import EngineConfig, GenerationSettings
 from ..common.placement import Placement
 from .drafter import Drafter
-from ..common.errors import ContextOverflowError, IncompatiblePairError
+from ..common.errors import ContextOverflowError, IncompatiblePairError, UnsupportedSettingError
 from .file_pin import FilePin, ModelChangedError, pin
 from .generation import Generation
 from . import tree as tree_mod
@@ -50,6 +50,21 @@ class TargetSnapshot:
     """What ``Engine.snapshot_target`` saved: the cached tokens and llama.cpp's bytes for them."""
     tokens: list[int]
     state: bytes
+
+
+def _make_exact(config: EngineConfig, ctx: Context) -> None:
+    """Switches the target context to batch-invariant kernels (EngineConfig.exact) or says why not."""
+    from . import llama_ffi
+
+    if offload_gpus(config):
+        ctx.free()
+        raise UnsupportedSettingError(
+            "the exact verify is CPU-only in this build (its batch-invariant kernels are the CPU "
+            "backend's); set GPU layers to 0 for it, or turn exact off")
+    if not llama_ffi.set_batch_invariant(ctx.ptr, True):
+        ctx.free()
+        raise UnsupportedSettingError(
+            "this engine build lacks the exact verify (llama.cpp patch 0005): run `make setup` to rebuild it")
 
 
 def offload_gpus(config: EngineConfig) -> list[dict]:
@@ -165,6 +180,8 @@ class Engine:
             ctx = Context(target, n_ctx=n_ctx, n_batch=config.n_batch, n_ubatch=config.n_ubatch,
                           kv=config.target_kv, flash_attn=config.flash_attn, n_threads=config.n_threads,
                           n_seq_max=max(1, n_seq), kv_unified=True)
+            if config.exact:
+                _make_exact(config, ctx)
         except Exception:
             target.free()
             raise
@@ -324,6 +341,35 @@ class Engine:
         self.kv.append(tokens[-1])
         return self.target_ctx.logits(1)[0].copy()
 
+    def greedy_logits(self, prompt_tokens: list[int], n: int) -> tuple[list[int], np.ndarray]:
+        """The target's greedy answer to ``prompt_tokens`` (at most ``n`` tokens, ending at an
+        end-of-generation token) and the logits each token was picked from, one token per decode
+        over one cache, as autoregressive decoding writes it. Leaves the KV empty."""
+        if not prompt_tokens:
+            raise ValueError("empty prompt")
+        tctx, b = self.target_ctx, self.target_batch
+        tctx.set_backend_greedy(False)
+        gen: list[int] = []
+        rows = []
+        try:
+            self.reset()
+            self._prefill(list(prompt_tokens[:-1]), need_features=False)
+            tok = prompt_tokens[-1]
+            for _ in range(n):
+                b.clear()
+                b.add_token(tok, len(self.kv), 0, True)
+                tctx.process(b)
+                self.kv.append(tok)
+                row = tctx.logits(1)[0].copy()
+                tok = int(np.argmax(row))
+                rows.append(row)
+                gen.append(tok)
+                if self.target.is_eog(tok) or len(self.kv) + 1 >= tctx.n_ctx:
+                    break
+        finally:
+            self.reset()
+        return gen, np.array(rows)
+
     def replay_logits(self, prompt_tokens: list[int], generated: list[int], rows: int, follow: list[int] = (),
                       history_rows: int | None = None, prompt_split: int = 0):
         """The target's logits for the token after ``prompt_tokens + generated``, with the generated
@@ -359,7 +405,8 @@ class Engine:
             self.kv.extend(span)
         return self.target_ctx.logits(1)[0].copy()
 
-    def replay_verify(self, prompt_tokens: list[int], generated: list[int], batches) -> np.ndarray:
+    def replay_verify(self, prompt_tokens: list[int], generated: list[int], batches,
+                      every_batch: bool = False):
         """The target's logits for the committed rows of the last of ``batches``, recorded tree
         verify batches (records.VerifyBatch, in run order): each decoded as the run decoded it --
         the same tokens, positions and sequence sets in one batch -- and trimmed to its accepted
@@ -369,7 +416,10 @@ class Engine:
         Given one batch, the prefix before it is written as the target alone writes it; given the
         run's batches up to it, the cache is rebuilt as the run left it (the K/V its earlier batches
         wrote, sibling cells dropped): what the target reads there, with no drafter involved, tells
-        whether a parting is the target's own pick under that batching. Leaves the KV empty."""
+        whether a parting is the target's own pick under that batching. Leaves the KV empty.
+
+        ``every_batch``: a list with the committed rows' logits of every batch instead (the drift
+        measurement, engine_bridge.bench.drift, decodes a whole generation this way)."""
         batches = list(batches)
         if not batches:
             raise ValueError("no verify batch to replay")
@@ -377,6 +427,7 @@ class Engine:
         tctx.set_backend_greedy(False)
         toks = list(prompt_tokens) + list(generated)
         seqs = 1
+        out: list[np.ndarray] = []
         try:
             self._prefill(list(prompt_tokens[:-1]), need_features=False)
             for n, vb in enumerate(batches):
@@ -401,14 +452,23 @@ class Engine:
                     b.add_token_seqs(tok, vb.pos + 1 + dep, list(sq), True)
                 tctx.process(b)
                 tctx.synchronize()
-                if n == len(batches) - 1:
+                if every_batch or n == len(batches) - 1:
                     rows = tctx.logits(len(vb.tokens) + 1)
-                    return np.array([rows[r] for r in vb.rows])
-                keep = len(vb.rows)
-                win = vb.seqs[vb.rows[-1] - 1][0] if keep > 1 else None
+                    picked = np.array([rows[r] for r in vb.rows])
+                    if not every_batch:
+                        return picked
+                    out.append(picked)
+                # as Generation._tree_step: the path's run along the seeded chain stays; the rest
+                # of it is written before the next batch (one token per decode here)
+                nodes = [r - 1 for r in vb.rows[1:]]
+                on_chain = 0
+                while on_chain < len(nodes) and nodes[on_chain] == on_chain:
+                    on_chain += 1
+                win = vb.seqs[nodes[on_chain - 1]][0] if on_chain else None
                 n_leaves = 1 + max((max(sq) for sq in vb.seqs if sq), default=0)
-                tree_mod.keep_path(tctx, vb.pos, keep, win, n_leaves, range(seqs))
-                self.kv = toks[:vb.pos + keep]
+                tree_mod.keep_path(tctx, vb.pos, 1 + on_chain, win, n_leaves, range(seqs))
+                self.kv = toks[:vb.pos + 1 + on_chain]
+            return out
         finally:
             self.reset()
 
@@ -530,7 +590,7 @@ class Engine:
         d = {
             "target": str(self.config.target), "target_params": self.target.n_params,
             "n_ctx": self.target_ctx.n_ctx, "n_vocab": self.target.n_vocab,
-            "target_kv": str(self.config.target_kv), "flash_attn": self.config.flash_attn,
+            "target_kv": str(self.config.target_kv), "flash_attn": self.config.flash_attn, "exact": self.config.exact,
         }
         from . import llama_ffi
 
