@@ -85,6 +85,9 @@ def add_engine_args(p) -> None:
     p.add_argument("--ngl", type=int, default=-1, help="GPU layers (-1: all)")
     p.add_argument("--flash-attn", choices=("auto", "on", "off"), default="auto",
                    help="flash attention (default auto: llama.cpp decides; a quantised V cache needs it)")
+    p.add_argument("--exact", action="store_true",
+                   help="exact verify: batch-invariant kernels, so greedy speculative output is the target's own "
+                        "token for token (CPU only; costs some speed: docs/benchmarks.md)")
     p.add_argument("--kv-k", default="f16", metavar="TYPE", help=f"target K cache type: {KV_CHOICES} (default f16)")
     p.add_argument("--kv-v", default="f16", metavar="TYPE", help=f"target V cache type: {KV_CHOICES} (default f16)")
     p.add_argument("--draft-kv-k", default=None, metavar="TYPE", help="drafter K cache type (default: the target's)")
@@ -153,7 +156,8 @@ def config_from_args(args) -> EngineConfig:
                         draft_n_gpu_layers=args.ngl, flash_attn=args.flash_attn, target_kv=tkv,
                         draft_kv=dkv, adapters=tuple(adapters), n_threads=threads,
                         target_placement=tpl, draft_placement=dpl,
-                        rpc_servers=parse_endpoints(getattr(args, "rpc", None)))
+                        rpc_servers=parse_endpoints(getattr(args, "rpc", None)),
+                        exact=bool(getattr(args, "exact", False)))
 
 
 def read_prompt(args, stdin=None) -> str:

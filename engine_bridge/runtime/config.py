@@ -69,6 +69,10 @@ class EngineConfig:
     # machine's GPUs, as in llama.cpp's own default order; the engine then runs in a child process
     # (runtime.engine_process), because ggml-rpc aborts the process that loses a server
     rpc_servers: tuple[str, ...] = ()
+    # the exact verify (issue 29): batch-invariant kernels, so that every verified row rounds as a
+    # one-token decode does and greedy speculative output is the target's own, token for token
+    # (patch 0005; CPU kernels only: a GPU-offloaded target is refused)
+    exact: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "target", Path(self.target))

@@ -156,11 +156,24 @@ def build_info() -> dict:
     return info
 
 
+def set_batch_invariant(ctx, on: bool) -> bool:
+    """Patch 0005's ``llama_set_batch_invariant``: the context's CPU kernels compute every batch row
+    as a one-token decode does (the exact verify). False when this build lacks the patch or the
+    context has no CPU backend that supports it."""
+    try:
+        fn = _lib.llama_set_batch_invariant
+    except AttributeError:
+        return False
+    fn.argtypes = [ctx_p, ctypes.c_bool]
+    fn.restype = ctypes.c_bool
+    return bool(fn(ctx, on))
+
+
 __all__ = [
     "C", "EngineUnavailableError", "build_info",
     "llama_set_embeddings_layer_inp", "llama_get_embeddings_layer_inp",
     "llama_model_target_layer_ids", "llama_model_target_layer_ids_n", "llama_model_dflash_selector_top_k",
-    "llama_get_embeddings_nextn", "llama_set_embeddings_nextn",
+    "llama_get_embeddings_nextn", "llama_set_embeddings_nextn", "set_batch_invariant",
 ]
 
 
