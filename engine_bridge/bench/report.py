@@ -138,6 +138,7 @@ def build_report(result: BenchResult, baseline: str | int | None = None) -> dict
             rd.update(speedup=sp.ratio if sp else None, speedup_ci_lo=sp.ci_lo if sp else None,
                       speedup_ci_hi=sp.ci_hi if sp else None)
         prompts_out.extend(_prompt_dicts(result, row))
+    _auto_against_best(rows_out)
     base = _pick_baseline(rows_out, baseline)
     for rd in rows_out:
         rd["is_baseline"] = base is not None and rd["id"] == base["id"]
@@ -168,6 +169,30 @@ def build_report(result: BenchResult, baseline: str | int | None = None) -> dict
         "runs": [_run_dict(m) for m in result.measurements],
     }
     return check_report(_finite(report))
+
+
+def _auto_against_best(rows: list[dict]) -> None:
+    """Each auto row's tok/s over the best fixed configuration measured beside it (the same AR row:
+    the same load), AR included: auto should match whichever pays, or lose little to it."""
+    for r in rows:
+        r["auto_vs_best"], r["best_fixed"] = None, None
+    for r in rows:
+        if r["verify_mode"] != "auto" or not r["avg_ts"]:
+            continue
+        fixed = [f for f in rows if f["verify_mode"] != "auto" and f["avg_ts"]
+                 and (f["ar_row"] == r["ar_row"] or f["id"] == r["ar_row"])]
+        if fixed:
+            best = max(fixed, key=lambda f: f["avg_ts"])
+            r["auto_vs_best"], r["best_fixed"] = r["avg_ts"] / best["avg_ts"], best["id"]
+
+
+def auto_table(report: dict) -> tuple[list[str], list[list[str]]]:
+    """auto's rows against the best fixed row of their load (empty without an auto row)."""
+    by_id = {r["id"]: r for r in report["rows"]}
+    rows = [[r["id"], r["label"], fmt(r["avg_ts"]), by_id[r["best_fixed"]]["label"],
+             fmt(by_id[r["best_fixed"]]["avg_ts"]), fmt(r["auto_vs_best"], 3), fmt(r["speedup"], 3)]
+            for r in report["rows"] if r.get("auto_vs_best") is not None]
+    return ["row", "configuration", "tok/s", "best fixed", "its tok/s", "auto ÷ best fixed", "auto ÷ AR"], rows
 
 
 def _tool_version() -> str:
@@ -487,6 +512,10 @@ def to_markdown(report: dict) -> str:
     notes = [f"- {esc(r['id'])}: {esc(n)}" for r in report["rows"] for n in r["notes"]]
     if notes:
         parts += ["Notes:", ""] + notes + [""]
+    auto_rows = auto_table(report)
+    if auto_rows[1]:
+        parts += ["## auto against the best fixed configuration", "",
+                  md_table(*auto_rows, escape_html=True), ""]
     advice = advice_lines(report)
     if advice:
         parts += ["## Does speculation pay?", ""] + [f"- {esc(a)}" for a in advice] + [""]

@@ -38,7 +38,7 @@ from ..common.errors import EngineError, UnsupportedSettingError
 AXES = ("budget", "verify_mode", "type_k", "type_v", "draft_variant")
 AXIS_ALIASES = {"verify": "verify_mode", "mode": "verify_mode", "draft": "draft_variant",
                 "variant": "draft_variant", "kv": "kv"}
-SPEC_MODES = ("chain", "tree")
+SPEC_MODES = ("chain", "tree", "auto")   # auto: the engine picks per step, the budget its cap
 BASE_VARIANT = "base"
 
 

@@ -37,7 +37,7 @@ LLAMA_BENCH_FIELDS = {
     "n_prompt": INT, "n_gen": INT, "avg_ts": OPT_NUM, "stddev_ts": OPT_NUM, "samples_ts": NUMS,
 }
 DFLASH_FIELDS = {
-    "draft_filename": STR, "budget": INT, "verify_mode": {"enum": ["ar", "chain", "tree"]}, "draft_variant": STR,
+    "draft_filename": STR, "budget": INT, "verify_mode": {"enum": ["ar", "chain", "tree", "auto"]}, "draft_variant": STR,
     "draft_n": INT, "draft_n_accepted": INT, "acceptance_rate": OPT_NUM, "mean_commit_len": OPT_NUM,
     **{f"phase_{p}_ms": OPT_NUM for p in PHASES},
 }
@@ -58,6 +58,8 @@ ROW = {
         "commit_hist": {"type": "object", "additionalProperties": INT},
         "delta_ts": OPT_NUM, "delta_flag": {"type": ["string", "null"]}, "is_baseline": {"type": "boolean"},
         "stats": STATS, **LLAMA_BENCH_FIELDS, **DFLASH_FIELDS,
+        # auto rows: tok/s over the best fixed row of the same load (AR or a chain/tree budget), and its id
+        "auto_vs_best": OPT_NUM, "best_fixed": {"type": ["string", "null"]},
     },
 }
 

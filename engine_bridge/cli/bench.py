@@ -32,7 +32,7 @@ def register(sub) -> None:
     b.add_argument("--reps", type=int, default=3, help="timed repetitions per prompt (default 3)")
     b.add_argument("--max-tokens", type=int, default=64, help="tokens generated per prompt (default 64)")
     b.add_argument("--budget", type=int, default=15, help="draft tokens per step when not swept")
-    b.add_argument("--verify", choices=("chain", "tree"), default="chain", help="verify mode when not swept")
+    b.add_argument("--verify", choices=("chain", "tree", "auto"), default="chain", help="verify mode when not swept")
     b.add_argument("--p-min", type=float, default=0.0, help="stop drafting below this drafter probability")
     b.add_argument("--temp", type=float, default=0.0, help="temperature (0: greedy; losslessness is checked only then)")
     b.add_argument("--top-k", type=int, default=40, help="sample among the K most likely tokens (0: all; default 40)")

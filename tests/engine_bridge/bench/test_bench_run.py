@@ -37,7 +37,7 @@ def test_parse_sweep_axes_and_aliases():
     assert sw["draft_variant"] == [BASE_VARIANT, "lora:/a.gguf@0.5"]
 
 
-@pytest.mark.parametrize("bad", ["budget=0", "budget=x", "verify_mode=ar", "type_k=q9", "colour=red",
+@pytest.mark.parametrize("bad", ["budget=0", "budget=x", "verify_mode=ar", "verify=fast", "type_k=q9", "colour=red",
                                  "budget", "budget=", "kv=f16/zz"])
 def test_parse_sweep_rejects(bad):
     with pytest.raises(SweepError):
@@ -163,6 +163,27 @@ def test_kv_sweep_reloads_and_fails_an_impossible_group(engine_config):
     assert all("head_dim" in r.error for r in res.rows if r.status == "failed")
     report = build_report(res)
     assert report["rows"][1]["type_k"] == "bf16" and report["rows"][1]["speedup"] is not None
+
+
+def test_auto_gets_its_own_row_against_the_best_fixed_one(engine_config):
+    """Issue 29: `bench --sweep verify=chain,auto` measures auto beside the fixed modes and reports
+    auto's tok/s over the best fixed configuration of the same load (AR included)."""
+    from engine_bridge.bench.report import auto_table, to_markdown
+
+    spec = make_spec(engine_config, ["verify=chain,auto", "budget=4"])
+    res = run_bench(spec)
+    assert [r.status for r in res.rows] == ["ok"] * 3, [r.error for r in res.rows]
+    report = build_report(res)
+    rows = {r["verify_mode"]: r for r in report["rows"]}
+    auto = rows["auto"]
+    best = max((rows["ar"], rows["chain"]), key=lambda r: r["avg_ts"])
+    assert auto["best_fixed"] == best["id"]
+    assert auto["auto_vs_best"] == pytest.approx(auto["avg_ts"] / best["avg_ts"])
+    assert rows["chain"]["auto_vs_best"] is None and rows["ar"]["best_fixed"] is None
+    assert auto["lossless"] is True                      # greedy: auto commits what AR commits
+    headers, table = auto_table(report)
+    assert len(table) == 1 and "auto ÷ best fixed" in headers
+    assert "auto against the best fixed configuration" in to_markdown(report)
 
 
 # -- suites -----------------------------------------------------------------------------------------
