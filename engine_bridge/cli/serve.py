@@ -46,8 +46,6 @@ def cmd_serve(args) -> int:
     try:
         binding = resolve_binding(args.host, args.port, args.api_key, os.environ)
         cfg = config_from_args(args)
-        if cfg.rpc_servers:
-            raise ValueError("--rpc is not served yet (the engine would run in a child process)")
         if args.queue < 1:
             raise ValueError("--queue must be at least 1")
         mode = args.mode or ("chain" if cfg.draft else "ar")
