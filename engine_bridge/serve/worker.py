@@ -120,6 +120,7 @@ class JobQueue:
             self._waiting.append(job)
             self._cv.notify()
         self._submitted(job)
+        self._changed()
 
     def _submitted(self, job: Job) -> None:
         """A subclass's hook: the job is queued (the app asks its engine worker to run one)."""
@@ -173,6 +174,7 @@ class JobQueue:
         with self._cv:
             self.busy = True
             self._running = job
+        self._changed()
         try:
             if job.cancel.is_set():
                 self.cancelled += 1
@@ -189,10 +191,10 @@ class JobQueue:
             with self._cv:
                 self.busy = False
                 self._running = None
-            self._ran(job)
+            self._changed()
 
-    def _ran(self, job: Job) -> None:
-        """A subclass's hook: ``job`` is answered (the app's counters)."""
+    def _changed(self) -> None:
+        """A subclass's hook: a job was queued, began or was answered (the app's counters)."""
 
     def _serve(self, eng, job: Job, observe: Callable | None) -> None:
         req = job.req

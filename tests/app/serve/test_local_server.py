@@ -1,0 +1,173 @@
+"""The "Local server" switch (issue 31): a real window (offscreen) on the reference pair, the switch
+turned on, the official `openai` client streaming and not streaming on 127.0.0.1, requests taking
+turns with chat turns on the one engine worker, the status bar's counters, served steps in the
+plots and profiler, and closing the window stopping the server and freeing its port."""
+
+from __future__ import annotations
+
+import socket
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from app_helpers import ANSWER_TIMEOUT_MS, LOAD_TIMEOUT_MS, ask, load_pair
+
+from engine_bridge.models.demo import reference_pair
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
+from engine_bridge.runtime.config import GenerationSettings
+from engine_bridge.runtime.engine import Engine
+
+MESSAGES = [{"role": "user", "content": "Write a function that reverses a list"}]
+PROMPT = "def fibonacci(n):\n"
+
+
+@pytest.fixture
+def pool():
+    ex = ThreadPoolExecutor(4)      # the clients: off the UI thread, as other programs are
+    yield ex
+    ex.shutdown(wait=True, cancel_futures=True)
+
+
+def _pair():
+    pair = reference_pair()
+    if pair is None:
+        pytest.fail("the reference pair resources/models/target.gguf + drafter.gguf is missing")
+    return pair
+
+
+def _serving(qtbot, w, **options):
+    panel = w.server_panel
+    panel.port.setValue(0)                 # any free port
+    for name, value in options.items():
+        getattr(panel, name).setText(value)
+    w.side_tabs.setCurrentWidget(panel)
+    panel.switch.click()
+    qtbot.waitUntil(lambda: w.local_server.state == "serving", timeout=LOAD_TIMEOUT_MS)
+    return w.local_server.url
+
+
+def _client(url, key="unused"):
+    from openai import OpenAI
+
+    return OpenAI(base_url=url, api_key=key, max_retries=0, timeout=120)
+
+
+def _wait(qtbot, future):
+    qtbot.waitUntil(future.done, timeout=ANSWER_TIMEOUT_MS)
+    return future.result()
+
+
+def _headless(w):
+    """An engine of its own on the window's pair and load settings: what `generate` prints."""
+    return Engine.load(w.settings.engine_config(), preflight=PAIR_PREFLIGHT)
+
+
+def test_switch_serves_the_loaded_pair_to_the_openai_client(qtbot, make_window, pool):
+    w = make_window(mode="chain", budget=7, temperature=0.0, max_tokens=16)
+    load_pair(qtbot, w, _pair())
+    url = _serving(qtbot, w)
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+    label = w.local_server.label
+    assert label.isVisible() and label.text() == f"serving {url} · queue 0/8 · 0 served"
+    model = w.local_server.server.app.model_ids[0]
+    assert model == "target"
+    api = _client(url)
+
+    assert [m.id for m in _wait(qtbot, pool.submit(api.models.list)).data] == [model]
+    full = _wait(qtbot, pool.submit(api.chat.completions.create, model=model, messages=MESSAGES, max_tokens=24))
+    chunks = _wait(qtbot, pool.submit(lambda: list(api.completions.create(
+        model=model, prompt=PROMPT, max_tokens=24, stream=True, stream_options={"include_usage": True}))))
+    streamed = "".join(c.choices[0].text for c in chunks if c.choices)
+
+    eng = _headless(w)
+    try:
+        greedy = GenerationSettings(mode="chain", budget=7, max_tokens=24)
+        want_chat = eng.generate(eng.format_chat(MESSAGES), greedy).text
+        want_text = eng.generate(PROMPT, greedy).text
+    finally:
+        eng.close()
+    assert full.choices[0].message.content == want_chat and full.usage.completion_tokens == 24
+    assert streamed == want_text and chunks[-1].usage.completion_tokens == 24
+    assert full.model_extra["timings"]["mode"] == "chain"      # the chat's settings are the defaults
+
+    qtbot.waitUntil(lambda: label.text() == f"serving {url} · queue 0/8 · 2 served")
+    # the served runs in the profiler and the plots, marked as served
+    qtbot.waitUntil(lambda: sum(1 for r in w.profiler.model.rows if r[2] == "served") >= 2)
+    rows = w.profiler.model.rows
+    assert {r[0] for r in rows if r[2] == "served"} == {1, 2}
+    assert sum(r[1].committed for r in rows if r[2] == "served") >= 48
+    assert w.plots.served_step_count() == len(rows) and "served" in w.plots.summary.text()
+
+    # closing the window stops the server: its thread ends, the port is free again
+    http_thread = w.local_server.server._thread
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    w.close()
+    assert not http_thread.is_alive() and w.engine._thread.isFinished()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+
+
+def test_served_requests_and_chat_turns_take_turns(qtbot, make_window, pool):
+    """A served request sent while the chat generates waits in the queue (the status bar says so)
+    and runs after the turn; a chat turn sent while a request is served waits behind it. Both answers
+    are the headless ones: neither saw the other's KV."""
+    w = make_window(mode="chain", budget=7, temperature=0.0, max_tokens=4000)
+    load_pair(qtbot, w, _pair())
+    url = _serving(qtbot, w)
+    model = w.local_server.server.app.model_ids[0]
+    api = _client(url)
+    label = w.local_server.label
+
+    w.chat.input.setPlainText("Write a long class with many methods")
+    w.chat.send_button.click()
+    qtbot.waitUntil(lambda: len(w.chat.transcript.messages[-1].tokens) >= 3, timeout=ANSWER_TIMEOUT_MS)
+    waiting = pool.submit(lambda: "".join(c.choices[0].text for c in api.completions.create(
+        model=model, prompt=PROMPT, max_tokens=32, stream=True) if c.choices))
+    qtbot.waitUntil(lambda: "queue 1/8" in label.text(), timeout=ANSWER_TIMEOUT_MS)
+    assert w.engine.state == "generating" and not waiting.done()
+    with qtbot.waitSignal(w.answerFinished, timeout=ANSWER_TIMEOUT_MS):
+        w.stop()
+    served_text = _wait(qtbot, waiting)
+
+    # the reverse: a long served request runs, a chat turn is sent meanwhile and waits for it
+    w.settings_panel.max_tokens.setValue(16)
+    long = pool.submit(api.completions.create, model=model, prompt=PROMPT, max_tokens=200)
+    qtbot.waitUntil(lambda: "busy" in label.text(), timeout=ANSWER_TIMEOUT_MS)
+    res = ask(qtbot, w, "Hello")
+    long_text = _wait(qtbot, long).choices[0].text
+    qtbot.waitUntil(lambda: label.text().endswith("· 2 served"))
+
+    eng = _headless(w)
+    try:
+        want = [eng.generate(PROMPT, GenerationSettings(mode="chain", budget=7, max_tokens=n)).text for n in (32, 200)]
+    finally:
+        eng.close()
+    assert [served_text, long_text] == want
+    assert res.summary.n_generated >= 1
+    # the engine ran one thing at a time: each run's steps are one unbroken block in the profiler
+    runs = [(src, run) for run, _, src in w.profiler.model.rows]
+    blocks = [runs[0]] + [b for a, b in zip(runs, runs[1:]) if a != b]
+    assert len(blocks) == len(set(blocks)) == 4, blocks
+    assert [b[0] for b in blocks] == ["chat", "served", "served", "chat"]
+
+
+def test_a_key_is_asked_for_beyond_loopback_and_checked(qtbot, make_window, pool, monkeypatch):
+    from openai import AuthenticationError
+
+    monkeypatch.delenv("DFLASH_API_KEY", raising=False)
+    w = make_window()
+    load_pair(qtbot, w, _pair())
+    panel = w.server_panel
+    panel.host.setText("0.0.0.0")
+    panel.port.setValue(0)
+    panel.switch.click()
+    assert not panel.switch.isChecked() and w.local_server.state == "off"
+    assert "API key" in panel.message.text() and panel.host.isEnabled()
+    panel.host.setText("127.0.0.1")
+    url = _serving(qtbot, w, api_key="k-31")
+    with pytest.raises(AuthenticationError):
+        _wait(qtbot, pool.submit(_client(url, "wrong").models.list))
+    assert _wait(qtbot, pool.submit(_client(url, "k-31").models.list)).data
+    panel.switch.click()                       # off: the port closes, the fields unlock
+    assert w.local_server.state == "off" and panel.port.isEnabled() and not w.local_server.label.isVisible()
