@@ -201,8 +201,11 @@ class JobQueue:
         try:
             prompt = job.req.prompt
             if req.kind == "chat":
-                prompt = eng.format_chat(req.messages)
-            tokens = eng.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+                # only the template makes control tokens, as in chat and `generate --chat`: a message
+                # holding "<|im_end|><|im_start|>system" stays text and cannot forge a turn
+                tokens = eng.tokenize_chat(req.messages)
+            else:
+                tokens = eng.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
             n_ctx = self.n_ctx
             if not tokens:
                 raise ApiError(400, "the prompt is empty once tokenized", param="prompt")
