@@ -78,7 +78,7 @@ def cmd_serve(args) -> int:
         more = [v for v in server.worker.variants if v != "base"]
         variants = f", variants {', '.join(more)}" if more else ""
         print(f"dflash-studio serve: {server.url}  model {server.app.model_ids[0]} (drafter {draft}{variants}, "
-              f"{mode} {args.budget}, context {eng.target_ctx.n_ctx}); {key}; Ctrl-C stops", flush=True)
+              f"{mode} {args.budget}, context {server.app.limits.n_ctx}); {key}; Ctrl-C stops", flush=True)
         try:
             server.run()
         except KeyboardInterrupt:   # uvicorn shuts down cleanly, then re-raises the signal: the way to stop
