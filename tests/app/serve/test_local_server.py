@@ -91,10 +91,10 @@ def test_switch_serves_the_loaded_pair_to_the_openai_client(qtbot, make_window, 
 
     qtbot.waitUntil(lambda: label.text() == f"serving {url} · queue 0/8 · 2 served")
     # the served runs in the profiler and the plots, marked as served
-    qtbot.waitUntil(lambda: sum(1 for r in w.profiler.model.rows if r[2] == "served") >= 2)
     rows = w.profiler.model.rows
+    # every step of both runs reaches the profiler (drained through a throttle)
+    qtbot.waitUntil(lambda: sum(r[1].committed for r in rows if r[2] == "served") >= 48)
     assert {r[0] for r in rows if r[2] == "served"} == {1, 2}
-    assert sum(r[1].committed for r in rows if r[2] == "served") >= 48
     assert w.plots.served_step_count() == len(rows) and "served" in w.plots.summary.text()
 
     # closing the window stops the server: its thread ends, the port is free again
@@ -118,6 +118,12 @@ def test_served_requests_and_chat_turns_take_turns(qtbot, make_window, pool):
     model = w.local_server.server.app.model_ids[0]
     api = _client(url)
     label = w.local_server.label
+    # the order in which steps are made, seen on the engine's thread (the profiler's order is the
+    # order of two throttled drains, which may interleave)
+    order = []
+    chat_push, served_push = w.engine.channel.push_step, w.local_server.steps.push_step
+    w.engine.channel.push_step = lambda rec: (order.append("chat"), chat_push(rec))
+    w.local_server.steps.push_step = lambda item: (order.append(f"served {item[0]}"), served_push(item))
 
     w.chat.input.setPlainText("Write a long class with many methods")
     w.chat.send_button.click()
@@ -145,11 +151,11 @@ def test_served_requests_and_chat_turns_take_turns(qtbot, make_window, pool):
         eng.close()
     assert [served_text, long_text] == want
     assert res.summary.n_generated >= 1
-    # the engine ran one thing at a time: each run's steps are one unbroken block in the profiler
-    runs = [(src, run) for run, _, src in w.profiler.model.rows]
-    blocks = [runs[0]] + [b for a, b in zip(runs, runs[1:]) if a != b]
-    assert len(blocks) == len(set(blocks)) == 4, blocks
-    assert [b[0] for b in blocks] == ["chat", "served", "served", "chat"]
+    # the engine ran one thing at a time: each run's steps are one unbroken block
+    blocks = [order[0]] + [b for a, b in zip(order, order[1:]) if a != b]
+    assert blocks == ["chat", "served 1", "served 2", "chat"]
+    assert {(src, run) for run, _, src in w.profiler.model.rows} == {("chat", 1), ("served", 1), ("served", 2),
+                                                                     ("chat", 2)}
 
 
 def test_a_key_is_asked_for_beyond_loopback_and_checked(qtbot, make_window, pool, monkeypatch):
@@ -171,3 +177,24 @@ def test_a_key_is_asked_for_beyond_loopback_and_checked(qtbot, make_window, pool
     assert _wait(qtbot, pool.submit(_client(url, "k-31").models.list)).data
     panel.switch.click()                       # off: the port closes, the fields unlock
     assert w.local_server.state == "off" and panel.port.isEnabled() and not w.local_server.label.isVisible()
+
+
+def test_the_server_follows_the_loaded_pair(qtbot, make_window, tiny_pair, pool):
+    """Loading another pair stops the server (a request now gets no answer from the old pair) and
+    starts it again on the new one, without touching the switch."""
+    w = make_window(mode="chain", budget=7)
+    load_pair(qtbot, w, _pair())
+    first = _serving(qtbot, w)
+    assert w.local_server.server.app.model_ids == ("target",)
+    load_pair(qtbot, w, tiny_pair)
+    qtbot.waitUntil(lambda: w.local_server.state == "serving"
+                    and w.local_server.server.app.model_ids == ("tiny-qwen3-target",), timeout=LOAD_TIMEOUT_MS)
+    assert w.server_panel.switch.isChecked()
+    url = w.local_server.url
+    got = _wait(qtbot, pool.submit(_client(url).completions.create, model="tiny-qwen3-target", prompt="Hi",
+                                   max_tokens=4))
+    assert got.usage.completion_tokens == 4
+    qtbot.waitUntil(lambda: w.local_server.label.text() == f"serving {url} · queue 0/8 · 1 served")
+    if url != first:      # port 0: most likely another port; the old one is closed either way
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", int(first.rsplit(":", 1)[1].split("/")[0])), timeout=2).close()
