@@ -250,9 +250,9 @@ class LivePlots(QWidget):
         if len(v):
             drafted, accepted = v[:, DRAFTED].sum(), v[:, ACCEPTED].sum()
             rate = f"{accepted / drafted:.0%} accepted" if drafted else "no drafts (autoregressive)"
-            served = int(v[:, SERVED].sum())
-            self.summary.setText(f"{self.buffer.total} steps · {self.recent_tok_per_s():.1f} tok/s (last 32) · "
-                                 f"{v[:, COMMIT].mean():.2f} tok/step · {rate}"
-                                 + (f" · {served} served" if served else ""))
+            served = int(v[:, SERVED].sum())      # first in the line: a narrow dock cuts its end
+            self.summary.setText(f"{self.buffer.total} steps" + (f" ({served} served, purple)" if served else "")
+                                 + f" · {self.recent_tok_per_s():.1f} tok/s (last 32) · "
+                                 f"{v[:, COMMIT].mean():.2f} tok/step · {rate}")
         else:
             self.summary.setText("no steps yet")

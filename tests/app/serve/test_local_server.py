@@ -5,6 +5,7 @@ plots and profiler, and closing the window stopping the server and freeing its p
 
 from __future__ import annotations
 
+import csv
 import socket
 from concurrent.futures import ThreadPoolExecutor
 
@@ -61,7 +62,7 @@ def _headless(w):
     return Engine.load(w.settings.engine_config(), preflight=PAIR_PREFLIGHT)
 
 
-def test_switch_serves_the_loaded_pair_to_the_openai_client(qtbot, make_window, pool):
+def test_switch_serves_the_loaded_pair_to_the_openai_client(qtbot, make_window, pool, tmp_path):
     w = make_window(mode="chain", budget=7, temperature=0.0, max_tokens=16)
     load_pair(qtbot, w, _pair())
     url = _serving(qtbot, w)
@@ -95,7 +96,10 @@ def test_switch_serves_the_loaded_pair_to_the_openai_client(qtbot, make_window, 
     # every step of both runs reaches the profiler (drained through a throttle)
     qtbot.waitUntil(lambda: sum(r[1].committed for r in rows if r[2] == "served") >= 48)
     assert {r[0] for r in rows if r[2] == "served"} == {1, 2}
-    assert w.plots.served_step_count() == len(rows) and "served" in w.plots.summary.text()
+    assert w.plots.served_step_count() == len(rows) and f"({len(rows)} served" in w.plots.summary.text()
+    assert w.profiler.export(tmp_path / "steps.csv") == len(rows)
+    exported = list(csv.DictReader(open(tmp_path / "steps.csv")))
+    assert {r["source"] for r in exported} == {"served"} and {r["run"] for r in exported} == {"1", "2"}
 
     # closing the window stops the server: its thread ends, the port is free again
     http_thread = w.local_server.server._thread
