@@ -57,7 +57,7 @@ class LocalServer(QObject):
         status_bar.addPermanentWidget(self.label)
         self.steps = StreamChannel(self)
         self._drain = Throttle(self._take_steps, parent=self)
-        self.steps.ready.connect(self._drain)
+        self.steps.ready.connect(self._on_steps)      # a slot of this object: queued from the engine's thread
         self.countsChanged.connect(self._show_counts)
         self._factsReady.connect(self._on_facts)
         engine.stateChanged.connect(self._on_engine_state)
@@ -203,6 +203,10 @@ class LocalServer(QObject):
     @property
     def served(self) -> int:
         return self.queue.served if self.queue is not None else 0
+
+    @Slot()
+    def _on_steps(self) -> None:
+        self._drain()
 
     def _take_steps(self) -> None:
         _, items = self.steps.drain()

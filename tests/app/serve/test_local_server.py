@@ -175,6 +175,13 @@ def test_a_key_is_asked_for_beyond_loopback_and_checked(qtbot, make_window, pool
     assert not panel.switch.isChecked() and w.local_server.state == "off"
     assert "API key" in panel.message.text() and panel.host.isEnabled()
     panel.host.setText("127.0.0.1")
+    with socket.socket() as taken:          # a port in use: said, and the switch goes back off
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        panel.port.setValue(taken.getsockname()[1])
+        panel.switch.click()
+        qtbot.waitUntil(lambda: not panel.switch.isChecked(), timeout=LOAD_TIMEOUT_MS)
+        assert "cannot listen on 127.0.0.1" in panel.message.text() and w.local_server.state == "off"
     url = _serving(qtbot, w, api_key="k-31")
     with pytest.raises(AuthenticationError):
         _wait(qtbot, pool.submit(_client(url, "wrong").models.list))
