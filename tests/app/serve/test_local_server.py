@@ -209,3 +209,37 @@ def test_the_server_follows_the_loaded_pair(qtbot, make_window, tiny_pair, pool)
     if url != first:      # port 0: most likely another port; the old one is closed either way
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", int(first.rsplit(":", 1)[1].split("/")[0])), timeout=2).close()
+
+
+def test_closing_while_a_request_is_served_and_one_waits(qtbot, make_window, pool):
+    """Close mid-request: the running request stops within a step, the waiting one is answered 503,
+    both clients get their answer (no hung client), and every thread has ended."""
+    import time
+
+    w = make_window(mode="chain", budget=7)
+    load_pair(qtbot, w, _pair())
+    url = _serving(qtbot, w)
+    api = _client(url)
+    label = w.local_server.label
+
+    def stream(n):
+        """("ok", tokens) or ("error", status or exception name)."""
+        try:
+            chunks = list(api.completions.create(model="target", prompt=PROMPT, max_tokens=n, stream=True,
+                                                 stream_options={"include_usage": True}))
+            return "ok", chunks[-1].usage.completion_tokens
+        except Exception as exc:          # the openai client raises for a 503 or a cut stream
+            return "error", getattr(exc, "status_code", None) or type(exc).__name__
+
+    running = pool.submit(stream, 900)
+    qtbot.waitUntil(lambda: "busy" in label.text(), timeout=ANSWER_TIMEOUT_MS)
+    waiting = pool.submit(stream, 8)
+    qtbot.waitUntil(lambda: "queue 1/8" in label.text(), timeout=ANSWER_TIMEOUT_MS)
+    http_thread = w.local_server.server._thread
+    t0 = time.monotonic()
+    w.close()
+    assert time.monotonic() - t0 < 10 and not http_thread.is_alive() and w.engine._thread.isFinished()
+    first, second = _wait(qtbot, running), _wait(qtbot, waiting)
+    assert second == ("error", 503)
+    # the running one was stopped, not run to its end: its stream was cut, or it ended early
+    assert first[0] == "error" or first[1] < 900, first
