@@ -130,6 +130,9 @@ class EngineWorker(QObject):
     @Slot(object)
     def run_task(self, task: EngineTask) -> None:
         task.run(self.engine)
+        if getattr(self.engine, "dead", None):   # as after a chat turn: its process is gone, unload
+            self._close_engine()
+            self.unloaded.emit()
 
     @Slot(str)
     def swap_drafter(self, path: str) -> None:

@@ -244,3 +244,46 @@ def test_closing_while_a_request_is_served_and_one_waits(qtbot, make_window, poo
     assert second == ("error", 503)
     # the running one was stopped, not run to its end: its stream was cut, or it ended early
     assert first[0] == "error" or first[1] < 900, first
+
+
+def test_an_rpc_server_lost_mid_request_unloads_and_the_server_waits(qtbot, make_window, tiny_pair, pool, tmp_path):
+    """With RPC servers the engine runs in a child process: a server killed while a request is served
+    is a 500 naming it, the pair is unloaded as after a chat turn, the window stays, and the local
+    server waits for the next pair."""
+    from engine_bridge.runtime.rpc_server import RpcServerProcess
+
+    srv = RpcServerProcess(threads=1, log=tmp_path / "server.log").start()
+    try:
+        w = make_window(n_ctx=1024, flash_attn="off", mode="chain", budget=7, rpc_servers=srv.endpoint)
+        load_pair(qtbot, w, tiny_pair)
+        url = _serving(qtbot, w)
+        api = _client(url)
+        first = _wait(qtbot, pool.submit(api.completions.create, model="tiny-qwen3-target", prompt="Hi", max_tokens=4))
+        assert first.usage.completion_tokens == 4
+        done = pool.submit(lambda: _status(api, 3000))
+        qtbot.waitUntil(lambda: "busy" in w.local_server.label.text(), timeout=ANSWER_TIMEOUT_MS)
+        srv.kill()
+        status, message = _wait(qtbot, done)
+        # the stream had begun: the error comes as its last event, which the openai client raises
+        assert status == 500 and f"RPC server {srv.endpoint} was lost" in message, (status, message)
+        qtbot.waitUntil(lambda: w.engine.state == "empty" and w.local_server.state == "off", timeout=LOAD_TIMEOUT_MS)
+        assert w.isVisible() and w.server_panel.switch.isChecked()
+        assert w.local_server.label.text() == "server: waits for a pair"
+    finally:
+        srv.stop()
+
+
+def _status(api, n):
+    """A long streaming request's end: ("ok", tokens), (HTTP status, message), or ("cut", reason)."""
+    from openai import APIError, APIStatusError
+
+    try:
+        chunks = list(api.completions.create(model="tiny-qwen3-target", prompt="Tell a long story", max_tokens=n,
+                                             stream=True))
+        return "ok", len(chunks)
+    except APIStatusError as exc:
+        return exc.status_code, str(exc)
+    except APIError as exc:      # an error event inside the stream: the engine failed after the stream began
+        return 500, str(exc)
+    except Exception as exc:     # the connection dropped
+        return "cut", repr(exc)
