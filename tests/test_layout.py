@@ -67,7 +67,8 @@ APP_ALLOWED = {
     "bench": {"common"},
     "models": {"common", "shell"},        # shell.status_bar's byte formatting
     "training": {"common", "chat"},       # chat_session.describe_error for a failed load
-    "shell": {"common", "chat", "pairing", "diagnostics", "bench", "models", "training"},
+    "serve": {"common", "shell"},         # the local server runs its requests on the engine worker (shell.workers)
+    "shell": {"common", "chat", "pairing", "diagnostics", "bench", "models", "training", "serve"},
 }
 
 

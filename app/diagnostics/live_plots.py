@@ -5,6 +5,8 @@ step, a histogram of commit lengths, each step's time split into its phases (dra
 verify, accept, other), stacked, and the draft's shape per step: nodes verified, depth and the
 accepted path length (a tree step's ``tree_nodes``, ``tree_depth`` and ``path_len``; a chain step
 is a tree of one branch, so its nodes and depth are ``drafted`` and its path is ``accepted``).
+Steps of requests to the local server (app.serve) come in among the chat's, marked: the throughput
+plot draws them again in their own colour ("served"), and the summary counts them.
 
 Step records go into fixed-capacity ring buffers as they arrive; a throttle redraws at most 5
 times a second (under the issue's ceiling of 20; the chat keeps 20; less often when the UI's CPU
@@ -40,7 +42,9 @@ SHAPE_COLOURS = {"nodes": "#4a7fd4", "depth": "#e0902a", "path": "#2ca02c"}
 # columns of the ring buffer
 X, TOKS, ACCEPT, COMMIT, DRAFTED, ACCEPTED, WALL, NODES, DEPTH, PATH = range(10)
 PHASE0 = 10
-WIDTH = PHASE0 + len(PHASES)
+SERVED = PHASE0 + len(PHASES)    # 1.0: a served request's step (app.serve), 0.0: a chat turn's
+WIDTH = SERVED + 1
+SERVED_COLOUR = "#8e44ad"
 
 
 def trailing_mean(y: np.ndarray, window: int) -> np.ndarray:
@@ -100,6 +104,9 @@ class LivePlots(QWidget):
         # per-step values as thin light lines, the moving average bold (lines paint far cheaper than symbols)
         self.toks_points = self.toks_plot.plot([], [], pen=pg.mkPen("#b5c9ee", width=1), name="per step")
         self.toks_smooth = self.toks_plot.plot([], [], pen=pg.mkPen("#2b5797", width=2), name="smoothed")
+        # served requests' steps drawn over them (NaN elsewhere: gaps, not lines across chat turns)
+        self.toks_served = self.toks_plot.plot([], [], pen=pg.mkPen(SERVED_COLOUR, width=2), name="served",
+                                               connect="finite")
         self.accept_plot = _plot(self.canvas, 0, 1, "Accept rate", "accepted / drafted")
         self.accept_plot.setYRange(0, 1)
         self.accept_points = self.accept_plot.plot([], [], pen=pg.mkPen("#bfe5bf", width=1))
@@ -144,10 +151,11 @@ class LivePlots(QWidget):
         lay.addWidget(self.canvas, 1)
 
     # -- data -------------------------------------------------------------------------------------
-    def add_steps(self, records) -> None:
+    def add_steps(self, records, served: bool = False) -> None:
         if not records:
             return
         rows = np.empty((len(records), WIDTH))
+        rows[:, SERVED] = 1.0 if served else 0.0
         for i, r in enumerate(records):
             rows[i, X] = self._x
             self._x += 1
@@ -185,6 +193,10 @@ class LivePlots(QWidget):
     def step_count(self) -> int:
         return len(self.buffer)
 
+    def served_step_count(self) -> int:
+        """Steps on screen that served requests made (the rest are chat turns')."""
+        return int(self.buffer.values()[:, SERVED].sum())
+
     def recent_tok_per_s(self, window: int = 32) -> float:
         """Committed tokens over wall time of the last ``window`` steps (the status bar's figure)."""
         v = self.buffer.values()[-window:]
@@ -217,6 +229,7 @@ class LivePlots(QWidget):
         x = v[:, X]
         self.toks_points.setData(x, v[:, TOKS])
         self.toks_smooth.setData(x, trailing_mean(v[:, TOKS], SMOOTH_WINDOW))
+        self.toks_served.setData(x, np.where(v[:, SERVED] > 0, v[:, TOKS], np.nan))
         acc = v[:, ACCEPT]
         finite = np.isfinite(acc)
         self.accept_points.setData(x[finite], acc[finite])
@@ -237,7 +250,9 @@ class LivePlots(QWidget):
         if len(v):
             drafted, accepted = v[:, DRAFTED].sum(), v[:, ACCEPTED].sum()
             rate = f"{accepted / drafted:.0%} accepted" if drafted else "no drafts (autoregressive)"
-            self.summary.setText(f"{self.buffer.total} steps · {self.recent_tok_per_s():.1f} tok/s (last 32) · "
+            served = int(v[:, SERVED].sum())      # first in the line: a narrow dock cuts its end
+            self.summary.setText(f"{self.buffer.total} steps" + (f" ({served} served, purple)" if served else "")
+                                 + f" · {self.recent_tok_per_s():.1f} tok/s (last 32) · "
                                  f"{v[:, COMMIT].mean():.2f} tok/step · {rate}")
         else:
             self.summary.setText("no steps yet")

@@ -2,7 +2,9 @@
 
 The filter box takes either numeric conditions on columns (``accepted>=3, verify_ms>2``; all must
 hold) or, failing that, text that any cell must contain. Exports write the rows the filter shows,
-with the columns of ``StepRecord.to_dict()`` plus the run they belong to.
+with the columns of ``StepRecord.to_dict()`` plus the run they belong to and where it came from:
+"chat" (a chat turn) or "served" (a request to the local server, app.serve; served runs are
+numbered apart from chat turns).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..common.save_dialogs import ask_save_path
 #: (header, key, how to read it off a (run, StepRecord) row)
 COLUMNS = [
     ("run", "run", lambda run, r: run),
+
     ("step", "step", lambda run, r: r.step),
     ("pos", "pos", lambda run, r: r.pos),
     ("drafted", "drafted", lambda run, r: r.drafted),
@@ -35,8 +38,11 @@ COLUMNS = [
     ("tree nodes", "tree_nodes", lambda run, r: r.tree_nodes),     # 0 outside tree verification
     ("tree depth", "tree_depth", lambda run, r: r.tree_depth),
     ("path len", "path_len", lambda run, r: r.path_len),           # tree mode: accepted path length
+    ("from", "source", None),                                      # "chat" or "served": kept in the row
 ]
 KEYS = [c[1] for c in COLUMNS]
+SOURCE = KEYS.index("source")
+NUMERIC_KEYS = [k for k in KEYS if k != "source"]
 SORT_ROLE = Qt.ItemDataRole.UserRole
 
 _OPS = {">=": operator.ge, "<=": operator.le, "!=": operator.ne, "==": operator.eq, "=": operator.eq,
@@ -55,7 +61,7 @@ def parse_conditions(text: str):
         if not m:
             return None
         name = m.group(1).strip().lower().replace(" ", "_").replace("/", "_per_")
-        if name not in KEYS:
+        if name not in NUMERIC_KEYS:
             return None
         conds.append((KEYS.index(name), _OPS[m.group(2)], float(m.group(3))))
     return conds
@@ -64,7 +70,7 @@ def parse_conditions(text: str):
 class StepTableModel(QAbstractTableModel):
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.rows: list[tuple[int, object]] = []     # (run, StepRecord)
+        self.rows: list[tuple[int, object, str]] = []     # (run, StepRecord, "chat" | "served")
 
     def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802
         return 0 if parent.isValid() else len(self.rows)
@@ -78,8 +84,8 @@ class StepTableModel(QAbstractTableModel):
         return None
 
     def value(self, row: int, col: int):
-        run, rec = self.rows[row]
-        return COLUMNS[col][2](run, rec)
+        run, rec, source = self.rows[row]
+        return source if col == SOURCE else COLUMNS[col][2](run, rec)
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         if not index.isValid():
@@ -93,12 +99,12 @@ class StepTableModel(QAbstractTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
-    def add(self, run: int, records) -> None:
+    def add(self, run: int, records, source: str = "chat") -> None:
         if not records:
             return
         first = len(self.rows)
         self.beginInsertRows(QModelIndex(), first, first + len(records) - 1)
-        self.rows.extend((run, r) for r in records)
+        self.rows.extend((run, r, source) for r in records)
         self.endInsertRows()
 
     def clear(self) -> None:
@@ -132,15 +138,15 @@ class StepFilter(QSortFilterProxyModel):
             return True
         return any(self._text in m.data(m.index(row, c)).lower() for c in range(len(COLUMNS)))
 
-    def visible_rows(self) -> list[tuple[int, object]]:
+    def visible_rows(self) -> list[tuple[int, object, str]]:
         m: StepTableModel = self.sourceModel()
         return [m.rows[self.mapToSource(self.index(i, 0)).row()] for i in range(self.rowCount())]
 
 
-def _row_dict(run: int, rec) -> dict:
+def _row_dict(run: int, rec, source: str = "chat") -> dict:
     """One exported row, in the table's units and names: times in ms (draft_ms, ..., wall_ms), as the
     table and its filter show them, not the record's seconds."""
-    d = {"run": run}
+    d = {"run": run, "source": source}
     for key, value in rec.to_dict().items():
         if key.startswith("t_"):
             d[f"{key[2:]}_ms"] = value * 1000.0
@@ -152,7 +158,7 @@ def _row_dict(run: int, rec) -> dict:
 
 
 def export_csv(rows, path: str | Path) -> int:
-    dicts = [_row_dict(run, rec) for run, rec in rows]
+    dicts = [_row_dict(*row) for row in rows]
     fields = list(dicts[0]) if dicts else ["run"]
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields)
@@ -162,7 +168,7 @@ def export_csv(rows, path: str | Path) -> int:
 
 
 def export_json(rows, path: str | Path) -> int:
-    dicts = [_row_dict(run, rec) for run, rec in rows]
+    dicts = [_row_dict(*row) for row in rows]
     Path(path).write_text(json.dumps(dicts, indent=1))
     return len(dicts)
 
@@ -206,8 +212,8 @@ class ProfilerView(QWidget):
         self.model.modelReset.connect(self._count)
         self._count()
 
-    def add_steps(self, run: int, records) -> None:
-        self.model.add(run, records)
+    def add_steps(self, run: int, records, source: str = "chat") -> None:
+        self.model.add(run, records, source)
 
     def clear(self) -> None:
         self.model.clear()

@@ -33,6 +33,8 @@ from .settings_panel import SettingsPanel
 from .status_bar import StudioStatusBar, backend_text
 from ..common.file_names import short_path
 from ..common.tasks import TaskRunner
+from ..serve.local_server import LocalServer
+from ..serve.server_panel import ServerPanel
 from ..training.train_panel import TrainPanel
 from .workers import EMPTY, GENERATING, LOADING, READY, EngineClient, LoadCancelled
 
@@ -136,6 +138,10 @@ class MainWindow(QMainWindow):
 
         self.session = ChatSession(self.engine, self.store, self.chat, self.conversations, self.plots,
                                    self.profiler, self.status, lambda: self.settings, self.qsettings, self)
+        # the "Local server" switch: the loaded pair for other programs, run by the same engine worker
+        self.local_server = LocalServer(self.engine, self.status, self.plots, self.profiler, lambda: self.settings, self)
+        self.server_panel = ServerPanel(self.local_server, self.qsettings, self)
+        self.side_tabs.addTab(self.server_panel, "Server")
 
     def _connect(self) -> None:
         e = self.engine
@@ -160,6 +166,7 @@ class MainWindow(QMainWindow):
         self.pairing.modelsInspected.connect(self._on_models_inspected)
 
         self.settings_panel.changed.connect(self._on_settings_changed)
+        self.settings_panel.changed.connect(lambda s: self.local_server.settings_changed())   # after the line above
         self.status.switchToAutoRequested.connect(self.switch_to_auto)
         self.settings_panel.applyRequested.connect(self.apply_pending)
 
@@ -454,6 +461,7 @@ class MainWindow(QMainWindow):
         self.settings.save(self.qsettings)
         self.bench.shutdown()
         self.train.shutdown()
+        self.local_server.shutdown()   # before the engine: its requests run on the engine's thread
         if not self.engine.shutdown():
             QMessageBox.warning(self, "DFlash Studio", "The engine did not stop in time.")
         self.session.close()           # the generation stopped with the thread: keep what it committed

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import threading
 from dataclasses import dataclass, field
+from typing import Callable
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
@@ -40,6 +41,15 @@ class GenerateRequest:
     messages: tuple[dict, ...] | None = None   # rendered with the target's chat template
     prompt: str | None = None                  # used as is when there are no messages
     cancel: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
+class EngineTask:
+    """Work from outside the chat that needs the engine (the local server's requests, app.serve):
+    ``run(engine)`` on the engine's thread, queued behind what is already queued, so it never runs
+    at once with a chat turn or a load. ``engine`` is None when no pair is loaded. It must not raise."""
+
+    run: Callable[[object], None]
 
 
 @dataclass(frozen=True)
@@ -117,6 +127,13 @@ class EngineWorker(QObject):
         self.generated.emit(req.request_id, res)
         self.memoryChanged.emit(self.engine.memory())
 
+    @Slot(object)
+    def run_task(self, task: EngineTask) -> None:
+        task.run(self.engine)
+        if getattr(self.engine, "dead", None):   # as after a chat turn: its process is gone, unload
+            self._close_engine()
+            self.unloaded.emit()
+
     @Slot(str)
     def swap_drafter(self, path: str) -> None:
         try:
@@ -183,6 +200,7 @@ class EngineClient(QObject):
     _reset = Signal()
     _unload = Signal()
     _shutdown = Signal()
+    _task = Signal(object)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
@@ -199,6 +217,7 @@ class EngineClient(QObject):
         self._reset.connect(w.reset)
         self._unload.connect(w.unload)
         self._shutdown.connect(w.shutdown)
+        self._task.connect(w.run_task)
         w.progress.connect(self.progress)
         w.loaded.connect(self._on_loaded)
         w.loadFailed.connect(self._on_load_failed)
@@ -259,6 +278,11 @@ class EngineClient(QObject):
         """Stops the running generation within one step (safe to call any time)."""
         if self._current is not None:
             self._current.cancel.set()
+
+    def run_on_engine(self, task: EngineTask) -> None:
+        """Queues ``task`` on the engine's thread (callable from any thread: the signal is queued)."""
+        if not self._closed:
+            self._task.emit(task)
 
     def swap_drafter(self, path) -> None:
         self._swap.emit(str(path))

@@ -46,8 +46,6 @@ def cmd_serve(args) -> int:
     try:
         binding = resolve_binding(args.host, args.port, args.api_key, os.environ)
         cfg = config_from_args(args)
-        if cfg.rpc_servers:
-            raise ValueError("--rpc is not served yet (the engine would run in a child process)")
         if args.queue < 1:
             raise ValueError("--queue must be at least 1")
         mode = args.mode or ("chain" if cfg.draft else "ar")
@@ -80,7 +78,7 @@ def cmd_serve(args) -> int:
         more = [v for v in server.worker.variants if v != "base"]
         variants = f", variants {', '.join(more)}" if more else ""
         print(f"dflash-studio serve: {server.url}  model {server.app.model_ids[0]} (drafter {draft}{variants}, "
-              f"{mode} {args.budget}, context {eng.target_ctx.n_ctx}); {key}; Ctrl-C stops", flush=True)
+              f"{mode} {args.budget}, context {server.app.limits.n_ctx}); {key}; Ctrl-C stops", flush=True)
         try:
             server.run()
         except KeyboardInterrupt:   # uvicorn shuts down cleanly, then re-raises the signal: the way to stop

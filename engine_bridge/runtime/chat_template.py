@@ -17,6 +17,7 @@ import atexit
 import json
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import threading
@@ -50,6 +51,10 @@ class ChatTemplateError(EngineError):
     def __init__(self, message: str, kind: str):
         super().__init__(message)
         self.kind = kind
+
+
+class _Gone(Exception):
+    """The worker was killed by someone else before it answered (see _Renderer.render)."""
 
 
 class _Renderer:
@@ -98,7 +103,11 @@ class _Renderer:
                 if left <= 0 or not sel.select(left):
                     return None
                 chunk = os.read(fd, 1 << 20)
-                if not chunk:
+                if not chunk:         # the worker is gone: reap it, so poll() says how it ended
+                    try:
+                        self._proc.wait(5)
+                    except subprocess.TimeoutExpired:
+                        pass
                     return None
                 self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
@@ -106,23 +115,37 @@ class _Renderer:
 
     def render(self, request: dict, timeout: float) -> str:
         with self._lock:
-            if self._proc is None or self._proc.poll() is not None:
-                self._start()
             try:
-                self._proc.stdin.write(json.dumps(request).encode() + b"\n")
-                self._proc.stdin.flush()
-            except OSError:
-                self._stop()
-                raise ChatTemplateError("the chat-template renderer stopped; try again", "crash") from None
-            line = self._read_line(timeout)
-            if line is None:
-                timed_out = self._proc.poll() is None
-                self._stop()
-                if timed_out:
-                    raise ChatTemplateError(f"the model's chat template took longer than {timeout:g} s to render "
-                                            "(does it loop?); it was stopped", "timeout")
-                raise ChatTemplateError("the chat-template renderer stopped while rendering; try again", "crash")
-            reply = json.loads(line)
+                return self._render(request, timeout, retry=True)
+            except _Gone:
+                # the worker was killed, not by us: it dies with the *thread* that started it
+                # (PR_SET_PDEATHSIG is per thread), e.g. a server's or a task pool's thread that has
+                # ended since; a fresh one, started by this thread, takes the request -- once
+                return self._render(request, timeout, retry=False)
+
+    def _render(self, request: dict, timeout: float, retry: bool) -> str:
+        if self._proc is None or self._proc.poll() is not None:
+            self._start()
+        try:
+            self._proc.stdin.write(json.dumps(request).encode() + b"\n")
+            self._proc.stdin.flush()
+        except OSError:
+            self._stop()
+            if retry:
+                raise _Gone() from None
+            raise ChatTemplateError("the chat-template renderer stopped; try again", "crash") from None
+        line = self._read_line(timeout)
+        if line is None:
+            timed_out = self._proc.poll() is None
+            killed = self._proc.returncode == -signal.SIGKILL
+            self._stop()
+            if timed_out:
+                raise ChatTemplateError(f"the model's chat template took longer than {timeout:g} s to render "
+                                        "(does it loop?); it was stopped", "timeout")
+            if killed and retry:
+                raise _Gone()
+            raise ChatTemplateError("the chat-template renderer stopped while rendering; try again", "crash")
+        reply = json.loads(line)
         if "prompt" in reply:
             return reply["prompt"]
         kind = reply.get("error", "failed")

@@ -1,7 +1,7 @@
 """Serving a loaded engine: the worker, the routes and uvicorn on a bound socket.
 
 ``Server`` runs in the calling thread (the CLI) or in a thread of its own (``start_in_thread``,
-the tests and, later, the app); the socket is bound first, so port 0 means any free port and
+the tests, the desktop app); the socket is bound first, so port 0 means any free port and
 ``url`` is known before the first request."""
 
 from __future__ import annotations
@@ -15,26 +15,14 @@ import uvicorn
 
 from .app import ServeApp
 from .binding import Binding
-from .protocol import Defaults, Limits
-from .worker import EngineWorker
-
-
-def model_ids(engine) -> tuple[str, ...]:
-    """What /v1/models lists: the target's file name without .gguf (clients must send one)."""
-    return (engine.config.target.stem,)
-
-
-def limits(engine, variants: tuple[str, ...] = ()) -> Limits:
-    d = engine.drafter
-    return Limits(has_drafter=d is not None, max_draft=d.max_draft if d is not None else 0,
-                  tree_nodes=engine.tree_max_nodes if engine.tree_capable else 0, n_ctx=engine.target_ctx.n_ctx,
-                  variants=variants)
+from .protocol import Defaults
+from .worker import EngineWorker, JobQueue, PairFacts, pair_facts
 
 
 def variant_table(engine, paths) -> dict:
     """Draft variants by name: "base" (the drafter loaded) and each file's name without .gguf.
     A missing file or a name given twice is a ValueError for the user."""
-    table = {"base": engine.config.draft} if engine.drafter is not None else {}
+    table = {"base": engine.config.draft} if engine.config.draft is not None else {}
     if paths and not table:
         raise ValueError("--variant needs a drafter (--draft) to vary")
     for p in map(Path, paths or ()):
@@ -57,16 +45,28 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 class Server:
+    """``engine``: the loaded pair, served by an EngineWorker of the server's own; or None with
+    ``worker`` (a JobQueue whose jobs another thread runs: the desktop app's engine worker) and
+    ``facts`` (the pair's, read on that thread)."""
+
     def __init__(self, engine, binding: Binding, defaults: Defaults, *, max_waiting: int = 8,
-                 worker: EngineWorker | None = None, variants=(), check: bool = True):
+                 worker: JobQueue | None = None, variants=(), check: bool = True, facts: PairFacts | None = None):
         self.engine = engine
-        self.worker = worker or EngineWorker(engine, max_waiting=max_waiting,
-                                             variants=variant_table(engine, variants), check=check)
-        self._own_worker = worker is None
+        if worker is None:
+            table = variant_table(engine, variants)
+            facts = pair_facts(engine, tuple(table))
+            worker = EngineWorker(engine, max_waiting=max_waiting, variants=table, check=check, facts=facts)
+            self._own_worker = True
+        else:
+            if facts is None:
+                if engine is None:
+                    raise ValueError("a server on another thread's worker needs the pair's facts")
+                facts = pair_facts(engine, tuple(worker.variants))
+            self._own_worker = False
+        self.worker = worker
         self.sock = bind(binding.host, binding.port)
         self.binding = Binding(binding.host, self.sock.getsockname()[1], binding.api_key, binding.key_source)
-        self.app = ServeApp(self.worker, model_ids(engine), defaults,
-                            limits(engine, tuple(self.worker.variants)), binding.api_key)
+        self.app = ServeApp(self.worker, facts.model_ids, defaults, facts.limits, binding.api_key)
         self._uv = uvicorn.Server(uvicorn.Config(self.app.asgi, log_level="warning", access_log=False,
                                                  lifespan="off", timeout_graceful_shutdown=2))
         self._thread: threading.Thread | None = None

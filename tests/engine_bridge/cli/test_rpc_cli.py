@@ -4,6 +4,7 @@ tokens as the local run), `placement --rpc` and `doctor`'s RPC line -- real proc
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -84,3 +85,52 @@ def test_doctor_says_whether_the_build_has_rpc():
     assert rep["rpc"] is True                 # build_engine.sh builds with -DGGML_RPC=ON
     assert "-DGGML_RPC=ON" in rep["cmake_args"]
     assert "RPC devices       yes" in cli("doctor").stdout
+
+
+def _post(url: str, body: dict, timeout: float = 120) -> tuple[int, dict]:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+
+
+def test_serve_over_rpc_answers_what_generate_prints_and_outlives_a_lost_server(tiny_pair):
+    """`serve --rpc`: the engine in a child process, layers on the server; a served answer is the local
+    `generate`'s; a server killed mid-service is a 500 naming it, and the server process stays up."""
+    from engine_bridge.runtime.rpc_server import RpcServerProcess
+
+    target, draft = tiny_pair
+    common = ["--target", target, "--draft", draft, "--n-ctx", 512, "--flash-attn", "off", "--threads", 1,
+              "--budget", 7]
+    local = cli("generate", *common, "--prompt", "Hello world", "--max-tokens", 16, "--json")
+    assert local.returncode == 0, local.stderr
+    remote = RpcServerProcess().start()
+    proc = subprocess.Popen([sys.executable, "-m", "engine_bridge.cli", "serve", *map(str, common),
+                             "--rpc", remote.endpoint, "--port", "0"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("dflash-studio serve: http://127.0.0.1:"), (line, proc.stderr.read() if proc.poll() else "")
+        url = line.split()[2]
+        status, body = _post(url + "/completions", {"prompt": "Hello world", "max_tokens": 16})
+        assert status == 200 and body["choices"][0]["text"] == json.loads(local.stdout)["text"]
+        remote.kill()
+        status, body = _post(url + "/completions", {"prompt": "Hello world", "max_tokens": 16})
+        assert status == 500 and remote.endpoint in body["error"]["message"], body
+        assert proc.poll() is None
+        # the next request tries a fresh engine process; the server is still away: a 500 again, said
+        status, body = _post(url + "/completions", {"prompt": "Hi", "max_tokens": 4})
+        assert status == 500 and body["error"]["code"] == "engine_error"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        remote.stop()
