@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.dflash-setup
 
-.PHONY: setup run test engine fetch-default fetch-test-models doctor install-desktop clean
+.PHONY: setup run test engine fetch-default fetch-test-models doctor install-desktop package clean
 
 setup: $(STAMP)
 
@@ -47,6 +47,11 @@ doctor: setup
 
 install-desktop: setup
 	$(PY) -m app.shell.desktop_entry install
+
+# one self-extracting file, dist/dflash-studio-<version>-linux-<arch>-<backend>.run: the app, the CLI and
+# the engine built by setup, frozen with PyInstaller (pinned: packaging/bundle/requirements.txt)
+package: setup
+	packaging/bundle/build_bundle.sh --python $(PY)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

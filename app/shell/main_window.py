@@ -16,6 +16,7 @@ from PySide6.QtGui import QAction, QIcon, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget,
                                QWidget)
 
+from engine_bridge.common.resources import resource
 from engine_bridge.runtime.config import KVTypes
 
 from .app_settings import StudioSettings, config_changes, open_settings
@@ -38,7 +39,7 @@ from ..serve.server_panel import ServerPanel
 from ..training.train_panel import TrainPanel
 from .workers import EMPTY, GENERATING, LOADING, READY, EngineClient, LoadCancelled
 
-ICON = Path(__file__).resolve().parents[2] / "resources" / "icons" / "dflash-studio.svg"
+ICON = resource("icons", "dflash-studio.svg")      # the checkout's or the bundle's resources/
 #: default and least widths (px) of the Pair dock, the plots dock and the tabs between them; at the
 #: default window size (1480) the pairing report shows all four columns (docs/pairing-report.png)
 PAIR_DOCK_WIDTH, PLOTS_DOCK_WIDTH = 440, 440

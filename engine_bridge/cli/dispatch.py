@@ -11,6 +11,8 @@ import argparse
 import importlib
 import sys
 
+from .. import __version__
+
 #: Modules that contribute subcommands, in help order.
 COMMAND_MODULES = (
     "engine_bridge.cli.engine",     # generate, doctor
@@ -35,11 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dflash-studio",
         # COMMAND is optional (none starts the app); argparse's own usage line would make it look required
-        usage="%(prog)s [-h] [--screenshot PATH] [COMMAND [ARGS ...]]",
+        usage="%(prog)s [-h] [--version] [--screenshot PATH] [COMMAND [ARGS ...]]",
         description="DFlash speculative decoding on llama.cpp: pair, chat, profile, bench.\n"
                     "With no COMMAND it starts the desktop app; every COMMAND runs headless.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"dflash-studio {__version__}")
     parser.add_argument("--screenshot", metavar="PATH",
                         help="start the app offscreen on the default pair, run one prompt, save a PNG, exit")
     # prog: a command's own usage line reads "dflash-studio check ...", not the top-level usage

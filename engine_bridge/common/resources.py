@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
-#: The project's resources folder; DFLASH_RESOURCES points elsewhere (packaged installs).
-RESOURCES = Path(os.environ.get("DFLASH_RESOURCES", Path(__file__).resolve().parents[2] / "resources"))
+
+def _shipped() -> Path:
+    """The checkout's resources/, or in the bundle (PyInstaller, packaging/bundle/) the copy beside
+    the frozen modules: sys._MEIPASS is the bundle's _internal/ folder, read-only to us."""
+    if getattr(sys, "frozen", False) and hasattr(sys, "_MEIPASS"):
+        return Path(sys._MEIPASS) / "resources"
+    return Path(__file__).resolve().parents[2] / "resources"
+
+
+#: The shipped resources folder; DFLASH_RESOURCES points elsewhere (other packaged installs).
+RESOURCES = Path(os.environ.get("DFLASH_RESOURCES") or _shipped())
 
 
 def resource(*parts: str) -> Path:
