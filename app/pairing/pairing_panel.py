@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QMenu, 
                                QPushButton, QSizePolicy, QVBoxLayout, QWidget)
 
 from .compat_view import CompatReportView
+from .first_start import FirstStartOffer
 from ..common.file_names import short_path
 from ..common.plain_text import plain, plain_tip
 from ..common.tasks import TaskRunner
@@ -218,18 +219,13 @@ class PairingPanel(QWidget):
         self.target = ModelSlot("target", self)
         self.drafter = ModelSlot("drafter", self)
         self.report_view = CompatReportView(self)
-        self.demo_offer = QFrame(self, objectName="demoOffer")
-        self.demo_offer.setFrameShape(QFrame.Shape.StyledPanel)
-        self.demo_offer.setStyleSheet("#demoOffer { background: #eef4ff; }")
-        offer_text = QLabel("No models configured yet. Start with the default pair: SmolLM2-135M-Instruct "
-                            "and the DFlash drafter trained for it (the small built-in code pair where "
-                            "SmolLM2 has not been fetched yet), so you can chat right away.", self.demo_offer)
-        offer_text.setWordWrap(True)
-        self.demo_button = QPushButton("Use the default pair", self.demo_offer, objectName="useDemoButton")
-        self.demo_button.clicked.connect(self.demoRequested)
-        ol = QHBoxLayout(self.demo_offer)
-        ol.addWidget(offer_text, 1)
-        ol.addWidget(self.demo_button)
+        # first start: fetch the default target, choose a GGUF, or the built-in pair (first_start.py)
+        self.demo_offer = FirstStartOffer(tasks, self)
+        self.demo_button = self.demo_offer.demo_button
+        self.demo_offer.builtinRequested.connect(self.demoRequested)
+        self.demo_offer.pickRequested.connect(self.target.browse.click)
+        # the fetched target makes SmolLM2 the default pair, unless the user chose a target meanwhile
+        self.demo_offer.fetched.connect(lambda path: None if self.target.path else self.demoRequested.emit())
         self.demo_offer.hide()
 
         self.progress = QProgressBar(self, objectName="pairingProgress")

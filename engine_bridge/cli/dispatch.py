@@ -42,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "With no COMMAND it starts the desktop app; every COMMAND runs headless.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"dflash-studio {__version__}")
+    parser.add_argument("--version", action="version", version=f"dflash-studio {__version__}",
+                        help="print the version and exit")
     parser.add_argument("--screenshot", metavar="PATH",
                         help="start the app offscreen on the default pair, run one prompt, save a PNG, exit")
     # prog: a command's own usage line reads "dflash-studio check ...", not the top-level usage

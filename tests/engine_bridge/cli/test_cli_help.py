@@ -33,11 +33,23 @@ def test_top_level_help_says_that_no_command_starts_the_app_and_command_is_optio
     out = proc.stdout.decode()
     assert proc.returncode == 0
     usage = " ".join(out.split("\n\n")[0].split())
-    assert usage == "usage: dflash-studio [-h] [--screenshot PATH] [COMMAND [ARGS ...]]", usage
+    assert usage == "usage: dflash-studio [-h] [--version] [--screenshot PATH] [COMMAND [ARGS ...]]", usage
     flat = " ".join(out.split())
     assert "With no COMMAND it starts the desktop app" in flat
     assert "no subcommand starts the app" in flat
     assert "130 interrupted" in flat
+
+
+def test_version_prints_the_package_version():
+    """The bundle's name and --version come from engine_bridge.__version__: it must be pyproject's."""
+    import tomllib
+
+    import engine_bridge
+
+    proc = cli("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.decode().strip() == f"dflash-studio {engine_bridge.__version__}"
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"] == engine_bridge.__version__
 
 
 def test_every_command_has_a_description_help_for_every_argument_and_its_exit_codes():

