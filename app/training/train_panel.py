@@ -336,6 +336,12 @@ class TrainPanel(QWidget):
         """Starts a training from the inputs; False (and the reason in the status line) if it cannot."""
         if self.running:
             return False
+        from engine_bridge.training import unavailable
+
+        why = unavailable()          # the one-file bundle carries no PyTorch
+        if why:
+            self._status(why, error=True)
+            return False
         try:
             req = self.build_request(**overrides)
         except (ValueError, OSError) as exc:

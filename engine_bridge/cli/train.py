@@ -53,6 +53,12 @@ def cmd_train_drafter(args) -> int:
     if args.prompts and not Path(args.prompts).is_file():
         print(f"train-drafter: --prompts {args.prompts}: no such file", file=sys.stderr)
         return 2
+    from ..training import unavailable
+
+    why = unavailable()
+    if why:
+        print(f"train-drafter: {why}", file=sys.stderr)
+        return 1
     stages = ("prepare", "train", "export", "evaluate") if args.stage == "all" else (args.stage,)
     try:
         from ..training import train_for_target

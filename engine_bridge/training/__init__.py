@@ -19,3 +19,17 @@ Pipeline (README.md in this folder has the commands):
 4. ``export``: target -> GGUF (qwen3), drafter -> Hugging Face DFlash folder -> GGUF through
    ``engine_bridge.models.convert.convert_hf_drafter``.
 """
+
+
+def unavailable() -> str | None:
+    """Why training cannot run in this install, or None. It needs PyTorch (the ``train`` extra),
+    which the one-file bundle (packaging/bundle/) leaves out, as it leaves out the training prompts."""
+    import importlib.util
+    import sys
+
+    if importlib.util.find_spec("torch") is not None:
+        return None
+    if getattr(sys, "frozen", False):
+        return ("training needs PyTorch, which the one-file bundle does not carry; train from a checkout "
+                "(make setup installs it)")
+    return "training needs PyTorch, which this install lacks: install the train extra (pip install -e '.[train]')"

@@ -75,6 +75,12 @@ def test_the_bundle_is_one_file_that_unpacks_once_and_runs_the_cli(bundle, tmp_p
     assert files_under(folder) == before          # the second start used the unpacked folder as it was
     bad = run(bundle, home, "no-such-command")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+    # training is left out (no PyTorch): said in one line, not a traceback
+    ref = unpacked(home) / "dflash-studio" / "_internal" / "resources" / "models" / "target.gguf"
+    train = run(bundle, home, "train-drafter", "--target", str(ref), "--out", str(home / "d.gguf"))
+    assert train.returncode == 1 and "Traceback" not in train.stderr
+    assert train.stderr.strip() == ("train-drafter: training needs PyTorch, which the one-file bundle does not "
+                                    "carry; train from a checkout (make setup installs it)")
 
 
 def test_the_bundled_doctor_reports_the_engine_this_checkout_built(bundle, tmp_path):
