@@ -16,12 +16,15 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 import engine_bridge
 from engine_bridge.models import registry_models
+from engine_bridge.runtime import rpc
+from engine_bridge.runtime.rpc_server import free_port
 
 from registry_index import smollm2_wheel
 
@@ -149,6 +152,38 @@ def test_the_bundle_fetches_the_default_target_and_chats_with_it_as_the_venv_doe
     expected = json.loads(venv.stdout)
     assert frozen["summary"]["n_prompt"] == expected["summary"]["n_prompt"] > 10    # the template was applied
     assert frozen["tokens"] == expected["tokens"] and len(frozen["tokens"]) > 4
+
+
+def test_the_bundle_serves_rpc_and_runs_its_engine_child_over_it(bundle, tmp_path):
+    """The bundled rpc-server, and a bundled generate --rpc: with RPC servers the engine runs in a child
+    process (``-m engine_bridge.runtime.engine_process FD``, the bundle standing in for python)."""
+    home = tmp_path / "home"
+    assert run(bundle, home, "--version").returncode == 0          # unpacked before the two start at once
+    port = free_port()
+    server = subprocess.Popen([str(bundle), "rpc-server", "--port", str(port), "-t", "1"], env=clean_env(home),
+                              cwd=home, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    endpoint = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert server.poll() is None, server.stderr.read().decode()[-2000:]
+            try:
+                rpc.probe(endpoint, timeout=1.0)
+                break
+            except rpc.RpcError:
+                assert time.monotonic() < deadline, "the bundled rpc-server did not answer within 60 s"
+                time.sleep(0.2)
+        args = ["generate", "--prompt", PROMPT, "--max-tokens", "16", "--n-ctx", "512", "--flash-attn", "off",
+                "--threads", "1", "--json"]
+        local = run(bundle, home, *args)
+        remote = run(bundle, home, *args, "--rpc", endpoint)
+        assert local.returncode == 0 and remote.returncode == 0, remote.stderr[-2000:]
+        lo, rp = json.loads(local.stdout), json.loads(remote.stdout)
+        assert rp["engine"]["target_devices"] == [f"RPC0 ({endpoint})"] and lo["engine"]["target_devices"] == []
+        assert rp["tokens"] == lo["tokens"] and len(lo["tokens"]) > 4
+    finally:
+        server.terminate()
+        server.wait(30)
 
 
 def test_user_data_goes_to_the_xdg_folders_never_into_the_bundle(bundle, tmp_path):
