@@ -2,7 +2,8 @@
 
 Writes ``$XDG_DATA_HOME/applications/dflash-studio.desktop`` (default ~/.local/share) from
 ``resources/desktop/dflash-studio.desktop.in`` with the absolute path of this venv's
-``dflash-studio``, and copies the SVG icon into the hicolor theme. ``uninstall`` removes both.
+``dflash-studio`` (of the one-file bundle: ``./dflash-studio-….run -m app.shell.desktop_entry install``),
+and copies the SVG icon into the hicolor theme. ``uninstall`` removes both.
 """
 
 from __future__ import annotations
@@ -24,7 +25,12 @@ def data_home() -> Path:
 
 
 def launcher() -> Path:
-    """The venv's console script, next to the running interpreter (not resolved: a venv's python is a link)."""
+    """The venv's console script, next to the running interpreter (not resolved: a venv's python is a link);
+    in the one-file bundle, the bundle file itself (its header exports DFLASH_BUNDLE), not the copy it
+    unpacked into the cache, which a newer bundle replaces."""
+    bundle = os.environ.get("DFLASH_BUNDLE")
+    if getattr(sys, "frozen", False) and bundle:
+        return Path(bundle)
     exe = Path(sys.executable).parent / APP_ID
     return exe.absolute()
 

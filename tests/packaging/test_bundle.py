@@ -200,6 +200,16 @@ def test_user_data_goes_to_the_xdg_folders_never_into_the_bundle(bundle, tmp_pat
     assert files_under(folder) == before
 
 
+def test_the_bundle_installs_a_launcher_entry_that_starts_the_bundle_file(bundle, tmp_path):
+    home = tmp_path / "home"
+    proc = run(bundle, home, "-m", "app.shell.desktop_entry", "install")
+    assert proc.returncode == 0, proc.stderr
+    entry = home / ".local" / "share" / "applications" / "dflash-studio.desktop"
+    assert f"Exec={bundle}" in entry.read_text().splitlines()          # the file, not its unpacked copy
+    icon = home / ".local" / "share" / "icons" / "hicolor" / "scalable" / "apps" / "dflash-studio.svg"
+    assert icon.read_bytes() == (ROOT / "resources" / "icons" / "dflash-studio.svg").read_bytes()
+
+
 @pytest.fixture
 def xvfb(tmp_path):
     """A real Xvfb on a display number it picks itself (as tests/app/shell/test_real_display.py)."""
