@@ -34,12 +34,16 @@ if [ ! -x "$exe" ] || [ ! -f "$dir/.complete" ]; then
         exit 2
     fi
     : > "$tmp/.complete"
-    rm -rf "$dir.old"
-    [ -e "$dir" ] && mv "$dir" "$dir.old"          # a half-unpacked folder from an interrupted start
-    if ! mv "$tmp" "$dir" 2>/dev/null; then       # another start got there first: use its folder
-        rm -rf "$tmp"
+    # only complete folders are renamed into place, so one without .complete is damaged: replace it
+    if [ -e "$dir" ] && [ ! -f "$dir/.complete" ]; then
+        rm -rf "$dir"
     fi
-    rm -rf "$dir.old"
+    if [ -e "$dir" ]; then
+        rm -rf "$tmp"                               # another start got there first: use its folder
+    else
+        mv "$tmp" "$dir" 2>/dev/null || rm -rf "$tmp"
+        rm -rf "$dir/${tmp##*/}"                    # lost a race after all: mv put ours inside the winner's
+    fi
 fi
 DFLASH_BUNDLE="$self"
 export DFLASH_BUNDLE

@@ -91,6 +91,19 @@ def test_the_bundle_is_one_file_that_unpacks_once_and_runs_the_cli(bundle, tmp_p
                                     "carry; train from a checkout (make setup installs it)")
 
 
+def test_a_truncated_bundle_says_so_and_leaves_nothing_unpacked(bundle, tmp_path):
+    cut = tmp_path / bundle.name
+    with open(bundle, "rb") as src, open(cut, "wb") as dst:
+        dst.write(src.read(bundle.stat().st_size // 2))          # a download that stopped half-way
+    cut.chmod(0o755)
+    home = tmp_path / "home"
+    proc = run(cut, home, "--version")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert f"dflash-studio: could not unpack {cut} into" in proc.stderr
+    left = home / ".cache" / "dflash-studio" / "bundle"
+    assert left.is_dir() and not any(left.iterdir())           # no half-unpacked folder
+
+
 def test_the_bundled_doctor_reports_the_engine_this_checkout_built(bundle, tmp_path):
     proc = run(bundle, tmp_path / "home", "doctor")
     assert proc.returncode == 0, proc.stderr
