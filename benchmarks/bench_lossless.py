@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     if a.exact:
         engines["exact"] = Engine.load(cfg.replace(exact=True), preflight=PAIR_PREFLIGHT)
     modes = [(m.split(":")[0], int(m.split(":")[1])) for m in a.modes.split(",")]
-    table = defaultdict(lambda: {"prompts": 0, "identical": 0, "near_ties": 0, "bugs": 0, "bug_gaps": [],
+    table = defaultdict(lambda: {"prompts": 0, "identical": 0, "near_ties": 0, "bugs": 0, "bug_gaps": [], "gaps": [],
                                  "tokens": 0, "seconds": 0.0})
     for suite_name in PUBLIC_SUITES:
         suite = load_suite(suite_name)
@@ -91,6 +91,7 @@ def main(argv=None) -> int:
                     if k < len(ar) and k < len(out):
                         _, lg = eng.greedy_logits(toks, k + 1)
                         gap = near_tie.top2_margin(lg[k])
+                    cell["gaps"].append(None if gap is None else round(gap, 4))   # every parting: re-classifiable
                     if drift.classify(gap, bound) == "near-tie":
                         cell["near_ties"] += 1
                     else:
@@ -106,7 +107,7 @@ def main(argv=None) -> int:
         ar_tps = ar["tokens"] / ar["seconds"] if ar["seconds"] else 0.0
         fast = table.get(("fast", suite_name, mode)) if kind == "exact" else None
         rows.append({"verify": kind, "suite": suite_name, "mode": mode, **{k: c[k] for k in
-                     ("prompts", "identical", "near_ties", "bugs", "bug_gaps")},
+                     ("prompts", "identical", "near_ties", "bugs", "bug_gaps", "gaps")},
                      "tok_s": round(tps, 2), "x_ar": round(tps / ar_tps, 3) if ar_tps else None,
                      "x_fast": round(tps / (fast["tokens"] / fast["seconds"]), 3) if fast and fast["seconds"] else None})
     print(f"bound {bound:.4g}; {a.tokens} tokens; first {a.per_suite or 'all'} prompts per suite")
