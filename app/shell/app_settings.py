@@ -64,6 +64,7 @@ class StudioSettings:
     n_ctx: int = 0                             # 0: the target's own context length, capped by memory
     n_gpu_layers: int = -1
     flash_attn: str = "auto"
+    exact_verify: bool = False                 # batch-invariant CPU kernels: greedy output token-identical to AR
     target_k: str = "f16"
     target_v: str = "f16"
     draft_k: str = "f16"
@@ -104,7 +105,7 @@ class StudioSettings:
             adapters=tuple((Path(p), float(s)) for p, s in self.adapters),
             target_placement=self.target_placement(),
             draft_placement=None if self.draft_gpu < 0 else Placement(split_mode="none", main_gpu=self.draft_gpu),
-            rpc_servers=self.rpc_endpoints())
+            rpc_servers=self.rpc_endpoints(), exact=self.exact_verify)
 
     def rpc_endpoints(self) -> tuple[str, ...]:
         from engine_bridge.runtime.rpc import parse_endpoints

@@ -398,7 +398,7 @@ class MainWindow(QMainWindow):
         except ValueError:
             return
         fields = {f: getattr(cfg, f) for f in ("n_ctx", "n_gpu_layers", "draft_n_gpu_layers", "flash_attn",
-                                                 "target_kv", "draft_kv", "adapters")}
+                                                 "target_kv", "draft_kv", "adapters", "exact")}
         self.bench.set_pair(cfg.target, cfg.draft, fields)
 
     def _push_check_options(self) -> None:

@@ -18,7 +18,7 @@ from typing import Callable
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QStandardItemModel
-from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QFrame, QGroupBox, QHBoxLayout, QLabel,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QFrame, QGroupBox, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
 
 from engine_bridge.common.placement import Placement
@@ -109,6 +109,10 @@ class SettingsPanel(QScrollArea):
         self.flash_attn = QComboBox(load, objectName="flashAttnCombo")
         for fa in ("auto", "on", "off"):
             self.flash_attn.addItem(fa, fa)
+        self.exact = QCheckBox("token-identical to the target alone", load, objectName="exactVerifyCheck")
+        self.exact.setToolTip("The exact verify: every verified row is computed as a one-token decode computes it "
+                              "(batch-invariant CPU kernels), so greedy speculative output is the target's own, "
+                              "token for token. CPU only (GPU layers 0); a little slower: docs/benchmarks.md.")
         self.kv = {}
         for which in ("target", "drafter"):
             for part in ("k", "v"):
@@ -119,6 +123,7 @@ class SettingsPanel(QScrollArea):
         lf.addRow("Context size", self.n_ctx)
         lf.addRow("GPU layers", self.gpu_layers)
         lf.addRow("Flash attention", self.flash_attn)
+        lf.addRow("Exact verify", self.exact)
         lf.addRow("Target K cache", self.kv[("target", "k")])
         lf.addRow("Target V cache", self.kv[("target", "v")])
         lf.addRow("Drafter K cache", self.kv[("drafter", "k")])
@@ -192,6 +197,7 @@ class SettingsPanel(QScrollArea):
             w.valueChanged.connect(self._edited)
         for w in (self.mode, self.flash_attn, self.variant, self.split_mode, *self.kv.values()):
             w.currentIndexChanged.connect(self._edited)
+        self.exact.toggled.connect(self._edited)
 
     # -- showing ----------------------------------------------------------------------------------
     def show_settings(self, s: StudioSettings) -> None:
@@ -208,6 +214,7 @@ class SettingsPanel(QScrollArea):
             self.n_ctx.setValue(s.n_ctx)
             self.gpu_layers.setValue(s.n_gpu_layers)
             _select(self.flash_attn, s.flash_attn)
+            self.exact.setChecked(s.exact_verify)
             _select(self.kv[("target", "k")], s.target_k)
             _select(self.kv[("target", "v")], s.target_v)
             _select(self.kv[("drafter", "k")], s.draft_k)
@@ -392,7 +399,7 @@ class SettingsPanel(QScrollArea):
             mode=self.mode.currentData(), budget=self.budget.value(), temperature=self.temperature.value(),
             top_k=self.top_k.value(), top_p=self.top_p.value(), max_tokens=self.max_tokens.value(),
             seed=self.seed.value(), n_ctx=self.n_ctx.value(), n_gpu_layers=self.gpu_layers.value(),
-            flash_attn=self.flash_attn.currentData(),
+            flash_attn=self.flash_attn.currentData(), exact_verify=self.exact.isChecked(),
             target_k=self.kv[("target", "k")].currentData(), target_v=self.kv[("target", "v")].currentData(),
             draft_k=self.kv[("drafter", "k")].currentData(), draft_v=self.kv[("drafter", "v")].currentData(),
             draft_variant=variant, adapters=[list(a) for a in adapters],
@@ -427,7 +434,7 @@ def _offload_gpus() -> list[dict]:
 
 
 FIELD_NAMES = {"rpc_servers": "RPC servers", "target_placement": "GPU split", "draft_placement": "drafter GPU", "n_ctx": "context size", "n_gpu_layers": "GPU layers", "draft_n_gpu_layers": "GPU layers",
-               "flash_attn": "flash attention", "target_kv": "target K/V cache", "draft_kv": "drafter K/V cache",
+               "flash_attn": "flash attention", "exact": "exact verify", "target_kv": "target K/V cache", "draft_kv": "drafter K/V cache",
                "draft": "drafter", "adapters": "LoRA adapters", "target": "target"}
 
 

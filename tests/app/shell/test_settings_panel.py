@@ -129,3 +129,20 @@ def test_gpu_split_settings_show_what_each_gpu_holds_and_need_a_reload(qtbot, ma
     cfg = w.settings.engine_config()
     assert cfg.target_placement.tensor_split == (1.0, 3.0) and cfg.target_placement.split_mode == "row"
     assert cfg.draft_placement.main_gpu == 0
+
+
+def test_the_exact_verify_is_a_load_setting_and_reaches_the_engine(qtbot, make_window, tiny_pair):
+    """Issue 29: the user chooses the exact verify in settings; it needs a reload, and the reloaded
+    engine runs with it (its describe says so), then chats as before."""
+    w = make_window(n_ctx=2048)
+    load_pair(qtbot, w, tiny_pair)
+    p = w.settings_panel
+    w.side_tabs.setCurrentWidget(p)
+    assert not p.exact.isChecked() and w.settings.exact_verify is False
+    p.exact.setChecked(True)
+    assert w.settings.exact_verify is True
+    assert p.banner.isVisible() and "exact verify" in p.banner_text.text()
+    with qtbot.waitSignal(w.pairLoaded, timeout=LOAD_TIMEOUT_MS) as loaded:
+        p.apply_button.click()
+    assert loaded.args[0].describe["exact"] is True
+    assert not p.banner.isVisible()
