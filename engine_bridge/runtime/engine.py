@@ -427,6 +427,7 @@ class Engine:
         tctx.set_backend_greedy(False)
         toks = list(prompt_tokens) + list(generated)
         seqs = 1
+        pending_end = 0
         out: list[np.ndarray] = []
         try:
             self._prefill(list(prompt_tokens[:-1]), need_features=False)
@@ -438,7 +439,19 @@ class Engine:
                     raise ValueError(f"batch {n} is not a well-formed tree: {'; '.join(bad[:3])}")
                 if vb.n_seqs > self.tree_max_nodes:
                     raise ValueError(f"a batch uses {vb.n_seqs} sequences; this context has {self.tree_max_nodes}")
-                for tok in toks[len(self.kv):vb.pos]:          # tokens no recorded batch wrote
+                # the last batch's kept nodes off its chain: the run wrote them at the head of this
+                # batch (a tree step next), or in a batch of their own (another step came between)
+                start, fold = len(self.kv), []
+                if pending_end > start:
+                    fold = toks[start:pending_end]
+                    if pending_end != vb.pos:
+                        b.clear()
+                        for i, tok in enumerate(fold):
+                            b.add_token_seqs(tok, start + i, list(range(seqs)), False)
+                        tctx.process(b)
+                        self.kv.extend(fold)
+                        fold = []
+                for tok in toks[len(self.kv) + len(fold):vb.pos]:   # tokens no recorded batch wrote
                     b.clear()
                     b.add_token_seqs(tok, len(self.kv), list(range(seqs)), True)
                     tctx.process(b)
@@ -447,6 +460,8 @@ class Engine:
                     tctx.seq_cp(0, seq, -1, -1)
                 seqs = max(seqs, vb.n_seqs)
                 b.clear()
+                for i, tok in enumerate(fold):
+                    b.add_token_seqs(tok, start + i, list(range(seqs)), False)
                 b.add_token_seqs(vb.last, vb.pos, list(range(seqs)), True)
                 for tok, dep, sq in zip(vb.tokens, vb.depth, vb.seqs):
                     b.add_token_seqs(tok, vb.pos + 1 + dep, list(sq), True)
@@ -459,7 +474,7 @@ class Engine:
                         return picked
                     out.append(picked)
                 # as Generation._tree_step: the path's run along the seeded chain stays; the rest
-                # of it is written before the next batch (one token per decode here)
+                # of it is written with the next batch
                 nodes = [r - 1 for r in vb.rows[1:]]
                 on_chain = 0
                 while on_chain < len(nodes) and nodes[on_chain] == on_chain:
@@ -468,6 +483,7 @@ class Engine:
                 n_leaves = 1 + max((max(sq) for sq in vb.seqs if sq), default=0)
                 tree_mod.keep_path(tctx, vb.pos, 1 + on_chain, win, n_leaves, range(seqs))
                 self.kv = toks[:vb.pos + 1 + on_chain]
+                pending_end = vb.pos + len(vb.rows) if len(vb.rows) > 1 + on_chain else 0
             return out
         finally:
             self.reset()
