@@ -21,6 +21,10 @@ Two figures come out, for each GUI:
   process in that time. It does not depend on other load on the machine, and it bounds what the
   GUI can take from generation when the engine keeps every core busy (with the engine in a
   child, its CPU time is the child's and not counted: the share is of the window's process).
+* CPU seconds per answer, which other load on the machine changes far less than tok/s: the
+  window's own work (in process: its UI thread; with a child: the whole window process, its UI
+  thread plus the thread that receives the stream) and, with a child, the child's CPU time. The
+  difference between the two modes' window work is what the streaming across processes costs.
 
     .venv/bin/python benchmarks/bench_gui_overhead.py --runs 10 --max-tokens 256
 """
@@ -124,11 +128,19 @@ def gui_child(args) -> int:
     w.show()
     clock = {}
 
+    def engine_cpu() -> float:
+        """CPU seconds of the engine's child process so far (0 when the engine runs in this one)."""
+        pid = w.engine.engine_pid
+        if pid is None:
+            return 0.0
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def command() -> None:
         line = sys.stdin.readline().strip()
         if line == "go":
             w.new_chat()
-            clock.update(ui=time.thread_time(), proc=time.process_time())
+            clock.update(ui=time.thread_time(), proc=time.process_time(), engine=engine_cpu())
             w.chat.input.setPlainText(args.prompt)
             w.chat.send_button.click()
         else:
@@ -142,6 +154,7 @@ def gui_child(args) -> int:
         s = res.summary
         ui, proc = time.thread_time() - clock["ui"], time.process_time() - clock["proc"]
         print(json.dumps({"tok_per_s": s.tok_per_s, "n_generated": s.n_generated, "ui_cpu_s": ui, "proc_cpu_s": proc,
+                          "engine_child_cpu_s": engine_cpu() - clock["engine"],
                           "plots": w.plots.step_count(), "rows": w.profiler.row_count(),
                           "chat_interval_ms": w.session._stream.interval_ms,
                           "plot_interval_ms": w.plots.redraws.interval_ms,
@@ -264,6 +277,9 @@ def _gui_figures(runs: list[dict], cli_tps: list[float], warm_tps: list[float]) 
         "median_paired_ratio_to_warm": statistics.median(paired_warm),
         "paired_ratio_to_warm_quartiles": _quartiles(paired_warm),
         "ui_thread_cpu_share": sum(r["ui_cpu_s"] for r in runs) / sum(r["proc_cpu_s"] for r in runs),
+        "ui_thread_cpu_s_median": statistics.median(r["ui_cpu_s"] for r in runs),
+        "window_process_cpu_s_median": statistics.median(r["proc_cpu_s"] for r in runs),
+        "engine_child_cpu_s_median": statistics.median(r["engine_child_cpu_s"] for r in runs),
         "gui_checks": {"plots_steps": runs[-1]["plots"], "profiler_rows": runs[-1]["rows"]},
         "ui_intervals_ms_at_end": sorted({(r["chat_interval_ms"], r["plot_interval_ms"]) for r in runs}),
     }

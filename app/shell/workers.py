@@ -128,7 +128,13 @@ class EngineWorker(QObject):
             self.loadFailed.emit(LoadCancelled("load cancelled"))
             return
         self.engine = eng
-        self.loaded.emit(self._loaded())
+        try:
+            info = self._loaded()
+        except Exception as exc:  # noqa: BLE001 - the child died right after loading
+            self._close_engine()
+            self.loadFailed.emit(exc)
+            return
+        self.loaded.emit(info)
 
     @Slot(object)
     def generate(self, req: GenerateRequest) -> None:

@@ -9,8 +9,10 @@ the GUI's process any of these would take the window and the conversation with i
 runs here, in a child that may die alone:
 
 * the parent talks to it over a socket pair with pickled messages; tokens and step records stream
-  back as they commit (one message per step), so the UI sees the same callbacks as with an
-  in-process Engine;
+  back as they commit, so the UI sees the same callbacks as with an in-process Engine. They go in
+  batches: the first step's at once, then at most every ``STREAM_FLUSH_S`` (at a step's end),
+  because each message wakes the parent, and on a small CPU that wake-up pre-empts one of the
+  engine's threads mid-step (the others wait for it at a barrier): ``docs/benchmarks.md``;
 * Stop sends SIGUSR1: the child's handler sets the generation's cancel event between two steps;
   a load is cancelled by killing the child (llama.cpp cannot be interrupted mid-load);
 * when the child dies or, with RPC servers, goes quiet past the watchdog (a server that hangs
@@ -47,6 +49,8 @@ from .records import GenerationResult
 GENERATE_WATCHDOG_S = 120.0
 #: ... while it loads (weights travel to the servers: minutes for a large model)
 LOAD_WATCHDOG_S = 3600.0
+#: how often the child sends what committed (seconds; the UI redraws at most 20 times a second)
+STREAM_FLUSH_S = 0.05
 #: the methods the parent may call (the Engine API the app and the CLI use)
 CALLS = frozenset({"format_chat", "tokenize_chat", "tokenize", "detokenize", "chat_template", "describe", "memory",
                    "llama_messages", "swap_drafter", "set_adapters", "reset", "snapshot_target",
@@ -273,15 +277,16 @@ class EngineProcess:
                     return value
                 if kind == "err":
                     raise failed or value
-                if kind == "events":    # one step's tokens, then its record (the child's batch)
+                if kind == "events":    # the child's batch: tokens, then the records of their steps
                     if failed is None:
                         try:
-                            tokens, record = value
+                            tokens, records = value
                             if on_token is not None:
                                 for ev in tokens:
                                     on_token(ev)
-                            if record is not None and on_step is not None:
-                                on_step(record)
+                            if on_step is not None:
+                                for rec in records:
+                                    on_step(rec)
                         except BaseException as exc:  # noqa: BLE001 - as below
                             failed = exc
                             cancelled = True
@@ -399,17 +404,26 @@ def _serve(fd: int) -> None:
             elif msg[0] == "generate":
                 _, prompt, settings = msg
                 cancel.clear()
-                pending: list = []      # a step's tokens, sent with its record: one message per step
+                tokens: list = []       # committed since the last message, with the steps that did it
+                steps: list = []
+                sent = [0.0]            # when the last batch went (0: the first step's goes at once)
+
+                def flush():
+                    if tokens or steps:
+                        send("events", (tokens[:], steps[:]))
+                        tokens.clear()
+                        steps.clear()
+                    sent[0] = time.monotonic()
 
                 def on_step(rec):
-                    send("events", (pending[:], rec))
-                    pending.clear()
+                    steps.append(rec)
+                    if time.monotonic() - sent[0] >= STREAM_FLUSH_S:
+                        flush()
 
                 try:
-                    res = engine.generate(prompt, settings, on_token=pending.append, on_step=on_step, cancel=cancel)
+                    res = engine.generate(prompt, settings, on_token=tokens.append, on_step=on_step, cancel=cancel)
                 finally:
-                    if pending:
-                        send("events", (pending[:], None))
+                    flush()
                 send("ok", res)
             elif msg[0] == "get" and msg[1] in PROPERTIES:
                 send("ok", getattr(engine, msg[1]))
