@@ -159,8 +159,10 @@ class EngineWorker(QObject):
     def run_task(self, task: EngineTask) -> None:
         task.run(self.engine)
         if getattr(self.engine, "dead", None):   # as after a chat turn: its process is gone, unload
-            self._close_engine()
-            self.unloaded.emit()
+            from engine_bridge.runtime.engine_process import EngineProcessError
+
+            self._gone(self.engine.death or EngineProcessError(f"The engine stopped: {self.engine.dead}. "
+                                                              "Reload the pair."))
 
     @Slot(str)
     def swap_drafter(self, path: str) -> None:

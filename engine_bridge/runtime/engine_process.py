@@ -153,6 +153,7 @@ class EngineProcess:
         self._log = Path(tempfile.mkstemp(prefix="dflash-engine-", suffix=".log")[1])
         self._lock = threading.Lock()     # one request at a time, as with an Engine
         self.dead: str | None = None      # why the child is gone (None while it serves)
+        self.death: EngineError | None = None   # the error that said so (for those who did not get it)
         self._preflight = None            # the pairing checks handed to load(), for reload()
         self._oom_at_start: int | None = None
 
@@ -195,6 +196,7 @@ class EngineProcess:
             child.close()
         self._conn = Connection(parent.detach())
         self.dead = None
+        self.death = None
         self._oom_at_start = _oom_kills()
         try:
             self._request(("load", self.config, check, self._preflight), progress=progress,
@@ -327,16 +329,20 @@ class EngineProcess:
                 lost.append(exc)
         self.dead = f"{why} {during}"
         detail = f" (llama.cpp: {words})" if words else ""
+        exc: EngineError
         if lost:
             first = lost[0]
             now = ("it accepts connections but does not answer (frozen, or taken by another client)"
                    if first.reason == "busy" else str(first))
             self.dead = f"RPC server {first.endpoint} lost {during}"
-            raise rpc.RpcError(first.endpoint, "lost",
+            exc = rpc.RpcError(first.endpoint, "lost",
                                f"RPC server {first.endpoint} was lost {during}: {now}. The engine stopped ({why}){detail}; "
                                "the conversation is kept. Start the server again and reload the pair, "
                                "or remove the server from the RPC list.")
-        raise EngineProcessError(f"The engine stopped {during}: {why}{detail}. Reload the pair.", reason)
+        else:
+            exc = EngineProcessError(f"The engine stopped {during}: {why}{detail}. Reload the pair.", reason)
+        self.death = exc
+        raise exc
 
     # -- the Engine API -----------------------------------------------------------------------------
     def generate(self, prompt: str | list[int], settings: GenerationSettings | None = None, *,
