@@ -93,7 +93,7 @@ def _oom_kills() -> int | None:
 
 
 #: how each deadly signal is said, and its reason
-_SIGNALS = {signal.SIGABRT: ("aborted", "llama.cpp aborted the engine (SIGABRT: a failed assertion)"),
+_SIGNALS = {signal.SIGABRT: ("aborted", "llama.cpp aborted the engine (SIGABRT)"),
             signal.SIGSEGV: ("crashed", "the engine crashed (SIGSEGV: a bad memory access)"),
             signal.SIGBUS: ("crashed", "the engine crashed (SIGBUS: a bad memory access)"),
             signal.SIGFPE: ("crashed", "the engine crashed (SIGFPE: an arithmetic fault)"),
