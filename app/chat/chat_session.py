@@ -26,8 +26,19 @@ LIVE_SAVE_S = 1.0      # a streaming answer is written to the store at most this
 CONVERSATION_KEY = "ui/conversation"
 
 
+def engine_lost(exc) -> bool:
+    """The engine's process died (an abort, a crash, the OOM killer, a lost RPC server)."""
+    from engine_bridge.runtime.engine_process import EngineProcessError
+
+    return isinstance(exc, EngineProcessError) or getattr(exc, "reason", None) == "lost"
+
+
 def describe_error(exc) -> str:
     """A readable one-paragraph message for an engine or library exception."""
+    from engine_bridge.runtime.engine_process import EngineProcessError
+
+    if isinstance(exc, EngineProcessError):
+        return str(exc)           # a whole sentence that names what ended the engine
     name = type(exc).__name__
     text = str(exc).strip() or name
     report = getattr(exc, "report", None)
@@ -245,10 +256,18 @@ class ChatSession(QObject):
         self._stream.cancel()
         self._take_stream()
         if self.transcript.streaming:
-            self.transcript.end_assistant(None)
-            cut = self.transcript.pop_message()        # an answer cut by an error is not kept
-            if cut is not None and cut.id is not None:
-                self._write(self.store.delete_message, cut.id)
+            msg = self.transcript.end_assistant(None)
+            if engine_lost(exc) and msg is not None and msg.tokens:
+                # the engine died mid-answer: every token it committed before is kept and stored
+                if self.conversation_id is not None:
+                    if msg.id is not None:
+                        self._write(self.store.update, msg)
+                    else:
+                        self._write(self.store.add, self.conversation_id, msg)
+            else:
+                cut = self.transcript.pop_message()        # an answer cut by an error is not kept
+                if cut is not None and cut.id is not None:
+                    self._write(self.store.delete_message, cut.id)
         hint = " Raise the context size in Settings, or start a new chat." if "Context" in type(exc).__name__ else ""
         self.chat.show_status(describe_error(exc) + hint, error=True)
         self.stateChanged.emit()

@@ -33,6 +33,7 @@ class ChatView(QWidget):
     regenerateRequested = Signal()
     newChatRequested = Signal()
     highlightToggled = Signal(bool)
+    reloadRequested = Signal()      # the engine's process died: load the pair again
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -58,6 +59,9 @@ class ChatView(QWidget):
         self.status.setWordWrap(True)
         self.status.setTextFormat(Qt.TextFormat.PlainText)   # paths and errors are text, never markup
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.reload_button = QPushButton("Reload the pair", self, objectName="reloadButton")
+        self.reload_button.setToolTip("The engine's process ended; load the same pair again in a fresh one.")
+        self.reload_button.hide()
 
         top = QHBoxLayout()
         top.addWidget(self.new_chat_button)
@@ -75,7 +79,10 @@ class ChatView(QWidget):
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addLayout(top)
         lay.addWidget(self.transcript, 1)
-        lay.addWidget(self.status)
+        status_row = QHBoxLayout()
+        status_row.addWidget(self.status, 1)
+        status_row.addWidget(self.reload_button, 0, Qt.AlignmentFlag.AlignTop)
+        lay.addLayout(status_row)
         lay.addLayout(bottom)
 
         self.send_button.clicked.connect(self._send)
@@ -83,6 +90,7 @@ class ChatView(QWidget):
         self.stop_button.clicked.connect(self.stopRequested)
         self.regenerate_button.clicked.connect(self.regenerateRequested)
         self.new_chat_button.clicked.connect(self.newChatRequested)
+        self.reload_button.clicked.connect(self.reloadRequested)
         self.highlight_box.toggled.connect(self._on_highlight)
         self.set_state(can_send=False, generating=False)
 
@@ -125,3 +133,11 @@ class ChatView(QWidget):
     def show_status(self, text: str, error: bool = False) -> None:
         self.status.setStyleSheet("color: #b00020;" if error else "")
         self.status.setText(text)
+
+    def show_engine_lost(self, text: str) -> None:
+        """The engine's process died: say how, and offer to load the pair again."""
+        self.show_status(text, error=True)
+        self.reload_button.show()
+
+    def hide_reload(self) -> None:
+        self.reload_button.hide()

@@ -76,6 +76,9 @@ class StudioSettings:
     main_gpu: int = 0
     draft_gpu: int = -1
     rpc_servers: str = ""                      # "host:port,host:port": llama.cpp RPC servers (their devices first)
+    # the engine in the app's process instead of a child (applies at the next load): no per-step IPC,
+    # but a llama.cpp abort, a crash or the OOM killer then ends the window too (RPC always uses a child)
+    engine_in_process: bool = False
     # generation (applies to the next request)
     mode: str = "chain"
     budget: int = 15

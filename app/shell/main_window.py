@@ -153,6 +153,8 @@ class MainWindow(QMainWindow):
         e.drafterChanged.connect(self._on_drafter_changed)
         e.drafterFailed.connect(lambda exc: self._show_pair_error(exc))
         e.memoryChanged.connect(self.status.set_memory)
+        e.engineLost.connect(self._on_engine_lost)
+        self.chat.reloadRequested.connect(self.reload_engine)
 
         self.pairing.loadRequested.connect(self._on_load_requested)
         self.pairing.cancelRequested.connect(self.engine.cancel_load)
@@ -307,7 +309,19 @@ class MainWindow(QMainWindow):
             self._show_pair_error(exc)
             return
         self.pairing.show_message(f"loading {Path(config.target).name}…")
-        self.engine.load(config)
+        self.chat.hide_reload()
+        self.engine.load(config, in_process=self.settings.engine_in_process)
+
+    def reload_engine(self) -> None:
+        """The chat's Reload button, after the engine's process died: the pair that was loaded, again."""
+        if self.engine.busy:
+            return
+        self.chat.hide_reload()
+        req = self.engine.reload()
+        if req is None:
+            self.load_pair()
+            return
+        self.pairing.show_message(f"reloading {Path(req.config.target).name}…")
 
     def apply_pending(self) -> None:
         """The settings banner's button: reload, or swap only the drafter."""
@@ -341,8 +355,20 @@ class MainWindow(QMainWindow):
                                   + (f" + {short_path(cfg.draft)}" if cfg.draft else " (no drafter)"))
         if info.llama_messages:     # llama.cpp's own log is quiet; its warnings are shown here
             self.status.showMessage("; ".join(info.llama_messages), 30000)
+        self.chat.hide_reload()
         self._show_pending()
         self.pairLoaded.emit(info)
+
+    def _on_engine_lost(self, exc) -> None:
+        """The engine's process died (an abort, a crash, the OOM killer, a lost RPC server): the window
+        and the conversation stay; the chat says what happened and offers to reload the pair."""
+        if self._closed:
+            return
+        text = describe_error(exc)
+        self.chat.show_engine_lost(f"{text} The window and the conversation are kept.")
+        self.pairing.show_message(text, error=True)
+        self.pairing.show_loaded("", "")
+        self.status.set_pair(None, None)
 
     def _on_load_failed(self, exc) -> None:
         if self._closed:

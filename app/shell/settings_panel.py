@@ -18,8 +18,8 @@ from typing import Callable
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QStandardItemModel
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QFrame, QGroupBox, QHBoxLayout, QLabel,
-                               QLineEdit, QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QFrame, QGroupBox, QHBoxLayout,
+                               QLabel, QLineEdit, QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
 
 from engine_bridge.common.placement import Placement
 from engine_bridge.runtime.config import KV_TYPES, EngineConfig
@@ -128,6 +128,11 @@ class SettingsPanel(QScrollArea):
         lf.addRow("Target V cache", self.kv[("target", "v")])
         lf.addRow("Drafter K cache", self.kv[("drafter", "k")])
         lf.addRow("Drafter V cache", self.kv[("drafter", "v")])
+        self.in_process = QCheckBox("Run the engine in the app's process", load, objectName="inProcessCheck")
+        self.in_process.setToolTip("Off (default): the engine runs in a child process, so a llama.cpp abort, a crash "
+                                   "or the out-of-memory killer ends only it, and the window offers a reload. On: no "
+                                   "inter-process streaming, but any of those ends the app. Applies at the next load.")
+        lf.addRow(self.in_process)
 
         # -- several GPUs: llama.cpp's split of the target, the drafter's GPU, and what each GPU holds
         gpu = QGroupBox("Several GPUs and RPC servers (a change needs a reload)", body)
@@ -195,6 +200,7 @@ class SettingsPanel(QScrollArea):
         self.rpc_edit.editingFinished.connect(self._edited)
         for w in (self.temperature, self.top_p):
             w.valueChanged.connect(self._edited)
+        self.in_process.toggled.connect(self._edited)
         for w in (self.mode, self.flash_attn, self.variant, self.split_mode, *self.kv.values()):
             w.currentIndexChanged.connect(self._edited)
         self.exact.toggled.connect(self._edited)
@@ -224,6 +230,7 @@ class SettingsPanel(QScrollArea):
             self.main_gpu.setValue(s.main_gpu)
             self.draft_gpu.setValue(s.draft_gpu)
             self.rpc_edit.setText(s.rpc_servers)
+            self.in_process.setChecked(s.engine_in_process)
             self._fill_variants()
         finally:
             self._updating = False
@@ -404,7 +411,7 @@ class SettingsPanel(QScrollArea):
             draft_k=self.kv[("drafter", "k")].currentData(), draft_v=self.kv[("drafter", "v")].currentData(),
             draft_variant=variant, adapters=[list(a) for a in adapters],
             split_mode=self.split_mode.currentData(), tensor_split=split_text, main_gpu=self.main_gpu.value(),
-            draft_gpu=self.draft_gpu.value(), rpc_servers=rpc_text)
+            draft_gpu=self.draft_gpu.value(), rpc_servers=rpc_text, engine_in_process=self.in_process.isChecked())
         self.settings = s
         if self.sender() in (self.split_mode, self.tensor_split, self.main_gpu, self.draft_gpu, self.n_ctx,
                              self.gpu_layers, self.rpc_edit):

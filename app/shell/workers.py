@@ -9,6 +9,11 @@ takes requests through queued signals, so the UI thread never waits on loading o
 Stopping a generation does not go through the worker's event queue (that is blocked while it
 generates): the client sets the request's ``threading.Event`` directly and the engine returns
 within one step with finish_reason 'cancelled'.
+
+The engine itself runs in a child process (``engine_bridge.runtime.engine_process``) unless the
+load asks for it in this one: a llama.cpp abort, a crash or the out-of-memory killer then ends the
+child, not the window. The worker unloads the dead engine and says so (``lost``); the client keeps
+what was loaded so that ``reload()`` loads it again.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ class LoadRequest:
     config: EngineConfig
     check: bool = True
     cancel: threading.Event = field(default_factory=threading.Event)
+    in_process: bool = False        # the engine in the app's process: no IPC, but an abort ends the app
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,7 @@ class EngineWorker(QObject):
     drafterFailed = Signal(object)
     memoryChanged = Signal(object)          # Engine.memory()
     unloaded = Signal()
+    lost = Signal(object)                   # the engine's process died (EngineProcessError / RpcError)
 
     def __init__(self, channel: StreamChannel):
         super().__init__()
@@ -87,18 +94,32 @@ class EngineWorker(QObject):
         e = self.engine
         return Loaded(e.config, e.describe(), e.memory(), e.chat_template(), tuple(e.llama_messages()))
 
+    def _gone(self, exc) -> bool:
+        """After a failed request: when the engine's process is gone, unload it and say so."""
+        if self.engine is None or not getattr(self.engine, "dead", None):
+            return False
+        self._close_engine()
+        self.lost.emit(exc)
+        self.unloaded.emit()
+        return True
+
     @Slot(object)
     def load(self, req: LoadRequest) -> None:
         from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
-        from engine_bridge.runtime.engine_process import open_engine
+        from engine_bridge.runtime.engine_process import EngineLoadCancelled, open_engine
 
         if req.cancel.is_set():
             self.loadFailed.emit(LoadCancelled("load cancelled"))
             return
         self._close_engine()   # free the old pair's memory before loading the new one
         try:
-            # in a child process when RPC servers are configured: a lost server ends that process, not the app
-            eng = open_engine(req.config, preflight=PAIR_PREFLIGHT, check=req.check, progress=self.progress.emit)
+            # in a child process (always with RPC servers): an abort, a crash or a lost server ends
+            # that process, not the app; a cancel kills it mid-load
+            eng = open_engine(req.config, preflight=PAIR_PREFLIGHT, check=req.check, progress=self.progress.emit,
+                              isolate=not req.in_process, cancel=req.cancel)
+        except EngineLoadCancelled:
+            self.loadFailed.emit(LoadCancelled("load cancelled"))
+            return
         except Exception as exc:  # noqa: BLE001 - every failure becomes a message in the UI
             self.loadFailed.emit(exc)
             return
@@ -107,7 +128,13 @@ class EngineWorker(QObject):
             self.loadFailed.emit(LoadCancelled("load cancelled"))
             return
         self.engine = eng
-        self.loaded.emit(self._loaded())
+        try:
+            info = self._loaded()
+        except Exception as exc:  # noqa: BLE001 - the child died right after loading
+            self._close_engine()
+            self.loadFailed.emit(exc)
+            return
+        self.loaded.emit(info)
 
     @Slot(object)
     def generate(self, req: GenerateRequest) -> None:
@@ -120,19 +147,22 @@ class EngineWorker(QObject):
                                        on_step=self._channel.push_step, cancel=req.cancel)
         except Exception as exc:  # noqa: BLE001
             self.generateFailed.emit(req.request_id, exc)
-            if getattr(self.engine, "dead", None):   # its process is gone (an RPC server lost): unload
-                self._close_engine()
-                self.unloaded.emit()
+            self._gone(exc)     # its process is gone (an abort, a kill, an RPC server lost): unload
             return
         self.generated.emit(req.request_id, res)
-        self.memoryChanged.emit(self.engine.memory())
+        try:
+            self.memoryChanged.emit(self.engine.memory())
+        except Exception as exc:  # noqa: BLE001 - the child died right after answering
+            self._gone(exc)
 
     @Slot(object)
     def run_task(self, task: EngineTask) -> None:
         task.run(self.engine)
         if getattr(self.engine, "dead", None):   # as after a chat turn: its process is gone, unload
-            self._close_engine()
-            self.unloaded.emit()
+            from engine_bridge.runtime.engine_process import EngineProcessError
+
+            self._gone(self.engine.death or EngineProcessError(f"The engine stopped: {self.engine.dead}. "
+                                                              "Reload the pair."))
 
     @Slot(str)
     def swap_drafter(self, path: str) -> None:
@@ -141,10 +171,12 @@ class EngineWorker(QObject):
                 raise RuntimeError("no pair is loaded")
             self.progress.emit(f"swapping the drafter for {path}")
             self.engine.swap_drafter(path)
+            info = self._loaded()
         except Exception as exc:  # noqa: BLE001
             self.drafterFailed.emit(exc)
+            self._gone(exc)
             return
-        self.drafterChanged.emit(self._loaded())
+        self.drafterChanged.emit(info)
 
     @Slot(object)
     def set_adapters(self, adapters: list) -> None:
@@ -152,15 +184,20 @@ class EngineWorker(QObject):
             if self.engine is None:
                 raise RuntimeError("no pair is loaded")
             self.engine.set_adapters(adapters)
+            info = self._loaded()
         except Exception as exc:  # noqa: BLE001
             self.drafterFailed.emit(exc)
+            self._gone(exc)
             return
-        self.drafterChanged.emit(self._loaded())
+        self.drafterChanged.emit(info)
 
     @Slot()
     def reset(self) -> None:
         if self.engine is not None:
-            self.engine.reset()
+            try:
+                self.engine.reset()
+            except Exception as exc:  # noqa: BLE001 - only a dead child fails here
+                self._gone(exc)
 
     @Slot()
     def unload(self) -> None:
@@ -175,8 +212,8 @@ class EngineWorker(QObject):
 
     def _close_engine(self) -> None:
         if self.engine is not None:
-            self.engine.close()
-            self.engine = None
+            eng, self.engine = self.engine, None
+            eng.close()
 
 
 class EngineClient(QObject):
@@ -191,6 +228,7 @@ class EngineClient(QObject):
     drafterChanged = Signal(object)
     drafterFailed = Signal(object)
     memoryChanged = Signal(object)
+    engineLost = Signal(object)     # the engine's process died (the exception names how); reload() brings it back
 
     # requests, delivered to the worker's thread (queued: the worker lives there)
     _load = Signal(object)
@@ -227,11 +265,13 @@ class EngineClient(QObject):
         w.drafterFailed.connect(self._on_drafter_failed)
         w.memoryChanged.connect(self.memoryChanged)
         w.unloaded.connect(self._on_unloaded)
+        w.lost.connect(self.engineLost)
         self._ids = itertools.count(1)
         self._state = EMPTY
         self._pending_load: LoadRequest | None = None
         self._current: GenerateRequest | None = None
         self.info: Loaded | None = None
+        self.last_load: LoadRequest | None = None     # what reload() loads again (its drafter kept current)
         self._closed = False
         self._thread.start()
 
@@ -249,16 +289,31 @@ class EngineClient(QObject):
     def busy(self) -> bool:
         return self._state in (LOADING, GENERATING)
 
+    @property
+    def engine_pid(self) -> int | None:
+        """The id of the process the engine runs in, when that is a child (None: in this process, or
+        nothing loaded)."""
+        return getattr(self._worker.engine, "pid", None)
+
     # -- requests -------------------------------------------------------------------------------------
-    def load(self, config: EngineConfig, check: bool = True) -> LoadRequest:
+    def load(self, config: EngineConfig, check: bool = True, *, in_process: bool = False) -> LoadRequest:
+        """``in_process``: load the engine in the app's process (no child: a llama.cpp abort ends the app)."""
         if self.busy:
             raise RuntimeError(f"the engine is {self._state}")
-        req = LoadRequest(config, check)
+        req = LoadRequest(config, check, in_process=in_process)
+        self.last_load = req
         self._pending_load = req
         self.info = None
         self._set_state(LOADING)
         self._load.emit(req)
         return req
+
+    def reload(self) -> LoadRequest | None:
+        """Loads the last loaded pair again (after its process died); None when there is none."""
+        last = self.last_load
+        if last is None:
+            return None
+        return self.load(last.config, last.check, in_process=last.in_process)
 
     def cancel_load(self) -> None:
         if self._pending_load is not None:
@@ -339,6 +394,8 @@ class EngineClient(QObject):
     @Slot(object)
     def _on_drafter_changed(self, info: Loaded) -> None:
         self.info = info
+        if self.last_load is not None:
+            self.last_load = LoadRequest(info.config, self.last_load.check, in_process=self.last_load.in_process)
         self.drafterChanged.emit(info)
 
     @Slot(object)

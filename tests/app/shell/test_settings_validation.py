@@ -36,6 +36,7 @@ HOSTILE = {
     "mode": ("warp", "chain"),
     "adapters": ('[["a.gguf"]]', []),
     "highlight_drafts": ("perhaps", True),
+    "engine_in_process": ("sometimes", False),
 }
 
 

@@ -168,7 +168,10 @@ def test_a_server_killed_mid_generation_is_named_and_the_engine_is_rebuilt(tiny_
         msg = str(exc)
         assert f"RPC server {srv.endpoint} was lost mid-generation" in msg and "unreachable" in msg
         assert "Remote RPC server crashed" in msg            # llama.cpp's own last words, from the child
-        assert len(got) >= 5 and got == local_runs[(prompt, "chain")][:len(got)]
+        # the tokens streamed before the loss are the local run's (a batch computed before the kill may
+        # still arrive after it, past the reference's 24 tokens: compared where both have them)
+        ref = local_runs[(prompt, "chain")]
+        assert len(got) >= 5 and got[:len(ref)] == ref[:len(got)]
         # the engine is gone and says so, without touching the dead server
         with pytest.raises(EngineProcessError, match="reload the pair"):
             eng.generate(prompt, GenerationSettings(max_tokens=4))
