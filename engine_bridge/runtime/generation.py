@@ -407,7 +407,7 @@ class Generation:
         # 3. accept: follow the target's choices down the tree
         ta = now()
         if self.sampler is not None:
-            pick = lambda row: self.sampler.sample(tctx, row)  # noqa: E731 -- in row order, one draw per commit
+            pick = lambda row: self.sampler.sample(tctx, n_un + row)  # noqa: E731 -- by batch entry, in row order
         elif tctx.backend_greedy:
             pick = lambda row: tctx.sampled_token(n_un + row)  # noqa: E731 -- by batch entry
         else:
