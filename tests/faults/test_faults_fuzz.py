@@ -65,6 +65,10 @@ def test_fuzz_gguf_header_values(profile, tiny_pair, loader):
     @settings(settings.get_profile(profile))
     @given(fz.header_edits())
     @example([("drafter", "<a>.block_count", (float("inf"), T.FLOAT32, None))])   # defect: OverflowError in inspect
+    @example([("target", "<a>.rope.dimension_count", (0, T.UINT32, None))])    # defect: GGML_ASSERT(n_embd_head == n_rot)
+    @example([("drafter", "<a>.rope.dimension_count", (0, T.UINT32, None))])   # defect: the first decode never ended
+    @example([("drafter", "<a>.rope.dimension_count", (7, T.UINT32, None))])   # defect: GGML_ASSERT(n_dims % 2 == 0)
+    @example([("target", "<a>.attention.value_length", (8, T.UINT32, None))])  # n_embd_head_v == n_embd_head_k
     def prop(edits):
         with _work() as d:
             fz.case_header(Path(d), target, drafter, edits, loader)
