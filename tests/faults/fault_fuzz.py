@@ -575,33 +575,50 @@ IN_PATHS = ("target", "drafter", "missing", "folder", "empty", "garbage", "trunc
             "/dev/zero", "fifo", "prompt_nul")
 
 
+#: a command line that works, most cases start from it and add hostile flags (a later flag wins)
+CLI_BASE = {
+    "generate": ["--target", "@target", "--draft", "@drafter", "--prompt", "Hello", "--max-tokens", "4",
+                 "--n-ctx", "256", "--threads", "1"],
+    "placement": ["--target", "@target", "--draft", "@drafter"],
+    "inspect": ["@target"],
+    "check": ["@target", "@drafter"],
+    "convert": ["@hf", "--target", "@target", "--out", "@new.gguf"],
+    "quantize": ["@drafter", "--type", "q8_0", "--out", "@new.gguf"],
+    "library": ["list"],
+}
+
+
 def cli_argvs():
     def value(kind):
         if kind == "in":
             return st.one_of(st.sampled_from(IN_PATHS).map(lambda p: ("path", p)),
-                             st.tuples(st.just("path"), st.sampled_from(["target", "drafter"])).map(
-                                 lambda t: ("scaled", t[1])),
+                             st.sampled_from(["target", "drafter"]).map(lambda p: ("scaled", p)),
                              hostile_text(12).map(lambda t: ("raw", t)))
         if kind == "out":
             return st.sampled_from(["new.gguf", "sub/dir/new.gguf", "folder", "target", "x" * 300 + ".gguf",
                                     "garbage/under_a_file.gguf", "new\nline.gguf", ".hidden.gguf"]).map(lambda p: ("out", p))
         if kind == "int":
-            return st.one_of(hostile_ints().map(str), st.sampled_from(["0x10", "1e3", "", " 5", "-0", "nan", "١٢"]),
+            return st.one_of(st.integers(0, 16).map(str), hostile_ints().map(str),
+                             st.sampled_from(["0x10", "1e3", "", " 5", "-0", "nan", "١٢"]),
                              st.integers(-10**20, 10**20).map(str)).map(lambda t: ("raw", t))
         if kind == "float":
-            return st.one_of(hostile_floats(64).map(repr), st.sampled_from(["1e999", "-0", "", "0x1p3", "½"])
-                             ).map(lambda t: ("raw", t))
+            return st.one_of(st.sampled_from(["0", "0.5", "1", "0.9"]), hostile_floats(64).map(repr),
+                             st.sampled_from(["1e999", "-0", "", "0x1p3", "½"])).map(lambda t: ("raw", t))
         if kind == "word":
             return st.one_of(st.sampled_from(WORDS), hostile_text(8)).map(lambda t: ("raw", t))
-        return hostile_text(30).map(lambda t: ("raw", t))
+        return st.one_of(st.sampled_from(["Hello", "def f(x):", "a b c"]), hostile_text(30)).map(lambda t: ("raw", t))
 
     def for_command(cmd):
         specs = CLI_COMMANDS[cmd]
-        item = st.sampled_from(range(len(specs))).flatmap(
-            lambda i: st.tuples(st.just(specs[i][0]), value(specs[i][1]) if specs[i][1] else st.none()))
-        junk = st.tuples(st.just(""), st.one_of(hostile_text(10), st.sampled_from(["--nope", "-x", "--json=1"])
-                                                ).map(lambda t: ("raw", t)))
-        return st.tuples(st.just(cmd), st.lists(st.one_of(item, item, item, junk), max_size=8))
+        def items(with_base):
+            usable = [sp for sp in specs if sp[0] or not with_base]    # positionals only without the base
+            item = st.sampled_from(usable).flatmap(
+                lambda sp: st.tuples(st.just(sp[0]), value(sp[1]) if sp[1] else st.none()))
+            junk = st.tuples(st.just(""), st.one_of(hostile_text(10), st.sampled_from(["--nope", "-x", "--json=1"])
+                                                    ).map(lambda t: ("raw", t)))
+            return st.lists(st.one_of(item, item, item, item, junk), max_size=6)
+        return st.booleans().flatmap(lambda with_base: st.tuples(
+            st.just(cmd), st.just(CLI_BASE[cmd] if with_base else []), items(with_base)))
 
     return st.sampled_from(sorted(CLI_COMMANDS)).flatmap(for_command)
 
@@ -625,8 +642,9 @@ def _cli_paths(work: Path, target: Path, drafter: Path, hf: Path) -> dict:
     return paths
 
 
-def _argv(cmd: str, items: list, paths: dict, work: Path) -> list[str]:
-    argv = [cmd]
+def _argv(cmd: str, base: list, items: list, paths: dict, work: Path) -> list[str]:
+    argv = [cmd] + [(str(paths[b[1:]]) if b[1:] in paths else str(work / b[1:])) if b.startswith("@") else b
+                    for b in base]
     for flag, val in items:
         if flag:
             argv.append(flag)
@@ -644,7 +662,7 @@ def _argv(cmd: str, items: list, paths: dict, work: Path) -> list[str]:
     return argv
 
 
-def case_cli(work: Path, target: Path, drafter: Path, hf: Path, cmd: str, items: list) -> None:
+def case_cli(work: Path, target: Path, drafter: Path, hf: Path, cmd: str, base: list, items: list) -> None:
     import contextlib
     import io
 
@@ -652,7 +670,7 @@ def case_cli(work: Path, target: Path, drafter: Path, hf: Path, cmd: str, items:
 
     s = "cli"
     paths = _cli_paths(work, target, drafter, hf)
-    argv = _argv(cmd, items, paths, work)
+    argv = _argv(cmd, base, items, paths, work)
     what = f"argv {argv!r}"[:600]
     out, err = io.StringIO(), io.StringIO()
     t0 = time.monotonic()

@@ -119,10 +119,10 @@ def test_fuzz_cli_arguments(profile, tiny_pair, hf_base, tmp_path, monkeypatch):
 
     @settings(settings.get_profile(profile))
     @given(fz.cli_argvs())
-    def prop(cmd_items):
-        cmd, items = cmd_items
+    def prop(cmd_base_items):
+        cmd, base, items = cmd_base_items
         with _work() as d:
-            fz.case_cli(Path(d), target, drafter, hf_base, cmd, items)
+            fz.case_cli(Path(d), target, drafter, hf_base, cmd, base, items)
 
     prop()
 
