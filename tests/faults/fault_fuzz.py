@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 ROOT = Path(__file__).resolve().parents[2]
 
 SURFACES = ("headers", "settings", "converter", "cli", "prompts")
-#: surface -> Counter(tried, refused, accepted, tracebacks, aborts, hangs, lost)
+#: surface -> Counter(tried, refused, accepted, tracebacks, aborts, hangs, lost, bad_files)
 COUNTS: dict[str, Counter] = {s: Counter() for s in SURFACES}
 #: seconds one case may take before it counts as a hang (a loaded pair's short run takes ~1 s)
 HANG_S = 60.0
@@ -61,7 +61,7 @@ def record(surface: str, refused: bool) -> None:
 
 
 def counts_table() -> dict:
-    keys = ("tried", "refused", "accepted", "tracebacks", "aborts", "hangs", "lost")
+    keys = ("tried", "refused", "accepted", "tracebacks", "aborts", "hangs", "lost", "bad_files")
     return {s: {k: COUNTS[s][k] for k in keys} for s in SURFACES if COUNTS[s]}
 
 
@@ -452,7 +452,9 @@ def converter_ops():
     st_len = st.tuples(st.just("st_len"), st.none(), st.one_of(st.integers(0, 2**64 - 1), st.integers(-64, 64)))
     st_cut = st.tuples(st.just("st_cut"), st.none(), st.floats(0, 1))
     st_flip = st.tuples(st.just("st_flip"), st.floats(0, 1), st.binary(min_size=1, max_size=4))
-    return st.lists(st.one_of(cfg_set, cfg_set, cfg_del, cfg_replace, st_set, st_set, st_drop, st_len, st_cut, st_flip),
+    st_weight = st.tuples(st.just("st_weight"), st.integers(0, 20), hostile_floats(32))   # a tensor's first weight
+    return st.lists(st.one_of(cfg_set, cfg_set, cfg_del, cfg_replace, st_set, st_set, st_drop, st_len, st_cut, st_flip,
+                              st_weight),
                     min_size=1, max_size=3)
 
 
@@ -499,6 +501,12 @@ def _apply_ops(folder: Path, ops: list) -> None:
             continue
         if not isinstance(table, dict) or not names:
             continue
+        if op == "st_weight":
+            entry = table[names[where % len(names)]]
+            if isinstance(entry, dict) and entry.get("dtype") == "F32":
+                at = 8 + n + entry["data_offsets"][0]
+                st_path.write_bytes(raw[:at] + struct.pack("<f", value) + raw[at + 4:])
+            continue
         if op == "st_drop":
             del table[names[where % len(names)]]
         else:
@@ -535,7 +543,15 @@ def case_converter(work: Path, base: Path, target: Path, ops: list, loader: Load
         fail(s, "tracebacks", f"{what}: {type(exc).__name__}: {exc}")
     if time.monotonic() - t0 > HANG_S:
         fail(s, "hangs", f"{what}: {time.monotonic() - t0:.0f} s")
-    # what the converter wrote must be a file the pairing checks accept, and that runs
+    # what the converter wrote must be a file the pairing checks accept, of finite weights, and that runs
+    from engine_bridge.models.convert_quant import decode
+    from engine_bridge.models.gguf_header import read_header
+    import numpy as np
+
+    hdr = read_header(out)
+    for name, t in hdr.tensors.items():
+        if not np.isfinite(decode(hdr.tensor_bytes(name), t.ggml_type, t.shape)).all():
+            fail(s, "bad_files", f"{what}: converted, but tensor {name} holds weights that are not finite")
     report = compat.check(target, out)
     if not report.ok:
         fail(s, "tracebacks", f"{what}: converted, but the checks FAIL the result: "
