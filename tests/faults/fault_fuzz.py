@@ -149,7 +149,7 @@ class Loader:
             left = timeout - (time.monotonic() - t0)
             ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, left))
             if not ready:
-                self.close()
+                self.close(keep_log=True)
                 return {"hang": round(time.monotonic() - t0, 1)}
             line = self.proc.stdout.readline()
             if not line:      # the child died
@@ -160,11 +160,13 @@ class Loader:
             if line.startswith("@@"):
                 return json.loads(line[2:])
 
-    def close(self):
+    def close(self, keep_log: bool = False):
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
             self.proc = None
+        if not keep_log:
+            self.stderr_path.unlink(missing_ok=True)
 
 
 def loader_child() -> None:
@@ -803,6 +805,8 @@ def case_prompt(eng, store_path: Path, messages: list, add_generation_prompt: bo
     try:
         res = eng.generate(tokens, GenerationSettings(mode="chain", max_tokens=4))
     except (EngineError, ValueError) as exc:
+        if not str(exc).strip():
+            fail(s, "tracebacks", f"{what}: generate refused without a message: {type(exc).__name__}")
         record(s, refused=True)
         return
     except Exception as exc:  # noqa: BLE001

@@ -2,8 +2,9 @@
 values, settings files, converter folders, CLI arguments and chat prompts. Each generated case ends
 in a named refusal or a normal result; never a traceback, an abort, a hang or a lost message.
 
-The fast profile (``fuzz-fast``: 40 deterministic cases per surface) runs with the other tests; the
-long one (``fuzz-long``: 1,000 random cases per surface) with ``-m faults_long``:
+The fast profile (``fuzz-fast``: 40 deterministic cases per surface, 25 for prompts, plus the regression
+examples) runs with the other tests; the long one (``fuzz-long``: 1,000 random cases per surface) with
+``-m faults_long``:
 
     DFLASH_FUZZ_COUNTS=/tmp/fuzz.json .venv/bin/python -m pytest -m faults_long -k long tests/faults/test_faults_fuzz.py
 
