@@ -106,6 +106,7 @@ def test_fuzz_converter_folders(profile, tiny_pair, hf_base, loader):
     @settings(fz.profile(profile, "converter"))
     @given(fz.converter_ops())
     @example([("st_weight", 0, 1e30)])     # defect: f16 output held inf weights (65504 is f16's largest)
+    @example([("st_set", (0, "data_offsets"), 0), ("st_weight", 0, 0.0)])    # the harness met a broken entry
     def prop(ops):
         with _work() as d:
             fz.case_converter(Path(d), hf_base, target, ops, loader)
@@ -123,6 +124,7 @@ def test_fuzz_cli_arguments(profile, tiny_pair, hf_base, tmp_path, monkeypatch):
 
     @settings(fz.profile(profile, "cli"))
     @given(fz.cli_argvs())
+    @example(("check", ["@target", "@drafter"], [("--adapter", ("path", "target"))]))   # a FAIL report, exit 1
     def prop(cmd_base_items):
         cmd, base, items = cmd_base_items
         with _work() as d:
