@@ -125,6 +125,7 @@ def test_fuzz_cli_arguments(profile, tiny_pair, hf_base, tmp_path, monkeypatch):
     @settings(fz.profile(profile, "cli"))
     @given(fz.cli_argvs())
     @example(("check", ["@target", "@drafter"], [("--adapter", ("path", "target"))]))   # a FAIL report, exit 1
+    @example(("check", [], [("", ("raw", ""))]))                                        # unreadable: exit 2
     def prop(cmd_base_items):
         cmd, base, items = cmd_base_items
         with _work() as d:
