@@ -732,7 +732,7 @@ def case_cli(work: Path, target: Path, drafter: Path, hf: Path, cmd: str, base: 
         # our own refusals are one line; argparse's are its usage and one "error:" line; check's
         # report and a refused pair's failed checks are lines of their own after a headline
         # check's FAIL is its report on stdout (exit 1: not compatible, 2: unreadable), check by check
-        said_fail = cmd == "check" and code in (1, 2) and "FAIL  " in out.getvalue()
+        said_fail = cmd == "check" and code in (1, 2) and ("FAIL  " in out.getvalue() or "\"FAIL\"" in out.getvalue())
         if not lines and not said_fail:
             fail(s, "tracebacks", f"{what}: exit {code} with nothing on stderr (stdout {out.getvalue()[-300:]!r})")
     record(s, refused=code != 0)
