@@ -78,6 +78,9 @@ def test_fuzz_gguf_header_values(profile, tiny_pair, loader):
 
 
 @pytest.mark.parametrize("profile", PROFILES)
+# Qt's own note on a hostile "@Variant(...)" value it cannot read (it then returns nothing): the
+# input's fault, said by Qt, not a bug of ours
+@pytest.mark.qt_log_ignore(r"QVariant::load: unknown user type.*", r"QVariant::load: unable to load type.*")
 def test_fuzz_settings_file(profile, qapp):
     """A hand-edited settings file (any text per key, Qt's @Variant forms, values of other types):
     StudioSettings.load_checked keeps every field in its widget's range and says which it reset; the
