@@ -192,6 +192,9 @@ class ConversationStore:
                 yield
         except sqlite3.Error as exc:
             raise StoreError(_write_failure(self.path, exc)) from exc
+        except UnicodeEncodeError as exc:   # a lone surrogate (text from outside Qt): SQLite takes UTF-8 only
+            raise StoreError(f"the message holds a character that is not valid Unicode text (a lone surrogate "
+                             f"at character {exc.start}); nothing was saved") from exc
 
     def close(self) -> None:
         self._db.close()

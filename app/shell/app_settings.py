@@ -34,6 +34,8 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "max_tokens": (1, 65536),
     "seed": (0, 2**31 - 1),
 }
+#: the smallest explicit context EngineConfig takes (0 means the model's own)
+MIN_CTX = 16
 FLOAT_RANGES: dict[str, tuple[float, float]] = {
     "temperature": (0.0, 2.0),
     "top_p": (0.0, 1.0),
@@ -198,6 +200,8 @@ def _decode(raw, default):
 
 def _checked(name: str, value):
     """(value held to the field's range or choices, a note when it changed)."""
+    if name == "n_ctx" and 0 < value < MIN_CTX:   # EngineConfig refuses these: no pair would load
+        return MIN_CTX, f"{value} is below the smallest context {MIN_CTX}; {MIN_CTX} used"
     if name in INT_RANGES or name in FLOAT_RANGES:
         lo, hi = INT_RANGES.get(name) or FLOAT_RANGES[name]
         if value < lo:

@@ -362,7 +362,7 @@ def _convert(hf_dir, target, out, out_type: str, *, overwrite: bool, name: str |
             if not np.isfinite(arr).all():   # NaN or inf weights make every draft NaN
                 raise ConversionError(f"tensor {g} holds weights that are not finite (NaN or inf)")
             ne = tuple(reversed(arr.shape))
-            data, raw = encode(arr, storage_type(g, ne, out_type))
+            data, raw = encode(arr, storage_type(g, ne, out_type), g)
             w.add_tensor(g, data, raw_dtype=raw)
         w.write_header_to_file()
         w.write_kv_data_to_file()

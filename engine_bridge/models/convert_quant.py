@@ -51,9 +51,18 @@ def storage_type(name: str, ne: tuple[int, ...], out_type: str) -> GGMLQuantizat
     return want
 
 
-def encode(arr: np.ndarray, qtype: GGMLQuantizationType) -> tuple[np.ndarray, GGMLQuantizationType | None]:
+#: the largest magnitude each type stores finitely: f16 itself, and the f16 block scale of q8_0 (max/127)
+#: and q4_0 (max/8); beyond it the file would hold inf weights, and every draft NaN
+_FINITE_LIMIT = {Q.F16: 65504.0, Q.Q8_0: 65504.0 * 127, Q.Q4_0: 65504.0 * 8}
+
+
+def encode(arr: np.ndarray, qtype: GGMLQuantizationType, name: str = "") -> tuple[np.ndarray, GGMLQuantizationType | None]:
     """Array to write and raw dtype for GGUFWriter.add_tensor (None: numpy's own dtype)."""
     a = np.ascontiguousarray(arr, dtype=np.float32)
+    limit = _FINITE_LIMIT.get(qtype)
+    if limit is not None and a.size and float(np.abs(a).max()) > limit:
+        raise ConversionError(f"tensor {name or '?'} holds a weight of {float(np.abs(a).max()):.4g}, beyond what "
+                              f"{qtype.name} stores ({limit:.4g}); choose --type f32 or bf16")
     if qtype == Q.F32:
         return a, None
     if qtype == Q.F16:
@@ -130,7 +139,7 @@ def quantize_drafter(src: str | os.PathLike, out: str | os.PathLike, out_type: s
         copy_fields(writer, hdr, override={"general.file_type": (FILE_TYPE[out_type], GGUFValueType.UINT32)})
         for name, t in hdr.tensors.items():
             arr = decode(hdr.tensor_bytes(name), t.ggml_type, t.shape)
-            data, raw = encode(arr, storage_type(name, t.ne, out_type))
+            data, raw = encode(arr, storage_type(name, t.ne, out_type), name)
             writer.add_tensor(name, data, raw_dtype=raw)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from . import llama_facts as facts
+
 # key (after "<arch>.") -> what the value must be. Upper bounds are far beyond any real model,
 # low enough that llama.cpp never tries to allocate for them.
 _POSITIVE = {                     # finite and > 0 (epsilons divide, rope bases are raised to powers)
@@ -100,4 +102,34 @@ def problems(arch: str | None, fields: dict) -> list[str]:
             p = None
         if p:
             found.append(p)
+    return found + _head_problems(arch, fields)
+
+
+def _whole(v) -> int | None:
+    return int(v) if _number(v) and math.isfinite(v) and float(v).is_integer() else None
+
+
+def _head_problems(arch: str, fields: dict) -> list[str]:
+    """Rope width and value head size against the key head size: the graphs assert them at decode."""
+    p = f"{arch}."
+    head = _whole(fields.get(p + "attention.key_length"))
+    n_embd, n_head = _whole(fields.get(p + "embedding_length")), _whole(fields.get(p + "attention.head_count"))
+    if head is None and n_embd and n_head and n_head > 0:
+        head = n_embd // n_head
+    if not head or head <= 0:
+        return []       # the dimension rules above name a missing or bad head size
+    found = []
+    rot, v = fields.get(p + "rope.dimension_count"), _whole(fields.get(p + "attention.value_length"))
+    rot = _whole(rot) if rot is not None else None
+    uses_rope = arch == "dflash" or arch in facts.ROPE_WHOLE_HEAD
+    if rot is not None and (rot > head or (rot < 1 and uses_rope) or rot % 2):
+        # ggml's rope kernels assert an even width (ggml-cpu ops.cpp: n_dims % 2 == 0)
+        found.append(f"{p}rope.dimension_count = {rot} must be even and within {1 if uses_rope else 0}..{head} "
+                     "(the head size)")
+    elif rot is not None and arch in facts.ROPE_WHOLE_HEAD and rot != head:
+        found.append(f"{p}rope.dimension_count = {rot} must equal the head size {head}: llama.cpp's {arch} graph "
+                     "asserts it at the first decode")
+    if v is not None and v != head and (arch == "dflash" or arch in facts.ROPE_WHOLE_HEAD):
+        found.append(f"{p}attention.value_length = {v} must equal the key head size {head}: llama.cpp's {arch} "
+                     "graph asserts it at the first decode")
     return found

@@ -69,6 +69,18 @@ SWA_DEFAULT_PATTERN = {
 #: src/models/phi3.cpp: a Phi-3 GGUF's sliding window is ignored (every layer attends to all tokens).
 SWA_DISABLED = frozenset({"phi3"})
 
+#: src/models/<arch>.cpp: graphs that assert GGML_ASSERT(n_embd_head == n_rot) and n_embd_head_v ==
+#: n_embd_head_k at every decode, so a file whose rope.dimension_count or attention.value_length differs
+#: from its head size aborts the process (found by tests/faults/test_faults_fuzz.py). "dflash" itself
+#: allows partial rotary (n_rot < head size) but not n_rot = 0, which never finished a decode.
+ROPE_WHOLE_HEAD = frozenset("""
+apertus arcee arctic baichuan chameleon codeshell cogvlm cohere2moe dbrx deci deepseek dots1 dream
+ernie4_5 ernie4_5-moe exaone exaone-moe exaone4 falcon granite granite_swa graniteswitch grok grovemoe
+hunyuan-moe hunyuan_vl hy_v3 internlm2 jais2 llada llada-moe llama llama4 maincoder mellum minimax-01
+minimax-m2 mistral3 nemotron olmo olmo2 olmoe orion paddleocr plamo pockettts qwen2 qwen2moe qwen2vl
+qwen3 qwen3moe qwen3vl qwen3vlmoe rnd1 seed_oss smallthinker smollm3 starcoder2 talkie xverse
+""".split())
+
 
 def swa_layout(n_pattern: int, n_layer: int, dense_first: bool = False) -> tuple[bool, ...]:
     """llama_hparams::set_swa_pattern: per layer, True where it slides (n_pattern 0: all slide)."""

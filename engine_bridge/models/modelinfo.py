@@ -13,6 +13,7 @@ against the shapes and every disagreement is listed in ``dim_mismatches``.
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 from collections import Counter
@@ -205,6 +206,9 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
 
 
 def _int(v) -> int | None:
+    # a float header value that is not finite (block_count = inf) has no integer; header_values names it
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 

@@ -115,7 +115,11 @@ class Model(_Handle):
         return bool(C.llama_vocab_is_eog(self.vocab, token))
 
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
-        data = text.encode("utf-8")
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as exc:   # a lone surrogate (JSON "\\ud800" in a served request, ...)
+            raise ValueError(f"the text holds a character that is not valid Unicode (a lone surrogate at "
+                             f"character {exc.start}); it cannot be tokenized") from None
         cap = len(data) + 16
         buf = (C.llama_token * cap)()
         n = C.llama_tokenize(self.vocab, data, len(data), buf, cap, add_special, parse_special)
