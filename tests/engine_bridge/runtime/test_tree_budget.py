@@ -78,7 +78,7 @@ def test_budget_64_tree_contains_the_budget_32_tree_and_accepts_at_least_as_much
 
     def spy(cand, logp, b, chain_len=None, leaf_cap=None):
         tree = build(cand, logp, b, chain_len=chain_len, leaf_cap=leaf_cap)
-        recorded.append((cand.copy(), logp.copy(), tree))
+        recorded.append((cand.copy(), logp.copy(), tree, b))
         return tree
 
     monkeypatch.setattr(tree_mod, "build_tree", spy)
@@ -91,12 +91,14 @@ def test_budget_64_tree_contains_the_budget_32_tree_and_accepts_at_least_as_much
         steps = [s for s in r.steps if s.tree_nodes]
         assert len(steps) == len(recorded) > 3
         n_prompt = len(engine.tokenize(prompt))
-        for st, (cand, logp, used) in zip(steps, recorded):
+        for st, (cand, logp, used, b_used) in zip(steps, recorded):
             truth = r.tokens[st.pos - (n_prompt - 1):]          # what the target committed from here
             # walking the target's continuation down the step's tree gives what the verify accepted
             assert _accepted(used, truth) == st.path_len, st
             t_small, t_big = _step_tree(engine, cand, logp, small), _step_tree(engine, cand, logp, big)
-            same = t_small if budget == small else t_big      # rebuilt as the step built it
+            # rebuilt as the step built it: its budget less the rows of the last step's unwritten nodes
+            assert budget - 16 < b_used <= budget
+            same = _step_tree(engine, cand, logp, b_used)
             assert (same.tokens, same.parent) == (used.tokens, used.parent)
             # best-first: the bigger tree grows the smaller one (same seeded chain: block rows <= 16)
             if min(tree_mod.seeded_chain_len(small), cand.shape[0]) == min(tree_mod.seeded_chain_len(big), cand.shape[0]):
