@@ -162,7 +162,6 @@ def measure(engine, prompts: list[list[int]], tokens: int = 64, widths=WIDTHS,
     t0 = time.perf_counter()
     kinds = ("chain", "tree", "branch")
     shapes = [ShapeDrift(f"{kind} {w}") for w in widths for kind in kinds]
-    widths = [w for w in widths if w <= engine.tree_max_nodes or not engine.tree_capable]
     for n, prompt in enumerate(prompts):
         gen, ref = engine.greedy_logits(prompt, tokens)
         sib = [int(np.argsort(-r, kind="stable")[1]) for r in ref]    # the target's runner-up: a likely draft
