@@ -16,6 +16,10 @@
 #   bash gpu/gpu_drafter.sh follow 540                   # progress for up to N s; packs $OUT when done
 #   bash gpu/gpu_drafter.sh eval                         # export + evaluate (background); then follow-eval
 #   bash gpu/gpu_drafter.sh follow-eval 540
+#   bash gpu/gpu_drafter.sh eval-par                     # or: commit lengths only, one process per category
+# A chain of sittings: a `part` call also keeps .gpu-carry/old.gguf (a drafter GGUF: EXTRA="--init
+#   /tmp/eval/old.gguf" warm-starts from it) and .gpu-carry/init/ (an earlier sitting's f16 shards +
+#   drafter.json, as follow-eval returns them: EXTRA="--init /tmp/init") in /tmp.
 # Environment: GEN_SECONDS (330), TRAIN_SECONDS (540), EXTRA (train_chat flags), OLD_N (24 prompts per
 #   category for the shipped drafter), MAX_TOKENS (128).
 set -u
@@ -37,7 +41,12 @@ case "${1:-}" in
           > $W/lcp_build.log 2>&1; echo \"done rc=\$? secs=\$SECONDS\" >> $W/lcp_build.log" < /dev/null > /dev/null 2>&1 &
       echo "build started"
     fi
-    [ "$1" = part ] && cp "$2" $T/; ls -la $T; tail -n 1 $W/lcp_build.log ;;
+    [ "$1" = part ] && cp "$2" $T/
+    # a carried drafter (the shipped one: the warm start and the eval's comparison) outlives this call in /tmp
+    [ -f .gpu-carry/old.gguf ] && cp .gpu-carry/old.gguf $E/old.gguf
+    # an earlier sitting's drafter (f16 shards + drafter.json) for EXTRA="--init /tmp/init"
+    ls .gpu-carry/init/drafter-*.safetensors >/dev/null 2>&1 && mkdir -p /tmp/init && cp .gpu-carry/init/* /tmp/init/
+    ls -la $T; tail -n 1 $W/lcp_build.log ;;
   start)
     data=${2:?prepared data folder}
     [ -f $S ] || cat $T/s.part* > $S
@@ -65,6 +74,29 @@ case "${1:-}" in
           --json $E/eval-old.json >> $E/eval.log 2>&1
       echo 'eval done' >> $E/eval.log" < /dev/null > /dev/null 2>&1 &
     echo $! > $E/pid; sleep 5; tail -3 $E/eval.log ;;
+  eval-par)
+    # commit lengths only, fast: the new drafter's three categories and the shipped drafter's first
+    # OLD_N prompts per category, six processes sharing the GPU at once (the x AR ratios of such a
+    # run mean nothing: speed is measured alone, in `eval` or gpu_pair_bench.sh)
+    export PYTHONPATH=/tmp/lcp_site:/tmp/site:$here PYTHONUNBUFFERED=1
+    grep -q "^done rc=0" $W/lcp_build.log || { say "the CUDA build is not done:"; tail -3 $W/lcp_build.log; exit 1; }
+    [ -f .gpu-carry/old.gguf ] && cp .gpu-carry/old.gguf $E/old.gguf
+    setsid bash -c "
+      cd $here
+      echo '[export]' >> $E/eval.log
+      python3 -m engine_bridge.cli train-drafter --target $S --out $E/drafter.gguf --data-dir $RUN/data --run-dir $RUN \
+          --work $E/work --stage export >> $E/eval.log 2>&1
+      for c in chat math code; do
+        python3 -m engine_bridge.training.evaluate_chat --target $S --draft $E/drafter.gguf --public --categories \$c \
+            --max-tokens ${MAX_TOKENS:-128} --json $E/eval-new-\$c.json > $E/eval-new-\$c.log 2>&1 &
+        [ -f $E/old.gguf ] && python3 -m engine_bridge.training.evaluate_chat --target $S --draft $E/old.gguf --public \
+            --categories \$c --n-per-category ${OLD_N:-24} --max-tokens ${MAX_TOKENS:-128} \
+            --json $E/eval-old-\$c.json > $E/eval-old-\$c.log 2>&1 &
+      done
+      wait
+      for f in $E/eval-*-*.log; do echo \"[\$f]\"; grep '^|' \$f; done >> $E/eval.log
+      echo 'eval done' >> $E/eval.log" < /dev/null > /dev/null 2>&1 &
+    echo $! > $E/pid; sleep 5; tail -3 $E/eval.log ;;
   follow-eval)
     n=${2:-540}; t0=$(date +%s)
     while ! grep -q "^eval done" $E/eval.log 2>/dev/null && [ $(( $(date +%s) - t0 )) -lt "$n" ]; do sleep 10; done
@@ -74,7 +106,7 @@ case "${1:-}" in
     cp $E/drafter.gguf $RUN/drafter-*.safetensors $RUN/drafter.json "$OUT"/ 2>/dev/null
     tar czf "$OUT"/run-logs.tgz -C / ${E#/}/eval.log $(cd / && ls ${E#/}/progress.log ${E#/}/eval-*.json \
         ${RUN#/}/train-log.txt ${RUN#/}/run-summary.json ${RUN#/}/gen/gen-stats.json ${RUN#/}/gen/magpie-samples.txt \
-        ${RUN#/}/stdout.log 2>/dev/null)
+        ${RUN#/}/stdout.log ${E#/}/eval-*-*.json ${E#/}/eval-*-*.log 2>/dev/null)
     ls -la "$OUT" ;;
   *) sed -n 2,22p "$0"; exit 2 ;;
 esac

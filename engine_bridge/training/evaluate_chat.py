@@ -120,6 +120,10 @@ def table(res: dict) -> str:
     return "\n".join(lines)
 
 
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--target", required=True)
@@ -133,9 +137,21 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     ap.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     ap.add_argument("--gpu-layers", type=int, default=-1, help="layers on the GPU (-1: all; 0: CPU only)")
+    ap.add_argument("--categories", default=None,
+                    help="only these categories, comma-separated (e.g. chat,math: one process per category)")
+    ap.add_argument("--budgets", default="7,15", help="chain budgets, comma-separated (empty: none)")
+    ap.add_argument("--tree-budgets", default="7,15", help="tree budgets, comma-separated (empty: none)")
     a = ap.parse_args(argv)
-    res = evaluate(a.target, a.draft, public_prompts() if a.public else a.prompts, max_tokens=a.max_tokens,
-                   n_per_category=a.n_per_category, n_threads=a.threads, n_gpu_layers=a.gpu_layers)
+    items = public_prompts() if a.public else load_heldout(a.prompts)
+    if a.categories:
+        want = {c.strip() for c in a.categories.split(",") if c.strip()}
+        have = {it.get("category", "all") for it in items}
+        if not want <= have:
+            ap.error(f"--categories {a.categories}: the prompts hold {', '.join(sorted(have))}")
+        items = [it for it in items if it.get("category", "all") in want]
+    res = evaluate(a.target, a.draft, items, max_tokens=a.max_tokens, budgets=_ints(a.budgets),
+                   tree_budgets=_ints(a.tree_budgets), n_per_category=a.n_per_category, n_threads=a.threads,
+                   n_gpu_layers=a.gpu_layers)
     print(table(res))
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))

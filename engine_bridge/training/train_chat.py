@@ -190,9 +190,22 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
     if init is not None and not (resume and (ckdir / "state.json").exists()):
         # a warm start from another sitting's exported weights (f16 shards + drafter.json, <= 16 MB a
         # file): the optimiser state stays behind, so this run warms up again
-        w, c0 = load_sharded(init, "drafter")
-        if c0 is None or c0.get("config") != cfg.to_dict():
-            raise ValueError(f"{init} holds a drafter of another configuration than this run's")
+        if init.suffix == ".gguf":
+            # a drafter as users have it (q8_0 GGUF): its header must describe this run's drafter
+            from .drafter_gguf import config_mismatch, read_drafter_gguf
+
+            arrays, hdr = read_drafter_gguf(init)
+            bad = config_mismatch(hdr, cfg.to_dict())
+            if bad:
+                raise ValueError(f"{init} holds a drafter of another configuration than this run's ({'; '.join(bad)})")
+            own = drafter.state_dict()
+            if arrays.keys() != own.keys() or any(arrays[k].shape != tuple(own[k].shape) for k in own):
+                raise ValueError(f"{init} holds a drafter of another configuration than this run's (its tensors differ)")
+            w = {k: torch.from_numpy(v) for k, v in arrays.items()}
+        else:
+            w, c0 = load_sharded(init, "drafter")
+            if c0 is None or c0.get("config") != cfg.to_dict():
+                raise ValueError(f"{init} holds a drafter of another configuration than this run's")
         drafter.load_state_dict({k: v.to(dev) for k, v in w.items()})
         log(f"train: warm start from {init} (its optimiser state is not carried; {warmup:.0%} warm-up)")
     if resume and (ckdir / "state.json").exists():
@@ -441,8 +454,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="share of the generation budget in which the target writes requests itself (0: none)")
     ap.add_argument("--followup-frac", type=float, default=DEFAULTS["followup_frac"],
                     help="share of the generation budget for second turns (the target asks and answers; 0: none)")
-    ap.add_argument("--init", default=None, metavar="RUN_DIR",
-                    help="start from the drafter of another run (its drafter-*.safetensors + drafter.json)")
+    ap.add_argument("--init", default=None, metavar="RUN_DIR|DRAFTER.gguf",
+                    help="start from the drafter of another run (its drafter-*.safetensors + drafter.json) "
+                         "or from a drafter GGUF of this configuration (e.g. the shipped one)")
     ap.add_argument("--every-temperature", action="store_true",
                     help="answer each prompt at every temperature (default: once, the temperatures taking turns)")
     ap.add_argument("--mixed-blocks", action="store_true", help="train on blocks of 8 half the time (before 2026-11-25)")

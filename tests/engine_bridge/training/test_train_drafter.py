@@ -284,6 +284,41 @@ def test_checkpoint_files_without_the_safetensors_package(tmp_path):
 
 
 @needs_torch
+def test_a_warm_start_from_a_drafter_gguf(tiny_run, tiny_target, tmp_path):
+    """--init D.gguf: a later sitting continues the drafter users have (only its GGUF exists): the
+    f16 export reads back to the run's weights up to f16 rounding; a file of another shape is refused
+    naming the field."""
+    from engine_bridge.training import train_chat
+    from engine_bridge.training.ckpt import load_sharded
+
+    out, res, _ = tiny_run
+    work = Path(res["work"])
+    run = tmp_path / "run"
+    (run / "gen").mkdir(parents=True)
+    for f in ("responses.npz", "gen-stats.json"):
+        (run / "gen" / f).write_bytes((work / "run" / "gen" / f).read_bytes())
+    lines = []
+    f16 = out.with_name("drafter-f16.gguf")
+    train_chat.run(tiny_target, work / "data", run, log=lines.append, init=f16, **{**TINY, "max_steps": 0})
+    assert any("warm start" in ln for ln in lines)
+    before, _ = load_sharded(work / "run", "drafter")
+    after, _ = load_sharded(run, "drafter")
+    assert before.keys() == after.keys()
+    for k in before:
+        assert torch.allclose(before[k].float(), after[k].float(), rtol=2e-3, atol=1e-4), k
+    other = tmp_path / "other"
+    (other / "gen").mkdir(parents=True)
+    for f in ("responses.npz", "gen-stats.json"):
+        (other / "gen" / f).write_bytes((work / "run" / "gen" / f).read_bytes())
+    with pytest.raises(ValueError, match="n_layer: file 1, run 2"):
+        train_chat.run(tiny_target, work / "data", other, log=lines.append, init=f16,
+                       **{**TINY, "max_steps": 0, "n_layer": 2})
+    with pytest.raises(ValueError, match="not a DFlash drafter"):
+        train_chat.run(tiny_target, work / "data", other, log=lines.append, init=tiny_target,
+                       **{**TINY, "max_steps": 0})
+
+
+@needs_torch
 def test_a_warm_start_begins_from_the_given_drafter(tiny_run, tiny_target, tmp_path):
     """--init: a later sitting starts from an earlier one's exported f16 weights (no optimiser state)."""
     from engine_bridge.training import train_chat
