@@ -39,6 +39,7 @@ PROMPT = "The history of the city begins with a small settlement on the river, w
 def worker(a) -> int:
     """One side's logits and greedy tokens (its DFLASH_MMVQ_FUSE_ROWS is in the environment)."""
     import numpy as np
+
     from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
     from engine_bridge.runtime.config import EngineConfig, GenerationSettings
     from engine_bridge.runtime.engine import Engine
@@ -73,7 +74,8 @@ def run(cmd: list[str], env_val: str, log: Path, timeout: int) -> int:
     t0 = time.time()
     try:
         with open(log, "w") as f:
-            rc = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=timeout).returncode
+            rc = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=timeout,
+                                check=False).returncode
     except subprocess.TimeoutExpired:
         rc = 124
     print(f"  {log.name}: rc={rc} {time.time() - t0:.0f} s", flush=True)
@@ -130,8 +132,9 @@ def timing(out: Path, sides: list[str]) -> list[str]:
     head = " | ".join(f"{v} #{i + 1}" for i in range(n) for v in sides)
     meds = " | ".join(f"{v} (median)" for v in sides)
     ratios = " | ".join(f"{v}/{base}" for v in sides[1:])
-    lines = ["", "Wall ms per phase (each run's median; AR tokens = phase / that run's ar); columns named by "
-             "DFLASH_MMVQ_FUSE_ROWS (0: fusion at one row only, upstream; 16: the patch's default), runs alternating:",
+    lines = ["", ("Wall ms per phase (each run's median; AR tokens = phase / that run's ar); columns named by "
+                  "DFLASH_MMVQ_FUSE_ROWS (0: fusion at one row only, upstream; 16: the patch's default), "
+                  "runs alternating:"),
              "", f"| phase | {head} | {meds} | {ratios} | AR tokens {' -> '.join(sides)} |",
              "|---" * (1 + n * len(sides) + 2 * len(sides)) + "|"]
     for p in SHOWN:
