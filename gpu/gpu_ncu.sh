@@ -38,8 +38,9 @@
 #            chain7, tree15 ...), and the target's logits (2/8/16 rows) and greedy tokens (AR,
 #            chain 7/15, tree 15) compared between the sides (gpu/gpu_fuse_ab.py; ~3-4 min)
 #   fusencu  ncu of verify8, verify16, draft8 with fusion off and on: kernels per family (~3 min)
-#   (patch 0006, one command once the engine is built: STEPS="fuse fusencu" bash gpu/gpu_ncu.sh steps;
-#    or from nothing: STEPS="quant fuse fusencu" bash gpu/gpu_ncu.sh start, then follow 560 twice)
+#   (patch 0006, the engine already built in this sitting: STEPS="fuse fusencu" bash gpu/gpu_ncu.sh
+#    start; bash gpu/gpu_ncu.sh follow 560 (start skips a finished build); from nothing: STEPS="quant
+#    fuse fusencu" ... start, then follow 560 twice; the tables land in $OUT/fuse_report.md)
 # (2026-11-25 the first sitting ran "quant time ncu sweep bench keep kineto ncuafter pure" on the
 # build before the short-row rule: bench/ncuafter compared DFLASH_MMVQ_MAX_ROWS=q4_1=16 with the
 # defaults; the second ran "quant rule keep xover" on the build with it.)
