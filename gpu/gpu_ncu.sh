@@ -33,6 +33,14 @@
 #            q8_0=16 and 8 (upstream) on the default pair (a type it names ignores the rule)
 #   pure     rows 1..16 at ceilings 1 / 16 on --pure Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 quantisations
 #   kineto   the phases under CUPTI activity tracing (torch.profiler), against wall time
+#   fuse     patch 0006 (MMVQ fusion at 2..16 rows): DFLASH_MMVQ_FUSE_ROWS=0 (off) against 16 (on),
+#            alternating, twice each, gpu_step_profile.py --time per side (verify8/16, draft8/16,
+#            chain7, tree15 ...), and the target's logits (2/8/16 rows) and greedy tokens (AR,
+#            chain 7/15, tree 15) compared between the sides (gpu/gpu_fuse_ab.py; ~3-4 min)
+#   fusencu  ncu of verify8, verify16, draft8 with fusion off and on: kernels per family (~3 min)
+#   (patch 0006, the engine already built in this sitting: STEPS="fuse fusencu" bash gpu/gpu_ncu.sh
+#    start; bash gpu/gpu_ncu.sh follow 560 (start skips a finished build); from nothing: STEPS="quant
+#    fuse fusencu" ... start, then follow 560 twice; the tables land in $OUT/fuse_report.md)
 # (2026-11-25 the first sitting ran "quant time ncu sweep bench keep kineto ncuafter pure" on the
 # build before the short-row rule: bench/ncuafter compared DFLASH_MMVQ_MAX_ROWS=q4_1=16 with the
 # defaults; the second ran "quant rule keep xover" on the build with it.)
@@ -194,6 +202,19 @@ step_ncuafter() {   # the first sitting's: the sweep's after setting against the
   step_ncu after "DFLASH_MMVQ_MAX_ROWS=$after" "verify16"
 }
 
+# patch 0006: fusion off/on alternating (own processes: the switch is read once), then its report
+step_fuse() {
+  mkdir -p $R/fuse; [ -f $R/env.txt ] && cp $R/env.txt $R/fuse/
+  timeout 500 python3 gpu/gpu_fuse_ab.py --target $T --draft $D --out $R/fuse
+  echo "fuse rc=$?"
+}
+
+step_fusencu() {
+  step_ncu fuse0 "DFLASH_MMVQ_FUSE_ROWS=0" "verify8 verify16 draft8"
+  step_ncu fuse16 "DFLASH_MMVQ_FUSE_ROWS=16" "verify8 verify16 draft8"
+  python3 gpu/gpu_fuse_ab.py --report $R/fuse --ncu $R | tee $R/fuse/fuse_report.md | tail -n 8
+}
+
 step_ncubefore() {
   step_ncu shortk0 "DFLASH_MMVQ_SHORT_K=0" "verify16"
 }
@@ -238,6 +259,7 @@ pack() {
   cp $W/*.log $R/ 2>/dev/null
   python3 gpu/gpu_ncu_report.py $R > $R/report.md 2> $R/report.err
   cp $R/report.md $OUT/ncu_report.md
+  [ -f $R/fuse/fuse_report.md ] && cp $R/fuse/fuse_report.md $OUT/fuse_report.md
   cp $W/progress.log $OUT/ncu_progress.log 2>/dev/null
   tar czf $OUT/ncu_results.tgz -C $W --exclude='*.ncu-rep' r 2>/dev/null
   (cd $W && tar czf $OUT/ncu_reps.tgz r/*.ncu-rep 2>/dev/null)

@@ -1,0 +1,229 @@
+"""Before/after of patch 0006 (MMVQ fusion at 2..16 rows, issue 28) on one build, in one sitting.
+
+The patch reads DFLASH_MMVQ_FUSE_ROWS once per process ("0": upstream, fusion at one row only;
+"16": the patch's default), so each side is its own process, the sides alternating, twice each:
+
+  1. wall ms per phase: gpu/gpu_step_profile.py --time (ar, verify8/16, draft8/16, inject, and
+     whole chain7 / tree15 steps), per side and round, into DIR/fuse_VALUE_ROUND.json
+     (--sides 0,16 by default; e.g. --sides 0,8,16 adds a side fused up to 8 rows)
+  2. equality: per side, the target's raw logits for batches of 2, 8 and 16 rows after one prompt,
+     and the greedy tokens of AR, chain 7, chain 15 and tree 15 runs (--worker), compared between
+     the sides (the fused epilogue adds in the same order as the unfused kernels: expect 0 or ~1e-6)
+  3. with --ncu DIR2 (gpu/gpu_ncu.sh step fusencu): kernels per phase and family from its csvs
+
+Usage (project root on the GPU machine, the engine built at /tmp/lcp_site):
+  PYTHONPATH=/tmp/lcp_site:/tmp/site:. python3 gpu/gpu_fuse_ab.py --target T --draft D --out DIR
+  python3 gpu/gpu_fuse_ab.py --report DIR [--ncu DIR]          # the tables again, from DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+SIDES = ("0", "16")             # DFLASH_MMVQ_FUSE_ROWS per side; the first is the baseline
+SHOWN = ("ar", "verify8", "verify16", "draft8", "draft16", "inject", "chain7", "tree15")
+PROMPT = "The history of the city begins with a small settlement on the river, where"
+
+
+def worker(a) -> int:
+    """One side's logits and greedy tokens (its DFLASH_MMVQ_FUSE_ROWS is in the environment)."""
+    import numpy as np
+
+    from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
+    from engine_bridge.runtime.config import EngineConfig, GenerationSettings
+    from engine_bridge.runtime.engine import Engine
+
+    cfg = EngineConfig(target=a.target, draft=a.draft, n_ctx=4096, flash_attn="on")
+    res: dict = {"tokens": {}}
+    arrays = {}
+    with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
+        toks = eng.tokenize(PROMPT)
+        for n in (2, 8, 16):
+            eng.target_ctx.set_backend_greedy(False)           # raw logits on the host
+            eng._prefill(toks[:-1], need_features=False)
+            pos = len(eng.kv)
+            b = eng.target_batch
+            b.clear()
+            for j in range(n):
+                b.add_token(toks[-1] if j == 0 else (toks[-1] + j) % 1000 + 10, pos + j, 0, True)
+            eng.target_ctx.process(b)
+            eng.target_ctx.synchronize()
+            arrays[f"rows{n}"] = np.array(eng.target_ctx.logits(n), dtype=np.float32).copy()
+            eng.target_ctx.seq_rm(0, pos, -1)
+        for mode, budget in (("ar", 1), ("chain", 7), ("chain", 15), ("tree", 15)):
+            s = GenerationSettings(mode=mode, budget=budget, max_tokens=48, stop_at_eog=False)
+            res["tokens"][f"{mode}{budget}"] = list(eng.generate(toks, s).tokens)
+    np.savez(a.worker_out + ".npz", **arrays)
+    Path(a.worker_out + ".json").write_text(json.dumps(res) + "\n")
+    return 0
+
+
+def run(cmd: list[str], env_val: str, log: Path, timeout: int) -> int:
+    env = dict(os.environ, DFLASH_MMVQ_FUSE_ROWS=env_val)
+    t0 = time.time()
+    try:
+        with open(log, "w") as f:
+            rc = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=timeout,
+                                check=False).returncode
+    except subprocess.TimeoutExpired:
+        rc = 124
+    print(f"  {log.name}: rc={rc} {time.time() - t0:.0f} s", flush=True)
+    return rc
+
+
+def measure(a, sides: list[str]) -> None:
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    py = sys.executable
+    for v in sides:                                           # equality first: cheap, and it must hold
+        run([py, __file__, "--target", a.target, "--draft", a.draft, "--worker-out", str(out / f"fuse_eq_{v}")],
+            v, out / f"fuse_eq_{v}.log", 240)
+    for rnd in range(1, a.rounds + 1):
+        for v in sides:
+            run([py, str(HERE / "gpu_step_profile.py"), "--target", a.target, "--draft", a.draft, "--time",
+                 "--timed", str(a.timed), "--steps", str(a.steps), "--json", str(out / f"fuse_{v}_{rnd}.json")],
+                v, out / f"fuse_{v}_{rnd}.log", 240)
+
+
+def equality(out: Path, sides: list[str]) -> list[str]:
+    lines = []
+    for v in sides[1:]:
+        lines += ["", f"Equality, DFLASH_MMVQ_FUSE_ROWS={sides[0]} against {v} (same build):", ""]
+        try:
+            import numpy as np
+            a, b = np.load(out / f"fuse_eq_{sides[0]}.npz"), np.load(out / f"fuse_eq_{v}.npz")
+            for k in a.files:
+                d = np.abs(a[k] - b[k])
+                same_argmax = int((a[k].argmax(-1) == b[k].argmax(-1)).sum())
+                lines.append(f"- logits {k}: max |diff| {float(d.max()):.3g}, rows with the same argmax "
+                             f"{same_argmax}/{a[k].shape[0]}, bit-identical {bool((a[k] == b[k]).all())}")
+        except Exception as exc:                               # noqa: BLE001 -- report, do not stop
+            lines.append(f"- logits: not compared ({exc})")
+        try:
+            ta = json.loads((out / f"fuse_eq_{sides[0]}.json").read_text())["tokens"]
+            tb = json.loads((out / f"fuse_eq_{v}.json").read_text())["tokens"]
+            for k in ta:
+                same = ta[k] == tb.get(k)
+                first = next((i for i, (x, y) in enumerate(zip(ta[k], tb.get(k, []))) if x != y), None)
+                lines.append(f"- greedy tokens {k}: {'identical' if same else f'DIFFER from token {first}'} "
+                             f"({len(ta[k])} tokens)")
+        except Exception as exc:                               # noqa: BLE001
+            lines.append(f"- tokens: not compared ({exc})")
+    return lines
+
+
+def timing(out: Path, sides: list[str]) -> list[str]:
+    runs = {v: [json.loads(f.read_text())["phases"] for f in sorted(out.glob(f"fuse_{v}_*.json"))] for v in sides}
+    n = min(len(r) for r in runs.values())
+    if n == 0:
+        return ["", "no timing runs found"]
+    base = sides[0]
+    head = " | ".join(f"{v} #{i + 1}" for i in range(n) for v in sides)
+    meds = " | ".join(f"{v} (median)" for v in sides)
+    ratios = " | ".join(f"{v}/{base}" for v in sides[1:])
+    lines = ["", ("Wall ms per phase (each run's median; AR tokens = phase / that run's ar); columns named by "
+                  "DFLASH_MMVQ_FUSE_ROWS (0: fusion at one row only, upstream; 16: the patch's default), "
+                  "runs alternating:"),
+             "", f"| phase | {head} | {meds} | {ratios} | AR tokens {' -> '.join(sides)} |",
+             "|---" * (1 + n * len(sides) + 2 * len(sides)) + "|"]
+    for p in SHOWN:
+        try:
+            ms = {v: [r[p]["ms_median"] for r in runs[v][:n]] for v in sides}
+            ar = {v: statistics.median(r[p]["ar_tokens"] for r in runs[v][:n]) for v in sides}
+        except KeyError:
+            continue
+        med = {v: statistics.median(ms[v]) for v in sides}
+        cells = " | ".join(f"{ms[v][i]:.3f}" for i in range(n) for v in sides)
+        lines.append(f"| {p} | {cells} | " + " | ".join(f"{med[v]:.3f}" for v in sides) + " | "
+                     + " | ".join(f"{med[v] / med[base]:.3f}" for v in sides[1:]) + " | "
+                     + " -> ".join(f"{ar[v]:.2f}" for v in sides) + " |")
+    for p in ("chain7", "tree15"):
+        try:
+            ph = {v: {k: statistics.median(r[p]["phase_ms"][k] for r in runs[v][:n]) for k in ("draft", "inject", "verify")}
+                  for v in sides}
+        except KeyError:
+            continue
+        lines.append(f"\n{p} step phases, ms ({' -> '.join(sides)}): " + ", ".join(
+            f"{k} " + " -> ".join(f"{ph[v][k]:.3f}" for v in sides) for k in ("draft", "inject", "verify")))
+    return lines
+
+
+def kernels(ncu: Path, sides: list[str]) -> list[str]:
+    import gpu_ncu_report as g
+    lines = ["", f"Kernels per iteration under ncu (count / µs), DFLASH_MMVQ_FUSE_ROWS {sides[0]} -> {sides[-1]}:", "",
+             "| phase | all | MMVQ | act. quantise | swiglu | add (k_bin_bcast) | argmax |", "|---|---|---|---|---|---|---|"]
+    fams = ("MMVQ (quantised mat-vec)", "activation quantise (MMVQ)", "swiglu", "add / mul (binary)", "argmax / sampling")
+    for p in SHOWN:
+        cells = {}
+        for side in (f"fuse{sides[0]}", f"fuse{sides[-1]}"):
+            csv_path = ncu / f"ncu{side}_{p}.csv"
+            if not csv_path.exists():
+                break
+            meta = ncu / f"ncu{side}_{p}.json"
+            iters = json.loads(meta.read_text()).get("iters", 1) if meta.exists() else 1
+            ks = g.read_ncu(csv_path)
+            tot = (len(ks) / iters, sum(t for _, t in ks) / iters)
+            per = {f: (sum(1 for k, _ in ks if g.family(k) == f) / iters,
+                       sum(t for k, t in ks if g.family(k) == f) / iters) for f in fams}
+            cells[side] = (tot, per)
+        if len(cells) < 2:
+            continue
+        (t0, p0), (t1, p1) = cells[f"fuse{sides[0]}"], cells[f"fuse{sides[-1]}"]
+        row = [f"{t0[0]:.0f} / {t0[1]:.0f} -> {t1[0]:.0f} / {t1[1]:.0f}"]
+        row += [f"{p0[f][0]:.0f} / {p0[f][1]:.0f} -> {p1[f][0]:.0f} / {p1[f][1]:.0f}" for f in fams]
+        lines.append(f"| {p} | " + " | ".join(row) + " |")
+    return lines
+
+
+def report(out: Path, ncu: Path | None, sides: list[str]) -> str:
+    lines = [f"# MMVQ fusion at 2..16 rows (patch 0006), {out}"]
+    env = out / "env.txt"
+    if env.exists():
+        lines += ["", "```", env.read_text().strip(), "```"]
+    lines += timing(out, sides) + equality(out, sides)
+    if ncu is not None:
+        lines += kernels(ncu, sides)
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target")
+    ap.add_argument("--draft")
+    ap.add_argument("--out", help="results folder (measure, then report)")
+    ap.add_argument("--report", help="only the report of this results folder")
+    ap.add_argument("--ncu", help="a folder with ncufuse0_PHASE.csv / ncufuse16_PHASE.csv (gpu_ncu.sh fusencu)")
+    ap.add_argument("--sides", default=",".join(SIDES), help="DFLASH_MMVQ_FUSE_ROWS values, the first the baseline")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--timed", type=int, default=50, help="iterations per phase and round (gpu_step_profile --timed)")
+    ap.add_argument("--steps", type=int, default=40, help="chain7 / tree15 steps per run")
+    ap.add_argument("--worker-out", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.worker_out:
+        return worker(a)
+    sides = [v.strip() for v in a.sides.split(",") if v.strip()]
+    if a.report:
+        print(report(Path(a.report), Path(a.ncu) if a.ncu else None, sides), end="")
+        return 0
+    if not (a.target and a.draft and a.out):
+        ap.error("--target, --draft and --out are required (or --report DIR)")
+    measure(a, sides)
+    text = report(Path(a.out), Path(a.ncu) if a.ncu else None, sides)
+    (Path(a.out) / "fuse_report.md").write_text(text)
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
