@@ -53,7 +53,7 @@ export PYTHONPATH=/tmp/lcp_site:/tmp/site:$here PYTHONUNBUFFERED=1
 export DFLASH_FA_ALL_QUANTS=${DFLASH_FA_ALL_QUANTS:-0}
 STEPS=${STEPS:-"quant time ncu ncubefore rule xover keep sweep pure kineto"}
 PURE_TYPES=${PURE_TYPES:-"q4_1 q4_0 q5_0 q5_1 q8_0"}
-T=$M/smol-q4_1.gguf; D=$here/resources/models/smollm2/drafter.gguf
+T=$M/smol-q4_1.gguf; D=${D:-$here/resources/models/smollm2/drafter.gguf}   # D: any drafter GGUF of the pair
 NCU=$(command -v ncu || ls -d /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -n 1)
 ROWS16=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16
 

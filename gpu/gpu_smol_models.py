@@ -24,13 +24,17 @@ ever read by get_rows.
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-VOCAB = Path(__file__).resolve().parent.parent / "resources/models/smollm2/drafter.gguf"
+# any GGUF holding SmolLM2's vocabulary (DFLASH_VOCAB_GGUF: e.g. the real target, where the shipped
+# drafter is not in the working tree that travelled)
+VOCAB = Path(os.environ.get("DFLASH_VOCAB_GGUF")
+             or Path(__file__).resolve().parent.parent / "resources/models/smollm2/drafter.gguf")
 
 
 def write(out: Path) -> Path:
