@@ -33,7 +33,8 @@
 #            q8_0=16 and 8 (upstream) on the default pair (a type it names ignores the rule)
 #   pure     rows 1..16 at ceilings 1 / 16 on --pure Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 quantisations
 #   kineto   the phases under CUPTI activity tracing (torch.profiler), against wall time
-#   fuse     patch 0006 (MMVQ fusion at 2..16 rows): DFLASH_MMVQ_FUSE_ROWS=0 (off) against 16 (on),
+#   fuse     patch 0006 (MMVQ fusion at 2..16 rows; dropped after this measurement: copy it from
+#            docs/design/dropped-patches/ into packaging/patches/ to build it): DFLASH_MMVQ_FUSE_ROWS=0 (off) against 16 (on),
 #            alternating, twice each, gpu_step_profile.py --time per side (verify8/16, draft8/16,
 #            chain7, tree15 ...), and the target's logits (2/8/16 rows) and greedy tokens (AR,
 #            chain 7/15, tree 15) compared between the sides (gpu/gpu_fuse_ab.py; ~3-4 min)
