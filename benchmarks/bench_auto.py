@@ -72,7 +72,7 @@ def suite_conversations(path: Path, category: str | None, n: int) -> list[list[d
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise SystemExit(f"{path}:{i}: not JSON ({exc})")
+            raise SystemExit(f"{path}:{i}: not JSON ({exc})") from None
         if category and row.get("category") != category:
             continue
         msgs = row.get("messages")

@@ -26,7 +26,7 @@ from engine_bridge.models.demo import demo_pair  # noqa: E402
 from engine_bridge.runtime import near_tie  # noqa: E402
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings  # noqa: E402
 from engine_bridge.runtime.engine import Engine  # noqa: E402
-from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -34,7 +34,7 @@ def verify_table(r: Path, pair: str, out: list[str], summary: dict) -> None:
     if not any(data.values()):
         return
     rows = sorted({int(n) for d in data.values() if d for n in d["rows"]})
-    out += ["", f"Verify of n rows (target decode, KV length held; median ms and AR tokens = t(n)/t(1)):", "",
+    out += ["", "Verify of n rows (target decode, KV length held; median ms and AR tokens = t(n)/t(1)):", "",
             "| rows | before ms | before AR tok | after ms | after AR tok |", "|---|---|---|---|---|"]
     for n in rows:
         cells = []

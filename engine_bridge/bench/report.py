@@ -75,8 +75,7 @@ def _complete_reps(result: BenchResult, row_id: str) -> dict[int, list[Measureme
 def _stats_block(values: dict[str, list[float | None]]) -> dict[str, dict | None]:
     out = {}
     for k, xs in values.items():
-        xs = [x for x in xs if x is not None]
-        s = st.summarize(xs)
+        s = st.summarize([x for x in xs if x is not None])
         out[k] = s.to_dict() if s else None
     return out
 
@@ -282,6 +281,7 @@ def _prompt_dicts(result: BenchResult, row: BenchRow) -> list[dict]:
             continue
         vals = [aggregate([m], row.kind == "spec") for m in ms]
         stats = _stats_block({k: [v[k] for v in vals] for k in METRICS})
+        assert stats["ts"] is not None      # every measurement has a tok/s
         d = {"row_id": row.id, "row_label": row.label, "prompt_id": p.id, "n_reps": len(ms),
              "n_prompt": ms[0].summary["n_prompt"], "n_gen": round(st.mean([m.summary["n_generated"] for m in ms])),
              "avg_ts": stats["ts"]["mean"], "stddev_ts": stats["ts"]["sd"], "samples_ts": list(stats["ts"]["samples"]),

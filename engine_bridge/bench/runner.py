@@ -303,7 +303,7 @@ def plan_rows(spec: BenchSpec) -> list[tuple[BenchRow, BenchConfig | None]]:
     for c in configs:
         groups.setdefault(c.target_kv, []).append(c)
     multi_kv = len(groups) > 1
-    plan = []
+    plan: list[tuple[BenchRow, BenchConfig | None]] = []
     for gi, (kv, cfgs) in enumerate(groups.items()):
         ar_id = f"ar{gi}" if multi_kv else "ar"
         plan.append((BenchRow(ar_id, "ar", "autoregressive" + (f" kv={kv}" if multi_kv else ""), "ar", 0,

@@ -55,7 +55,8 @@ def cmd_rpc_devices(args) -> int:
     except ValueError as exc:
         print(f"dflash-studio rpc-devices: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    rows, failed = [], 0
+    rows: list[dict] = []
+    failed = 0
     for ep in endpoints:
         try:
             info = rpc.probe(ep, args.timeout)

@@ -144,7 +144,7 @@ def _config(folder: Path) -> tuple[dict, dict]:
         raise ConversionError(f"{path}: architectures {cfg.get('architectures')!r} is not a list of names")
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg, **cfg["text_config"]}
-    dcfg = cfg.get("dflash_config") if isinstance(cfg.get("dflash_config"), dict) else {}
+    dcfg = dc if isinstance(dc := cfg.get("dflash_config"), dict) else {}
     archs = " ".join(cfg.get("architectures") or [])
     if "DFlash" not in archs and "DSpark" not in archs and not dcfg:
         raise ConversionError(f"{folder}: config.json describes {archs or cfg.get('model_type')!r}, not a DFlash drafter")
@@ -213,6 +213,8 @@ def _convert(hf_dir, target, out, out_type: str, *, overwrite: bool, name: str |
         raise ConversionError(f"{target} is a drafter; --target must be the target model GGUF")
     t_embd = thdr.fields.get(f"{tarch}.embedding_length")
     t_layers = thdr.fields.get(f"{tarch}.block_count")
+    if t_layers is not None and not (isinstance(t_layers, int) and not isinstance(t_layers, bool)):
+        raise ConversionError(f"target {target}: {tarch}.block_count {t_layers!r} is not an integer")
     t_vocab = thdr.array_len("tokenizer.ggml.tokens")
     if t_vocab is None:
         raise ConversionError(f"{target} carries no tokenizer (tokenizer.ggml.tokens)")
@@ -236,7 +238,7 @@ def _convert(hf_dir, target, out, out_type: str, *, overwrite: bool, name: str |
     if not ids:
         raise ConversionError("config.json names no dflash_config.target_layer_ids and no num_target_layers "
                               "to derive them from")
-    if ids_source.startswith("build_target_layer_ids"):
+    if ids_source and ids_source.startswith("build_target_layer_ids"):
         notes.append(f"target_layer_ids absent: {ids} from {ids_source} (z-lab dflash/model.py); "
                      "llama.cpp's converter would write no dflash.target_layers")
     layers = [int(i) + 1 for i in ids]    # GGUF stores the input of the next layer
@@ -277,8 +279,8 @@ def _convert(hf_dir, target, out, out_type: str, *, overwrite: bool, name: str |
     if (folder / "mask_embedding.pt").is_file():
         raise ConversionError("mask_embedding.pt (a drafter-provided mask embedding) is not supported; use "
                               "llama.cpp's convert_hf_to_gguf.py --target-model-dir")
-    rope = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else (
-        cfg.get("rope_scaling") if isinstance(cfg.get("rope_scaling"), dict) else {})
+    rope = rp if isinstance(rp := cfg.get("rope_parameters"), dict) else (
+        rs if isinstance(rs := cfg.get("rope_scaling"), dict) else {})
     prf = rope.get("partial_rotary_factor")
     if prf is not None and not (isinstance(prf, (int, float)) and not isinstance(prf, bool) and 0 < prf <= 1):
         raise ConversionError(f"partial_rotary_factor {prf!r} is not a number in (0, 1]")
@@ -286,7 +288,9 @@ def _convert(hf_dir, target, out, out_type: str, *, overwrite: bool, name: str |
     # An M-RoPE target (qwen35, qwen3vl, ...) carries rope sections; the drafter ropes on the
     # temporal dimension only, so it gets degenerate sections, as llama.cpp's converter writes.
     t_sections = thdr.fields.get(f"{tarch}.rope.dimension_sections")
-    mrope = t_sections is not None and any(int(x) for x in list(t_sections))
+    if t_sections is not None and not (isinstance(t_sections, list) and all(_is_int(x) for x in t_sections)):
+        raise ConversionError(f"target {target}: {tarch}.rope.dimension_sections {t_sections!r} is not a list of integers")
+    mrope = isinstance(t_sections, list) and any(t_sections)
     scalars = {
         "dflash.attention.value_scale": dcfg.get("attention_value_scale"),
         "dflash.logit_scale": dcfg.get("output_multiplier", cfg.get("output_multiplier")),

@@ -29,7 +29,7 @@ DEFAULT_ALIGNMENT = 32
 #: Arrays at most this long are decoded into Python lists; longer ones are only spanned.
 SMALL_ARRAY = 4096
 
-_SCALAR_FMT = {
+_SCALAR_FMT: dict[int, str] = {
     GGUFValueType.UINT8: "B", GGUFValueType.INT8: "b", GGUFValueType.UINT16: "H",
     GGUFValueType.INT16: "h", GGUFValueType.UINT32: "I", GGUFValueType.INT32: "i",
     GGUFValueType.FLOAT32: "f", GGUFValueType.BOOL: "?", GGUFValueType.UINT64: "Q",
@@ -132,7 +132,8 @@ class GGUFHeader:
         span = self.spans[key]
         with open(self.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             if span.elem_type == GGUFValueType.STRING:
-                out, off = [], span.start
+                out: list[str | bytes] = []
+                off = span.start
                 u64 = struct.Struct(self.byteorder + "Q").unpack_from
                 for _ in range(span.count):
                     n = u64(mm, off)[0]

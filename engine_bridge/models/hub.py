@@ -208,7 +208,7 @@ def list_files(repo_id: str, revision: str = "main", *, gguf_only: bool = False)
     """Every file of a repo (recursive), bounded: see MAX_LISTED_ENTRIES and friends."""
     check_repo_id(repo_id)
     what = f"list {repo_id}"
-    url = f"{endpoint()}/api/models/{repo_id}/tree/{quote(revision, safe='')}"
+    url: str | None = f"{endpoint()}/api/models/{repo_id}/tree/{quote(revision, safe='')}"
     params: dict | None = {"recursive": "true", "expand": "false"}
     files: list[RemoteFile] = []
     entries = pages = 0
@@ -574,7 +574,7 @@ class _CancelWatch:
                     if not self._done.is_set():
                         self.stalled = stalled and not cancelled
                         try:   # socket.socket's own shutdown: an SSL socket's would drop its state
-                            socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
+                            socket.socket.shutdown(self._sock, socket.SHUT_RDWR)  # type: ignore[arg-type]
                         except OSError:
                             pass
                 return
@@ -596,7 +596,7 @@ def _check_free_space(part: Path, filename: str, need: int) -> None:
 
 def _disk_full(part: Path, filename: str, at: int, exc: OSError) -> DiskFullError:
     why = "the file-size limit was reached" if exc.errno == errno.EFBIG else "the disk is full"
-    return DiskFullError(f"{filename}: {why} after {at} bytes in {part.parent} ({os.strerror(exc.errno)}); "
+    return DiskFullError(f"{filename}: {why} after {at} bytes in {part.parent} ({os.strerror(exc.errno or 0)}); "
                          "the partial file is kept: free some space and run again to resume")
 
 

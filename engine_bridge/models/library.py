@@ -265,7 +265,7 @@ class Library:
     def check_pair(self, target, drafter, **kwargs) -> compat.CompatReport:
         """compat.check on cached inspections; the result is stored as the pair's last check."""
         t_key, d_key = str(Path(target).resolve()), str(Path(drafter).resolve())
-        args = []
+        args: list = []
         for p in (t_key, d_key):
             try:
                 args.append(self.inspect(p))
@@ -320,11 +320,12 @@ class Library:
         parent_of = {p: (parent, kind) for p, parent, kind in recorded}
         by_identity: dict[tuple, list[LibraryFile]] = {}
         for f in drafters:
+            assert f.info is not None
             by_identity.setdefault(_identity(f.info), []).append(f)
         groups: dict[str, DrafterGroup] = {}
         for same in by_identity.values():
             # The most precise copy heads the group (F32/BF16/F16 before quantised ones).
-            same.sort(key=lambda f: (-_precision(f.info), f.path))
+            same.sort(key=lambda f: (-_precision(f.info) if f.info else 0, f.path))
             head = same[0]
             if head.path in parent_of:
                 continue

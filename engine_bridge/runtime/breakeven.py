@@ -52,8 +52,8 @@ def candidates(costs: dict[tuple[str, int], float], commits: dict[tuple[str, int
     """Every speculative (mode, budget) with both a cost and a commit estimate, best first.
 
     Ties in speed-up go to the cheaper step (less work for the same speed)."""
-    out = [Choice(m, b, float(c), float(commits[(m, b)])) for (m, b), c in costs.items()
-           if m != "ar" and c > 0 and commits.get((m, b)) is not None]
+    out = [Choice(m, b, float(c), float(k)) for (m, b), c in costs.items()
+           if m != "ar" and c > 0 and (k := commits.get((m, b))) is not None]
     out.sort(key=lambda ch: (-ch.speedup, ch.cost))
     return out
 

@@ -12,8 +12,6 @@ A user who sets a size (the CLI's --n-ctx, the app's settings) gets exactly that
 
 from __future__ import annotations
 
-import os
-
 from ..common.memory import available_memory  # noqa: F401 - here since before it moved
 from .llama_ffi import C
 

@@ -97,7 +97,7 @@ class Drafter:
             ffi.llama_set_embeddings_layer_inp(target_ctx.ptr, lid, on)
 
     def inject(self, target_ctx: Context, first_row: int, n_rows: int, pos0: int, seq: int = 0,
-               rows: list[int] | None = None, sync: bool = False) -> None:
+               rows: list[int] | np.ndarray | None = None, sync: bool = False) -> None:
         """Decodes the features of target batch rows into the drafter's KV at pos0, pos0+1, ...
 
         ``rows`` picks arbitrary batch rows (tree verification: the accepted path); otherwise

@@ -27,7 +27,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -194,6 +194,7 @@ class Engine:
             try:
                 eng._attach_drafter(config.draft, pins.get("drafter"))
                 if config.adapters:
+                    assert eng.drafter is not None
                     eng.drafter.set_adapters(list(config.adapters))
             except Exception:
                 eng.close()
@@ -235,17 +236,18 @@ class Engine:
         self.config = cfg
         self._attach_drafter(path, pinned)
         if cfg.adapters:
+            assert self.drafter is not None
             self.drafter.set_adapters(list(cfg.adapters))
 
     def set_adapters(self, adapters: list[tuple[str | os.PathLike, float]], *, check: bool = True) -> None:
         """Applies LoRA adapters to the drafter (replacing any); the next step uses them."""
         if self.drafter is None:
             raise IncompatiblePairError("LoRA adapters apply to the drafter, and no drafter is loaded")
-        adapters = [(Path(p), float(s)) for p, s in adapters]
-        cfg = self.config.replace(adapters=tuple(adapters))
-        if check and adapters:
+        resolved = [(Path(p), float(s)) for p, s in adapters]
+        cfg = self.config.replace(adapters=tuple(resolved))
+        if check and resolved:
             self.report = run_checks(self.preflight, cfg)
-        self.drafter.set_adapters(adapters)
+        self.drafter.set_adapters(resolved)
         self.config = cfg
 
     # -- text ---------------------------------------------------------------------------------------
@@ -370,7 +372,7 @@ class Engine:
             self.reset()
         return gen, np.array(rows)
 
-    def replay_logits(self, prompt_tokens: list[int], generated: list[int], rows: int, follow: list[int] = (),
+    def replay_logits(self, prompt_tokens: list[int], generated: list[int], rows: int, follow: Sequence[int] = (),
                       history_rows: int | None = None, prompt_split: int = 0):
         """The target's logits for the token after ``prompt_tokens + generated``, with the generated
         tokens decoded in batches of ``rows`` (1 = as autoregressive decoding wrote them; 8 = as a
@@ -528,6 +530,7 @@ class Engine:
                 b.add_token(tok, p + i, 0, False)
             self.target_ctx.process(b)
             if features:
+                assert self.drafter is not None       # features are extracted for a drafter only
                 self.drafter.inject(self.target_ctx, 0, len(chunk), p)
             self.kv.extend(chunk)
             if features:

@@ -325,8 +325,8 @@ class EngineProcess:
         for ep in self.config.rpc_servers:
             try:
                 rpc.probe(ep, timeout=2.0)
-            except rpc.RpcError as exc:
-                lost.append(exc)
+            except rpc.RpcError as probe_error:
+                lost.append(probe_error)
         self.dead = f"{why} {during}"
         detail = f" (llama.cpp: {words})" if words else ""
         exc: EngineError

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ class _Handle:
     """Owns one llama.cpp object: ``free()`` releases it exactly once (``__del__`` is a safety net;
     owners call ``free()`` explicitly, in dependency order)."""
 
-    ptr = None
+    ptr: Any = None      # a ctypes pointer from llama.cpp, falsy once freed
 
     def _release(self, ptr) -> None:
         raise NotImplementedError
@@ -216,7 +217,7 @@ class Context(_Handle):
         if spec is None:
             return False
         kind, k, n_seqs = spec
-        chains = {}
+        chains: dict = {}
         for seq in range(n_seqs):
             # a chain can be initialised for the backend only once, so each attach builds a new one
             chain = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())

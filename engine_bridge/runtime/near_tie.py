@@ -42,7 +42,9 @@ class Parting:
     def picked_by_target(self) -> bool:
         """The target alone, decoding the same tokens in one of the verify's batch shapes, picks
         what the speculative run picked: rounding, not a loss."""
-        return bool(self.shape_gaps) and min(self.shape_gaps.values()) <= 0.0
+        if not self.shape_gaps:
+            return False
+        return min(self.shape_gaps.values()) <= 0.0
 
     @property
     def within_shape_spread(self) -> bool:

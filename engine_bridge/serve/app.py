@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .protocol import Answer, ApiError, Defaults, Limits, parse_request
-from .worker import EngineWorker, Job
+from .worker import Job, JobQueue
 
 MAX_BODY = 16 * 2**20   # 16 MiB: far past any context this serves, short of exhausting memory
 
@@ -36,7 +36,7 @@ class ServeApp:
     """The routes over one EngineWorker. ``model_ids``: the names /v1/models lists (the first is
     the target's file name without .gguf); a request naming another model gets 404."""
 
-    def __init__(self, worker: EngineWorker, model_ids: tuple[str, ...], defaults: Defaults, limits: Limits,
+    def __init__(self, worker: JobQueue, model_ids: tuple[str, ...], defaults: Defaults, limits: Limits,
                  api_key: str | None = None):
         self.worker, self.model_ids, self.defaults, self.limits = worker, model_ids, defaults, limits
         self.api_key = api_key
@@ -46,7 +46,8 @@ class ServeApp:
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/v1/chat/completions", self.chat, methods=["POST"]),
             Route("/v1/completions", self.completions, methods=["POST"]),
-        ], exception_handlers={HTTPException: self._http_error, Exception: self._crash})
+        ], exception_handlers={HTTPException: self._http_error,  # type: ignore[dict-item]  # called with its key's type
+                               Exception: self._crash})
 
     # -- plumbing ---------------------------------------------------------------------------------
     async def _http_error(self, request: Request, exc: HTTPException) -> JSONResponse:

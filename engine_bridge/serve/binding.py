@@ -7,6 +7,7 @@ needs a key, given with --api-key or the DFLASH_API_KEY environment variable and
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 DEFAULT_HOST = "127.0.0.1"
@@ -37,7 +38,7 @@ class Binding:
         return f"http://{host}:{self.port}/v1"
 
 
-def resolve_binding(host: str, port: int, api_key: str | None, environ: dict) -> Binding:
+def resolve_binding(host: str, port: int, api_key: str | None, environ: Mapping[str, str]) -> Binding:
     """The binding asked for, or a ValueError with a sentence for the user: a non-loopback address
     without a key, an empty key, a port out of range."""
     if not 0 <= port <= 65535:

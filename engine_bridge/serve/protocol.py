@@ -225,6 +225,7 @@ def parse_request(kind: str, body, model_ids: tuple[str, ...], d: Defaults, lim:
 # -- answers ---------------------------------------------------------------------------------------
 def usage(res: GenerationResult) -> dict:
     s = res.summary
+    assert s is not None        # every finished generation has one
     return {"prompt_tokens": s.n_prompt, "completion_tokens": s.n_generated,
             "total_tokens": s.n_prompt + s.n_generated,
             "prompt_tokens_details": {"cached_tokens": s.n_prompt_reused}}
@@ -234,6 +235,7 @@ def timings(res: GenerationResult, variant: str | None = None) -> dict:
     """llama.cpp server's ``timings`` (prompt_n counts the tokens prefilled, cache_n those reused),
     plus what a speculative step did: mean commit length, acceptance and the phases' total ms."""
     s = res.summary
+    assert s is not None
     fresh = s.n_prompt - s.n_prompt_reused
     p_ms, g_ms = s.t_prefill * 1e3, s.t_generate * 1e3
     return {

@@ -78,6 +78,7 @@ class Server:
     def run(self) -> None:
         """Serves until interrupted (Ctrl-C) or ``stop``."""
         if self._own_worker:
+            assert isinstance(self.worker, EngineWorker)      # made in __init__
             self.worker.start()
         try:
             self._uv.run(sockets=[self.sock])

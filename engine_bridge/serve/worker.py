@@ -205,6 +205,7 @@ class JobQueue:
                 # holding "<|im_end|><|im_start|>system" stays text and cannot forge a turn
                 tokens = eng.tokenize_chat(req.messages)
             else:
+                assert prompt is not None       # parse_request gives every completion one
                 tokens = eng.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
             n_ctx = self.n_ctx
             if not tokens:

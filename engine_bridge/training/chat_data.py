@@ -142,12 +142,14 @@ def prepare(target: str | Path, out: str | Path, *, n_per_category: int = 3000, 
         val = []
         heldout_note = "Held-out prompts (chat, code, math) use templates of their own and topics split off by a hash."
     extra = read_extra_prompts(extra_prompts) if extra_prompts else []
+    extra_name = Path(extra_prompts).name if extra_prompts else ""
     if extra:
+        assert extra_prompts is not None
         seen = {decontam.full_hash(decontam.words(p["text"])) for p in composed}
         held_keys = {decontam.full_hash(decontam.words(p["text"])) for p in held + val}
         clash = [p for p in extra if decontam.full_hash(decontam.words(p["text"])) in held_keys]
         if clash:
-            raise PromptFileError(f"{Path(extra_prompts).name} line {clash[0]['line']}: this prompt is one of the "
+            raise PromptFileError(f"{extra_name} line {clash[0]['line']}: this prompt is one of the "
                                   "held-out (validation) prompts, which are never trained on; remove it")
         dup = 0
         for p in extra:
@@ -157,10 +159,10 @@ def prepare(target: str | Path, out: str | Path, *, n_per_category: int = 3000, 
                 continue
             seen.add(k)
             composed.append(p)
-        sources[f"user:{Path(extra_prompts).name}"] = (f"the user's own prompts ({Path(extra_prompts).name}, sha256 "
-                                                       f"{file_sha256(extra_prompts)[:16]}); licence as the user states")
+        sources[f"user:{extra_name}"] = (f"the user's own prompts ({extra_name}, sha256 "
+                                         f"{file_sha256(extra_prompts)[:16]}); licence as the user states")
         log(f"prepare: {len(extra) - dup} extra prompts from {extra_prompts}" + (f" ({dup} duplicates skipped)" if dup else ""))
-    labels = [f"{Path(extra_prompts).name} line {p['line']}" if "line" in p else f"prompt {p['id']} ({p['source']})"
+    labels = [f"{extra_name} line {p['line']}" if "line" in p else f"prompt {p['id']} ({p['source']})"
               for p in composed]
     rep = decontam.require_clean([p["text"] for p in composed], labels, what="the training prompts")
     decontam.require_clean([p["text"] for p in held + val], [p["id"] for p in held + val],

@@ -280,9 +280,9 @@ def compose(n_per_category: int = 3000, seed: int = 0) -> tuple[list[dict], list
             if count(cat) >= n_per_category:
                 break
             add(train, cat, TRAIN_TEMPLATES[cat][ti].format(t=t), "dflash-studio-templates+dflash-studio-topics", f"{cat}/{ti}")
-    pairs = [(ti, f) for ti in range(len(TRAIN_TEMPLATES["code"])) for f in funcs_train]
-    rng.shuffle(pairs)
-    for ti, (mod, fn, doc) in pairs:
+    code_pairs = [(ti, f) for ti in range(len(TRAIN_TEMPLATES["code"])) for f in funcs_train]
+    rng.shuffle(code_pairs)
+    for ti, (mod, fn, doc) in code_pairs:
         if count("code") >= n_per_category:
             break
         add(train, "code", TRAIN_TEMPLATES["code"][ti].format(mod=mod, fn=fn, doc=doc),

@@ -69,7 +69,9 @@ def save_sharded(state: dict, folder: str | Path, prefix: str, *, max_bytes: int
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    shards, cur, size = [], {}, 0
+    shards: list[dict] = []
+    cur: dict = {}
+    size = 0
     for name, t in state.items():
         t = t.detach().cpu()
         if dtype is not None and t.is_floating_point():

@@ -144,7 +144,7 @@ def gguf_tokenizer(tokenizer_json: str | Path) -> dict:
     """
     spec = json.loads(Path(tokenizer_json).read_text())
     vocab: dict[str, int] = spec["model"]["vocab"]
-    tokens = [None] * len(vocab)
+    tokens: list[str | None] = [None] * len(vocab)
     for t, i in vocab.items():
         tokens[i] = t
     special = {a["id"]: a["content"] for a in spec.get("added_tokens", [])}
@@ -184,7 +184,8 @@ def make_prompts(docs: list[Doc], n: int = 48, seed: int = 0) -> list[dict]:
             if (s.startswith("def ") or s.startswith("class ")) and len(ln) - len(s) <= 4:
                 cands.append((d.name, lines, i))
     rng.shuffle(cands)
-    out, used = [], set()
+    out: list[dict] = []
+    used: set[str] = set()
     for name, lines, i in cands:
         if name in used:
             continue

@@ -103,7 +103,7 @@ def build(items: dict[str, list[str]], info: dict | None = None) -> Fingerprints
     sets = tuple(items)
     if len(sets) > 32:
         raise ValueError("at most 32 evaluation sets")
-    acc = {"gram": {}, "short": {}, "full": {}}
+    acc: dict[str, dict[int, int]] = {"gram": {}, "short": {}, "full": {}}
     lens: set[int] = set()
     for b, name in enumerate(sets):
         bit = 1 << b
@@ -163,7 +163,7 @@ def check(texts: Iterable[str], fingerprints: Fingerprints | None = None, max_hi
     """Which texts hit which evaluation set: {"n", "n_hit", "sets", "hits": [{"index", "set",
     "kind" ("13-gram" | "short item" | "exact"), "ngram" (the shared words)}]}; one hit per text."""
     fp = fingerprints or load()
-    hits = []
+    hits: list[dict] = []
     n = 0
     for idx, text in enumerate(texts):
         n += 1

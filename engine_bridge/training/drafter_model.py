@@ -75,7 +75,7 @@ class DraftLayer(nn.Module):
     def __init__(self, c: DrafterConfig):
         super().__init__()
         self.input_layernorm = RMSNorm(c.n_embd, c.rms_eps)
-        self.self_attn = DraftAttention(c)
+        self.self_attn = DraftAttention(c)  # type: ignore[arg-type]  # has every field Attention reads
         self.post_attention_layernorm = RMSNorm(c.n_embd, c.rms_eps)
         self.mlp = MLP(c.n_embd, c.n_ff)
 

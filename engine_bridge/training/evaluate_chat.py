@@ -58,7 +58,7 @@ def evaluate(target: str | Path, draft: str | Path, prompts, *, budgets=(7, 15),
     modes = [("chain", b) for b in budgets]
     if eng.tree_capable:
         modes += [("tree", b) for b in tree_budgets]
-    res = {"target": Path(target).name, "draft": Path(draft).name, "max_tokens": max_tokens,
+    res: dict = {"target": Path(target).name, "draft": Path(draft).name, "max_tokens": max_tokens,
            "prompts": str(prompts) if not isinstance(prompts, (list, tuple)) else f"{len(items)} prompts",
            "categories": {}, "modes": [f"{m}-{b}" for m, b in modes]}
     t0 = time.time()
@@ -77,7 +77,7 @@ def evaluate(target: str | Path, draft: str | Path, prompts, *, budgets=(7, 15),
             ar_tok = sum(len(a) for a in ar)
             # speed as the user sees it (prefill included, one pass per prompt): a ratio to AR taken
             # in the same run is what means something, not the absolute tok/s
-            row = {"n": len(its), "ar_mean_len": round(statistics.fmean(len(a) for a in ar), 1),
+            row: dict = {"n": len(its), "ar_mean_len": round(statistics.fmean(len(a) for a in ar), 1),
                    "ar_tok_s": round(ar_tok / max(ar_s, 1e-9), 1)}
             for mode, b in modes:
                 commits, lossless, gen, steps, secs = [], 0, 0, 0, 0.0
@@ -88,6 +88,7 @@ def evaluate(target: str | Path, draft: str | Path, prompts, *, budgets=(7, 15),
                     t1 = time.perf_counter()
                     r = eng.generate(t, GenerationSettings(mode=mode, budget=b, max_tokens=max_tokens))
                     secs += time.perf_counter() - t1
+                    assert r.summary is not None
                     lossless += list(r.tokens) == ref
                     commits.append(r.summary.mean_commit_len)
                     gen += len(r.tokens)
@@ -192,6 +193,7 @@ def check_drafter(target: str | Path, draft: str | Path, run_dir: str | Path, te
                 head = None if tgt.c.tied else tgt.lm_head.weight
                 full = drafter(torch.cat(feats, -1), torch.tensor([[len(toks)]]), block, tgt.embed_tokens.weight,
                                head)[0, 0].numpy()
+            assert eng.drafter is not None
             got_tokens, got_logits = eng.drafter.draft(last, len(toks), n)
             ref = full[1:].argmax(-1).tolist()
             same += sum(int(a == b) for a, b in zip(ref, got_tokens))

@@ -178,12 +178,13 @@ def generate(target, target_path, data: Path, out: Path, *, seconds: float, max_
         except Exception as e:       # capture unsupported here: the eager loop is correct, only slower
             log(f"generate: CUDA graphs off ({type(e).__name__}: {e})")
     ctx_l, resp_l, kind_l, pidx_l, temp_l = [], [], [], [], []
-    stats: dict = {"max_new": max_new, "batch": batch, "temperatures": list(temperatures),
+    stats = {"max_new": max_new, "batch": batch, "temperatures": list(temperatures),
                    "precision": "float32" if exact or dev.type != "cuda" else "bfloat16", "cuda_graphs": graph}
 
     # 1. Magpie: the target writes requests
     magpie: list[list[int]] = []
     if magpie_frac > 0:
+        assert frag is not None         # magpie_frac is 0 without the fragments
         want = magpie_n if magpie_n is not None else max(batch, n // 4)
         ctxs = [list(frag["pre_query"])] * want
         got = _batched(target, ctxs, [1.0] * want, 128, stop, pad, batch, seconds * (1 - magpie_frac), exact, graph,
@@ -252,6 +253,7 @@ def generate(target, target_path, data: Path, out: Path, *, seconds: float, max_
 
     # 3. follow-ups: the target writes the user's next message, then answers it
     if followup_frac > 0 and ended_firsts and budget.left() > 5:
+        assert frag is not None         # followup_frac is 0 without the fragments
         base = [ctx_l[k] + close_answer(resp_l[k], frag) for k in ended_firsts]
         qs = _batched(target, base, [1.0] * len(base), 96, stop, pad, batch, budget.left() * 0.55, exact, graph,
                       seed + 3, budget, log, "follow-up questions", progress)
@@ -326,6 +328,8 @@ def load_sequences(out: Path, data: Path | None = None):
         return seqs, np.asarray(plen), np.asarray(pidx), np.asarray(kinds, np.int8)
     from .chat_data import load_prompts
 
+    if data is None:
+        raise ValueError(f"{out}: responses of the single-turn format are read with the data folder they came from")
     prompts, _, _ = load_prompts(data)
     ids, off, pi = z["ids"], z["offsets"], z["prompt_index"]
     for k, i in enumerate(pi):

@@ -88,7 +88,7 @@ class TargetAttention(nn.Module):
             vc[:, :, pos0:pos0 + T] = v.to(vc.dtype)
             k, v = kc[:, :, :pos0 + T], vc[:, :, :pos0 + T]
             q = q.to(kc.dtype)
-        kw = {}
+        kw: dict = {}
         if c.n_head != c.n_head_kv:
             if _HAS_GQA:
                 kw["enable_gqa"] = True
@@ -133,6 +133,8 @@ class TargetBlock(nn.Module):
 class GGUFTarget(nn.Module):
     """The target as llama.cpp runs it. ``forward(tokens, layer_inputs=ids)`` also returns the
     inputs of the given layers (llama.cpp's ``t_layer_inp``: what ``dflash.target_layers`` names)."""
+
+    inv_freq: torch.Tensor      # a buffer (register_buffer)
 
     def __init__(self, c: GGUFTargetConfig, freq_factors: torch.Tensor | None = None):
         super().__init__()

@@ -242,7 +242,7 @@ def scitldr(m: Mirror) -> list[tuple[str, str, str]]:
 
 def _doc_paragraph(doc: str) -> str:
     """The docstring's first paragraph, without doctest lines or parameter sections."""
-    keep = []
+    keep: list[str] = []
     for line in doc.strip().splitlines():
         s = line.strip()
         if not s:
@@ -367,7 +367,7 @@ def split_of(text: str) -> str:
 
 
 def assemble(raw: list[tuple[str, str, str]], log=print) -> tuple[list[dict], dict]:
-    stats = {"read": Counter(), "length": Counter(), "duplicate": Counter(), "contaminated": Counter(),
+    stats: dict = {"read": Counter(), "length": Counter(), "duplicate": Counter(), "contaminated": Counter(),
              "contaminated_sets": Counter(), "contaminated_examples": []}
     seen: set[int] = set()
     cand = []

@@ -28,7 +28,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from .gen_conversations import Cancelled  # one exception for a cancelled genera
 # the card and docs/benchmarks.md say why: 3 drafter layers (not 5: the step of a 135M target is
 # launch-bound and every drafter layer is paid at every step), 32 anchors per sequence (not 512: our
 # sequences are ~400 tokens, not 3k), the clock rather than epochs as the budget.
-DEFAULTS = dict(gen_seconds=180.0, seconds=540.0, max_new=384, gen_batch=1024, n_layer=3, n_target_layers=5,
+DEFAULTS: dict[str, Any] = dict(gen_seconds=180.0, seconds=540.0, max_new=384, gen_batch=1024, n_layer=3, n_target_layers=5,
                 block_size=16, batch=32, anchors=32, lr=6e-4, gamma=7.0, ckpt_every=120.0, val_frac=0.03,
                 weight_decay=0.1, patience=12, warmup=0.04, temperatures=(0.0, 0.8), magpie_frac=0.1,
                 followup_frac=0.2)
@@ -185,7 +185,7 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
         head = target.lm_head_weight.float()
         drafter.norm.weight.fill_(float(head.pow(2).sum(-1).mean().rsqrt()))
     opt = torch.optim.AdamW(drafter.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay, fused=cuda)
-    state = {"step": 0, "elapsed": 0.0, "hist": [], "best": -1.0, "best_step": 0}
+    state: dict[str, Any] = {"step": 0, "elapsed": 0.0, "hist": [], "best": -1.0, "best_step": 0}
     gen = torch.Generator().manual_seed(seed)
     if init is not None and not (resume and (ckdir / "state.json").exists()):
         # a warm start from another sitting's exported weights (f16 shards + drafter.json, <= 16 MB a

@@ -42,7 +42,8 @@ def generate_data(target: TargetLM, tokens: np.ndarray, *, n_seq: int, length: i
     """(N, length) sequences: a real prefix then the target's greedy continuation; and prefix lengths."""
     dev = next(target.parameters()).device
     rng = np.random.default_rng(seed)
-    seqs, prefs = [], []
+    seqs: list = []
+    prefs: list = []
     t0 = time.time()
     done = 0
     while done < n_seq:
@@ -149,7 +150,7 @@ def train(data: str | Path, target_dir: str | Path, out: str | Path, *, seconds:
 
     t0 = time.time()
     step, next_log, hist = 0, 0.0, []
-    best = (-1.0, None, 0)      # (held-out accepted per block, state, step): early stopping
+    best: tuple[float, dict | None, int] = (-1.0, None, 0)      # (held-out accepted per block, state, step): early stopping
     while True:
         el = time.time() - t0
         if el >= seconds or (max_steps and step >= max_steps):
@@ -175,7 +176,7 @@ def train(data: str | Path, target_dir: str | Path, out: str | Path, *, seconds:
                 f"val accepted/block(16) {vacc_len.item():.2f} slot1 {vacc[0].item():.2f} slot2 {vacc[1].item():.2f}")
             next_log = el + max(seconds / 20, 1.0)
     vl, vacc, vacc_len = validate()
-    if vacc_len.item() < best[0]:
+    if best[1] is not None and vacc_len.item() < best[0]:
         log(f"early stopping: keeping step {best[2]} (held-out accepted/block {best[0]:.2f} > {vacc_len.item():.2f})")
         drafter.load_state_dict(best[1])
     drafter.eval()
@@ -205,6 +206,8 @@ def train(data: str | Path, target_dir: str | Path, out: str | Path, *, seconds:
 
 def load_drafter(folder: str | Path, device="cpu") -> tuple[DFlashDrafter, dict]:
     state, cfg = load_sharded(folder, "drafter")
+    if cfg is None:
+        raise FileNotFoundError(f"{folder}: no drafter.json (not a trained drafter's folder)")
     model = DFlashDrafter(DrafterConfig(**cfg["config"]))
     model.load_state_dict(state)
     return model.to(device).eval(), cfg

@@ -129,6 +129,8 @@ def train(data: str | Path, out: str | Path, *, seconds: float, preset: str = "b
 
 def load_target(folder: str | Path, device="cpu") -> TargetLM:
     state, cfg = load_sharded(folder, "target")
+    if cfg is None:
+        raise FileNotFoundError(f"{folder}: no target.json (not a trained target's folder)")
     model = TargetLM(TargetConfig(**cfg["config"]))
     model.load_state_dict(state)
     return model.to(device).eval()

@@ -128,7 +128,7 @@ def measure(target_gguf, drafter_gguf, prompts: list[str], budgets=(7, 15), max_
     from ..runtime.config import GenerationSettings
 
     eng = _engine(target_gguf, drafter_gguf, n_gpu_layers=n_gpu_layers, draft_n_gpu_layers=n_gpu_layers)
-    out = {"prompts": len(prompts), "max_tokens": max_tokens, "budgets": {}}
+    out: dict = {"prompts": len(prompts), "max_tokens": max_tokens, "budgets": {}}
     try:
         ar = []
         for p in prompts:

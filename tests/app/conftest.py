@@ -17,8 +17,8 @@ HERE = str(Path(__file__).resolve().parent)
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from app.shell.app_settings import StudioSettings, open_settings
-from app.chat.conversations import ConversationStore
+from app.shell.app_settings import StudioSettings, open_settings  # noqa: E402 - after the path above
+from app.chat.conversations import ConversationStore  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,6 @@ version damages it. The store must open, say what happened, and never delete the
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import stat

@@ -66,7 +66,7 @@ def test_conversion_equals_direct_write(pair, tmp_path, dtype):
 def test_bf16_input(pair, tmp_path):
     res = convert_hf_drafter(pair["hf"]["bf16"], pair["target"], tmp_path / "bf.gguf", "f32")
     conv, direct = read_header(res.path), read_header(pair["direct"]["f32"])
-    for name, t in direct.tensors.items():
+    for name in direct.tensors:
         want = mf.from_bf16_bits(mf.to_bf16_bits(np.frombuffer(direct.tensor_bytes(name), np.float32)))
         got = np.frombuffer(conv.tensor_bytes(name), np.float32)
         assert np.array_equal(got, want), name

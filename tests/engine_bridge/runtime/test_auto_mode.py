@@ -166,7 +166,7 @@ def test_auto_ends_on_ar_when_the_drafter_accepts_nothing(deaf_pair):
     with _load(*deaf_pair) as eng:
         calibration.ensure(eng, **QUICK)
         results = []
-        for rep in range(2):
+        for _rep in range(2):
             for prompt in PROMPTS:
                 eng.reset()
                 results.append(eng.generate(prompt, GenerationSettings(mode="auto", max_tokens=48)))

@@ -33,8 +33,8 @@ def test_a_generation_prints_no_raw_llama_lines_and_reports_its_warning_as_ours(
     proc = _generate(target, draft, "--n-ctx", "8192")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert not RAW_LLAMA.search(proc.stderr), proc.stderr[:2000]
-    ours = [l for l in proc.stderr.splitlines() if l.startswith("dflash-studio: llama.cpp warning:")]
-    assert any("n_ctx_seq (8192) > n_ctx_train (4096)" in l for l in ours), proc.stderr
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("dflash-studio: llama.cpp warning:")]
+    assert any("n_ctx_seq (8192) > n_ctx_train (4096)" in line for line in ours), proc.stderr
     assert len(ours) == len(set(ours))    # target and drafter warn alike: said once
 
 
