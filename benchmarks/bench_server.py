@@ -12,7 +12,9 @@ Reported (greedy; every served answer is also checked byte-identical to the head
   - the request's start) -- headless at the on_token callback, served at the client's last chunk
   (tokens from the stream's usage); the ratio of sums served / headless.
 * time to first token, p50 / p99: headless from generate() to the first on_token, served from the
-  request to the first content chunk; and what the server adds (served - headless, per prompt).
+  request to the first content chunk; and what the server adds (served - headless, per prompt), also
+  outside the engine: each side less its engine's own time to first token (the server's
+  ``timings.first_token_ms``), which takes the engines' run-to-run noise out of the difference.
 * concurrent: total tokens / wall, and the clients' time to first token p50 / p99 (queueing included).
 
     python benchmarks/bench_server.py                                       # the reference pair
@@ -50,17 +52,19 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] if xs else 0.0
 
 
-def headless(eng, prompt: str, settings) -> tuple[str, float, float, int]:
-    """(text, ttft s, s to the last token, tokens) with the times taken at on_token, as a caller sees them."""
+def headless(eng, prompt: str, settings) -> tuple:
+    """(text, ttft s, s to the last token, tokens, the engine's generation s, the engine's own ttft s)
+    with the times taken at on_token, as a caller sees them."""
     times: list[float] = []
     t0 = now()
     res = eng.generate(prompt, settings, on_token=lambda ev: times.append(now()))
-    return res.text, times[0] - t0, times[-1] - t0, len(times), res.summary.t_generate
+    return res.text, times[0] - t0, times[-1] - t0, len(times), res.summary.t_generate, res.summary.t_first_token
 
 
-def served(client, model: str, prompt: str, max_tokens: int) -> tuple[str, float, float, int]:
-    """The same figures at the client's chunks (a chunk may carry several tokens: the usage counts them)."""
-    times, parts, n, gen = [], [], 0, 0.0
+def served(client, model: str, prompt: str, max_tokens: int) -> tuple:
+    """The same figures at the client's chunks (a chunk may carry several tokens: the usage counts them);
+    the engine's figures from the response's timings."""
+    times, parts, n, gen, first = [], [], 0, 0.0, 0.0
     t0 = now()
     for ch in client.completions.create(model=model, prompt=prompt, max_tokens=max_tokens, stream=True,
                                         temperature=0, stream_options={"include_usage": True}):
@@ -69,8 +73,9 @@ def served(client, model: str, prompt: str, max_tokens: int) -> tuple[str, float
             parts.append(ch.choices[0].text)
         if ch.usage is not None:
             n = ch.usage.completion_tokens
-            gen = (ch.model_extra or {}).get("timings", {}).get("predicted_ms", 0.0) / 1e3
-    return "".join(parts), times[0] - t0, times[-1] - t0, n, gen
+            t = (ch.model_extra or {}).get("timings", {})
+            gen, first = t.get("predicted_ms", 0.0) / 1e3, t.get("first_token_ms", 0.0) / 1e3
+    return "".join(parts), times[0] - t0, times[-1] - t0, n, gen, first
 
 
 def main() -> int:
@@ -134,6 +139,12 @@ def main() -> int:
 
     ttft = {k: [r[0] for r in rows[k]] for k in rows}
     added = [s - h for h, s in zip(ttft["headless"], ttft["served"])]
+    # what is spent outside the engine before the first token, per prompt: client TTFT less the
+    # engine's own (prefill + first step), served less headless -- the engines' run-to-run noise
+    # (tens of ms on a shared CPU) cancels; the HTTP request, parsing, queue hand-over,
+    # tokenizing, first chunk and the client's parsing remain
+    outside = {k: [r[0] - r[4] for r in rows[k]] for k in rows}
+    added_outside = [s - h for h, s in zip(outside["headless"], outside["served"])]
 
     # concurrent clients, bounded in count and time
     conc_ttft, conc_tokens = [], 0
@@ -146,7 +157,7 @@ def main() -> int:
         for p in ps[k::args.clients] or ps[:1]:
             if now() > stop_at:
                 return
-            _, t, _, n, _ = served(c, model, p, args.max_tokens)
+            _, t, _, n, _, _ = served(c, model, p, args.max_tokens)
             with lock:
                 conc_ttft.append(t)
                 conc_tokens += n
@@ -172,6 +183,8 @@ def main() -> int:
         "engine_served_over_headless": engine_rate("served") / engine_rate("headless"),
         "ttft_ms": {k: {"p50": pct(v, 0.5) * 1e3, "p99": pct(v, 0.99) * 1e3} for k, v in ttft.items()},
         "ttft_added_ms": {"p50": pct(added, 0.5) * 1e3, "p99": pct(added, 0.99) * 1e3},
+        "ttft_added_outside_engine_ms": {"p50": pct(added_outside, 0.5) * 1e3,
+                                         "p99": pct(added_outside, 0.99) * 1e3},
         "text_mismatches": mismatches,
         "concurrent": {"clients": args.clients, "requests": len(conc_ttft), "tok_s": conc_tokens / conc_wall,
                        "ttft_ms_p50": pct(conc_ttft, 0.5) * 1e3, "ttft_ms_p99": pct(conc_ttft, 0.99) * 1e3},
@@ -181,7 +194,8 @@ def main() -> int:
           f"{out['engine_served_over_headless']:.3f})")
     print(f"TTFT ms p50/p99: headless {out['ttft_ms']['headless']['p50']:.1f}/{out['ttft_ms']['headless']['p99']:.1f}, "
           f"served {out['ttft_ms']['served']['p50']:.1f}/{out['ttft_ms']['served']['p99']:.1f}; "
-          f"added {out['ttft_added_ms']['p50']:.2f}/{out['ttft_added_ms']['p99']:.2f}")
+          f"added {out['ttft_added_ms']['p50']:.2f}/{out['ttft_added_ms']['p99']:.2f}; added outside the engine "
+          f"{out['ttft_added_outside_engine_ms']['p50']:.2f}/{out['ttft_added_outside_engine_ms']['p99']:.2f}")
     c = out["concurrent"]
     print(f"{c['clients']} concurrent clients: {c['requests']} requests, {c['tok_s']:.1f} tok/s total, "
           f"TTFT p50 {c['ttft_ms_p50']:.1f} ms, p99 {c['ttft_ms_p99']:.1f} ms")

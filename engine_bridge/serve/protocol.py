@@ -250,6 +250,8 @@ def timings(res: GenerationResult, variant: str | None = None) -> dict:
         # ours
         "mode": s.verify_mode if s.mode != "auto" else "auto", "budget": s.budget_effective,
         "steps": s.n_steps, "mean_commit_len": s.mean_commit_len, "acceptance_rate": s.acceptance_rate,
+        # the engine's own time to first token (prefill and the first step; no HTTP, queue or tokenizing)
+        "first_token_ms": s.t_first_token * 1e3,
         "phase_ms": {p: sum(getattr(r, f"t_{p}") for r in res.steps) * 1e3 for p in PHASES},
         "draft_variant": variant,
     }

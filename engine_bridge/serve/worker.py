@@ -229,23 +229,30 @@ class JobQueue:
             stop = StopFilter(req.stops)
 
             step_text: list[str] = []
+            last_emit = [0.0]   # when text was last handed over (0: not yet)
+
+            def hand_over() -> None:
+                job.emit("text", "".join(step_text))
+                step_text.clear()
+                last_emit[0] = time.perf_counter()
 
             def on_token(ev):
                 out = stop.feed(ev.piece)
                 if out:
                     step_text.append(out)
+                    if req.stream and not last_emit[0]:
+                        # the first text goes as its token commits, not at the end of its step (the
+                        # drafter's feature injection and the cache trim come after the commit):
+                        # time to first token
+                        hand_over()
                 if stop.hit:
                     job.cancel.set()   # ends the run within this step
-
-            last_emit = [0.0]   # the first text goes at once (time to first token); later ones batch
 
             def on_step(rec):
                 # every hand-over wakes the event loop, whose Python competes with this thread's for the
                 # GIL: streaming hands text over at most every `stream_flush_s`; not streaming, at the end
                 if step_text and req.stream and time.perf_counter() - last_emit[0] >= self.stream_flush_s:
-                    job.emit("text", "".join(step_text))
-                    step_text.clear()
-                    last_emit[0] = time.perf_counter()
+                    hand_over()
                 if observe is not None:
                     observe(rec)
 
