@@ -33,6 +33,7 @@ class EngineJobQueue(JobQueue):
         self._engine = engine
         self._on_step, self._on_change = on_step, on_change
         self._runs = itertools.count(1)
+        self.run_no = 0          # the latest served run's number (its steps carry it to on_step)
 
     # -- any thread ---------------------------------------------------------------------------------
     def _submitted(self, job: Job) -> None:
@@ -59,5 +60,5 @@ class EngineJobQueue(JobQueue):
         job = self.take(block=False)
         if job is None:          # answered by stop(), or held
             return
-        run = next(self._runs)
+        run = self.run_no = next(self._runs)
         self.run(engine, job, on_step=lambda rec: self._on_step(run, rec))

@@ -5,7 +5,9 @@ Starting reads the pair's facts on the engine's thread (an EngineTask: the engin
 from here), then binds the socket and runs uvicorn in a thread of its own (engine_bridge.serve's
 Server over an EngineJobQueue). Served steps come back through a StreamChannel of their own, so a
 chat answer's channel never sees them, and go to the live plots and the profiler marked as served.
-The status bar shows the URL, the queue and the requests served. Stopping answers what waits (503),
+The status bar shows the URL, the queue, the requests served and their speed: the running request's
+tok/s from its steps so far, then the last one's (its ``timings.predicted_per_second``); the label is
+redrawn through a throttle, never once per request or step. Stopping answers what waits (503),
 stops the running request within a step, then joins uvicorn's thread: nothing is left running."""
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QLabel
 
+from engine_bridge.runtime.records import RunSummary
 from engine_bridge.serve.protocol import Defaults
 from engine_bridge.serve.server import Server
 from engine_bridge.serve.worker import pair_facts
@@ -58,7 +61,10 @@ class LocalServer(QObject):
         self.steps = StreamChannel(self)
         self._drain = Throttle(self._take_steps, parent=self)
         self.steps.ready.connect(self._on_steps)      # a slot of this object: queued from the engine's thread
-        self.countsChanged.connect(self._show_counts)
+        # a burst of requests (a storm of 503s, many short ones) redraws the label at most every 50 ms
+        self._counts = Throttle(self._show_counts, parent=self)
+        self.countsChanged.connect(self._on_counts)
+        self._live: tuple[int, int, float] = (0, 0, 0.0)   # the running served run: (number, tokens, step s)
         self._factsReady.connect(self._on_facts)
         engine.stateChanged.connect(self._on_engine_state)
         engine.drafterChanged.connect(lambda info: self._restart())   # the limits (max draft) may differ
@@ -171,6 +177,7 @@ class LocalServer(QObject):
         self._token += 1
         queue, server = self.queue, self.server
         self.queue = self.server = None
+        self._live = (0, 0, 0.0)      # the next queue numbers its runs from 1 again
         if queue is not None:
             queue.stop()
         if server is not None:
@@ -182,17 +189,20 @@ class LocalServer(QObject):
         self.wanted = False
         self.stop()
         self._drain.cancel()
+        self._counts.cancel()
 
     # -- what it shows ------------------------------------------------------------------------------
     @Slot()
     def _show_counts(self) -> None:
         q = self.queue
         if self.state == SERVING and q is not None and self.server is not None:
+            speed, said = self.served_tok_per_s()
             self.label.setText(f"serving {self.server.url} · queue {q.waiting}/{q.max_waiting}"
-                               f"{' · busy' if q.busy else ''} · {q.served} served")
+                               f"{' · busy' if q.busy else ''} · {q.served} served"
+                               + (f" · {speed:.1f} tok/s" if speed > 0 else ""))
             self.label.setToolTip(plain_tip(f"model {self.server.app.model_ids[0]}; requests wait here in turn "
                                             f"with chat turns (past {q.max_waiting} waiting: 503); {q.cancelled} "
-                                            "cancelled by their clients"))
+                                            f"cancelled by their clients" + (f"; {said}" if said else "")))
             self.label.show()
         elif self.state == STARTING:
             self.label.setText("server: starting…")
@@ -203,6 +213,24 @@ class LocalServer(QObject):
     @property
     def served(self) -> int:
         return self.queue.served if self.queue is not None else 0
+
+    def served_tok_per_s(self) -> tuple[float, str]:
+        """(tok/s, what it is) of served requests: the running one's from its steps so far, else the
+        last finished one's (generated tokens over its generation time, as its timings say); 0 if none."""
+        q = self.queue
+        if q is None:
+            return 0.0, ""
+        run, tokens, wall = self._live
+        if q.busy and run == q.run_no and wall > 0:
+            return tokens / wall, f"the running request: {tokens} tokens so far"
+        last = q.last[1] if q.last is not None else None
+        if isinstance(last, RunSummary) and last.n_generated:
+            return last.tok_per_s, f"the last request: {last.n_generated} tokens"
+        return 0.0, ""
+
+    @Slot()
+    def _on_counts(self) -> None:
+        self._counts()
 
     @Slot()
     def _on_steps(self) -> None:
@@ -218,3 +246,10 @@ class LocalServer(QObject):
         for run, recs in runs.items():
             self.profiler.add_steps(run, recs, source="served")
         self.plots.add_steps([rec for _, rec in items], served=True)
+        run, tokens, wall = self._live
+        for r, rec in items:      # the running request's speed so far (runs are numbered in order)
+            if r != run:
+                run, tokens, wall = r, 0, 0.0
+            tokens, wall = tokens + rec.committed, wall + rec.wall
+        self._live = (run, tokens, wall)
+        self._counts()
