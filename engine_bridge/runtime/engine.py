@@ -143,6 +143,9 @@ class Engine:
         self.record_verify = False
         self.calibration = None     # calibration.CostTable: step costs on this machine (auto mode)
         self.auto_policy = None     # auto_mode.AutoPolicy: the pair's running commit lengths
+        #: how auto's AR steps keep the drafter's context: "host", "redecode", or None (by device:
+        #: auto_mode.feature_path)
+        self.auto_keep_features: str | None = None
 
     # -- loading ----------------------------------------------------------------------------------
     @classmethod

@@ -105,7 +105,7 @@ class Generation:
                 f"the prompt has {len(prompt)} tokens but the context holds {n_ctx}; "
                 "raise the context size or shorten the conversation")
         self._choose_samplers()
-        reused = e._prefill(prompt[:-1], need_features=s.mode != "ar")
+        reused = e._prefill(prompt[:-1], need_features=self._prefill_features())
         if self.mode == "tree":
             self._add_tree_seqs(min(e.tree_max_nodes, tree_mod.max_leaves(self.budget, e.drafter.max_draft)))
         t_prefill = now() - t0
@@ -145,6 +145,10 @@ class Generation:
             budget_note=self.budget_note, finish_reason=self.finish, verify_mode=self.mode)
         return GenerationResult(text="".join(self.text_parts), tokens=self.tokens, sources=self.sources,
                                 steps=self.steps, summary=summary, verify_batches=self.verify_batches)
+
+    def _prefill_features(self) -> bool:
+        """Whether the prefill feeds the drafter (auto mode's subclass decides by its policy)."""
+        return self.s.mode != "ar"
 
     def _step_function(self):
         """What runs each step (auto mode's subclass picks per step)."""
