@@ -107,6 +107,7 @@ def run_pair(name: str, target: Path, draft: Path, prompts: list, chat: bool, ar
         sums = {m: [0, 0.0] for m in ("ar", "auto")}
         used: Counter = Counter()
         catchup = [0, 0]          # auto's drafter catch-ups after AR stretches, and tokens decoded again
+        kind_changes = 0
         lossless = True
         paired = []               # per (round, prompt): auto tok/s / AR tok/s, the two runs back to back
         steady = {m: [] for m in ("ar", "auto")}   # per run: (wall s, CPU s) per step after the first
@@ -133,11 +134,14 @@ def run_pair(name: str, target: Path, draft: Path, prompts: list, chat: bool, ar
                     prefill[mode].append(r.summary.t_prefill)
                     toks[mode] = r.tokens
                     if mode == "auto":       # "auto: chain 4 x30, AR x5": steps per choice
-                        steps_note, _, caught = r.summary.auto_note.removeprefix("auto: ").partition("; ")
-                        if caught:    # "drafter caught up 3 times on 120 AR tokens"
-                            words = caught.split()
-                            catchup[0] += int(words[3])
-                            catchup[1] += int(words[-3])
+                        steps_note, *extras = r.summary.auto_note.removeprefix("auto: ").split("; ")
+                        for extra in extras:
+                            words = extra.split()
+                            if extra.startswith("drafter caught up"):   # "... 3 times on 120 AR tokens"
+                                catchup[0] += int(words[3])
+                                catchup[1] += int(words[-3])
+                            elif extra.startswith("the text changed kind"):   # "... 2 times"
+                                kind_changes += int(words[4])
                         for part in steps_note.split(", "):
                             label, _, n = part.rpartition(" x")
                             if label:
@@ -168,7 +172,8 @@ def run_pair(name: str, target: Path, draft: Path, prompts: list, chat: bool, ar
             "advice": breakeven.advice(pol.costs, pol.estimates(), pol.margin),
             "probe": {"per_budget": per_budget, "advice": breakeven.advice(probed.costs, pest, probed.margin)},
             "steps_by_choice": dict(used.most_common()),
-            "catch_ups": {"count": catchup[0], "tokens": catchup[1]},
+            "catch_ups": {"count": catchup[0], "tokens": catchup[1]}, "kind_changes": kind_changes,
+            "rechecks": getattr(pol, "rechecks", 0),
             "prompts": {"suite": args.suite, "category": args.category, "n": len(texts)},
             "tok_per_s": tps, "auto_over_ar": tps["auto"] / tps["ar"], "lossless": lossless,
             "paired": spread(paired),
@@ -257,7 +262,8 @@ def main(argv=None) -> int:
             print(f"prompts: {p['prompts']['n']} from {p['prompts']['suite']}"
                   + (f" (category {p['prompts']['category']})" if p["prompts"]["category"] else ""))
         print(f"auto chooses: {p['auto_choice']}; steps run: {p['steps_by_choice']}; drafter catch-ups: "
-              f"{p['catch_ups']['count']} ({p['catch_ups']['tokens']} tokens decoded again)")
+              f"{p['catch_ups']['count']} ({p['catch_ups']['tokens']} tokens decoded again); kind changes "
+              f"{p['kind_changes']}; calibration re-checks {p['rechecks']}")
         if p["best_speculative"]:
             b = p["best_speculative"]
             print(f"best speculative: {b['choice']} break-even {b['break_even']:.2f}, commit {b['commit']:.2f} "

@@ -546,16 +546,14 @@ def feature_path(engine) -> str:
     chosen = getattr(engine, "auto_keep_features", None)
     if chosen in ("host", "redecode"):
         return chosen
-    cached = getattr(engine, "_feature_path", None)
-    if cached is None:
-        from .engine import offload_gpus
+    on_gpu = getattr(engine, "offloaded", None)      # set by Engine.load
+    if on_gpu is None:
+        from . import llama_ffi
 
-        try:
-            on_gpu = bool(offload_gpus(engine.config))
-        except Exception:       # an RPC device that does not answer: assume offloaded
-            on_gpu = True
-        cached = engine._feature_path = "redecode" if on_gpu else "host"
-    return cached
+        cfg = engine.config
+        on_gpu = bool(cfg.rpc_servers) or ((cfg.n_gpu_layers != 0 or cfg.draft_n_gpu_layers != 0)
+                                           and llama_ffi.build_info().get("backend", "cpu") != "cpu")
+    return "redecode" if on_gpu else "host"
 
 
 def after_run(engine, settings, result) -> None:
