@@ -13,21 +13,32 @@ that finds nothing, so a pair that starts paying (a new kind of prompt) is notic
 While speculating it now and then probes an alternative that the acceptance model says could beat
 the current choice (each failed probe of it doubles its wait).
 
+The policy keeps these statistics per kind of text (prose, code, arithmetic: text_kind), so when an
+answer changes kind auto switches to what that kind last paid at once, or probes a kind not seen
+yet, instead of waiting for a running mean to drift or for a probe interval grown over a long
+stretch of the other kind. ``best()`` is kept until the statistics change, so an AR step asks the
+policy for well under a microsecond. The cost table is compared with the steps being run: when a
+configuration's recent steps are more than RECHECK_FACTOR off the table (a calibration taken on a
+busy machine), the next auto request measures it again (``recheck``).
+
 The run (``AutoGeneration``) switches between modes only between steps, and every step commits
 exactly the target's own tokens, so greedy output is the target's whatever is chosen. Speculation
-needs the drafter to hold the target's features of every committed token. AR steps decode with
-feature extraction off, exactly as a plain AR generation does (on a GPU, extraction and a
-per-step host copy of its row made each AR step of auto cost ~1.4 plain AR steps). When auto
-turns to a speculative step after AR steps, the drafter is caught up first
-(``Engine.catch_up_drafter``): the target's K/V of the tokens committed since the drafter was
-last fed is removed and those tokens are decoded again in one batch with extraction on, their
-features going into the drafter. The span is not bounded: the drafter attends to every injected
-position, and a hole in its context (only the last N tokens re-decoded) would cost acceptance on
-exactly the steps that decide whether speculation pays. The catch-up's time is charged to the
-speculative step it precedes (its record's inject phase and wall time), so per-step costs stay
-honest; the run's counts are in the summary's auto note. A recurrent or hybrid target cannot drop
-a span of positions, so for one extraction stays on during AR steps and each step's feature row is
-kept on the host, decoded into the drafter in one batch when speculation resumes.
+needs the drafter to hold the target's features of every committed token. Where no step could pay
+even if every draft were accepted (``AutoPolicy.needs_drafter``), the drafter is not fed at all:
+prefill and AR steps run with extraction off, exactly as plain AR. Otherwise AR steps keep the
+drafter's context by one of two paths (``feature_path``). On CPU ("host"), extraction stays on and
+each AR step's feature row is copied to the host (a few kilobytes), decoded into the drafter in one
+batch when speculation resumes: no toggling of extraction (each toggle makes llama.cpp reserve its
+compute graphs again) and no re-decode. Where the target runs on a GPU ("redecode"), AR steps decode
+with extraction off (there extraction and a per-step host copy of its row made each AR step cost
+~1.4 plain AR steps), and when auto turns to a speculative step the drafter is caught up first
+(``Engine.catch_up_drafter``): the target's K/V of the tokens committed since the drafter was last
+fed is removed and those tokens are decoded again in one batch with extraction on. The span is not
+bounded: the drafter attends to every injected position, and a hole in its context would cost
+acceptance on exactly the steps that decide whether speculation pays. The catch-up's time is
+charged to the speculative step it precedes (its record's inject phase and wall time), so per-step
+costs stay honest; the run's counts are in the summary's auto note. A recurrent or hybrid target
+cannot drop a span of positions, so for one the host path is the only one.
 """
 
 from __future__ import annotations
