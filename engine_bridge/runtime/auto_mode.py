@@ -275,11 +275,9 @@ class AutoPolicy:
         s = result.summary
         if s is None or s.verify_mode not in ("chain", "tree"):
             return
-        kind = self.kind
-        self.set_kind(_kind_of(result.text))    # a whole run teaches the kind it mostly wrote
+        # (taught to the current kind: a whole run's steps are not told apart by kind here)
         for rec in result.steps[:-1]:          # the last step may be cut short by the end
             self.observe("tree" if rec.tree_nodes else "chain", s.budget_effective, rec.drafted, rec.accepted)
-        self.set_kind(kind)
 
     # -- the cost table against the steps -----------------------------------------------------------
     def observe_wall(self, mode: str, budget: int, wall: float) -> None:
@@ -303,14 +301,6 @@ class AutoPolicy:
         b = self.best()
         return {"choice": b.label, "break_even": b.cost, "commit": b.commit, "alpha": self.alpha, "kind": self.kind,
                 "estimates": {f"{m} {k}": v for (m, k), v in self.estimates().items()}}
-
-
-def _kind_of(text: str) -> str:
-    """The kind most of ``text`` is (by characters), as a KindTracker reads it line by line."""
-    tr, n = text_kind.KindTracker(), Counter()
-    for line in text.splitlines(keepends=True):
-        n[tr.feed(line)] += len(line)
-    return n.most_common(1)[0][0] if n else text_kind.PROSE
 
 
 def policy_for(engine, progress=None) -> AutoPolicy | None:
