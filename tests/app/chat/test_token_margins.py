@@ -70,3 +70,10 @@ def test_tooltip_shows_the_hovered_tokens_margin(qtbot, tiny_engine):
     old = Message("assistant", msg.content, tokens=msg.tokens, steps={k: v[:3] for k, v in msg.steps.items()})
     view.set_messages([old])
     assert "margin" not in view.tooltip_for_position(view.token_spans()[0].start)
+
+
+def test_the_setting_asks_the_engine_for_margins():
+    from app.shell.app_settings import StudioSettings
+
+    assert not StudioSettings().generation_settings().record_margins
+    assert StudioSettings(token_margins=True).generation_settings().record_margins
