@@ -69,9 +69,10 @@ EMA_PROBE = 0.5               # ...for a probe's steps (the estimate they refres
 RECHECK_WINDOW = 32
 RECHECK_FACTOR = 1.5
 RECHECK_MIN_S = 120.0
-#: What the policy keeps per kind of text (text_kind): each kind has its own commit lengths,
-#: acceptance, failed probes and probe schedule.
+#: A new kind of text (text_kind) counts once the tracker has said it after this many steps in a row.
 KIND_STEPS = 2
+#: What the policy keeps per kind of text: each kind has its own commit lengths, acceptance, failed
+#: probes and probe schedule.
 _PER_KIND = ("commit", "n_obs", "_acc", "fails", "since_probe", "ar_probe_every")
 
 
