@@ -2,7 +2,11 @@
 
 For each pair: the calibration table (engine_bridge.runtime.calibration; cached in the data folder, or
 measured now), then AR and auto generations on the same prompts in interleaved rounds in one
-process, one run. Reports what auto ran (steps per mode and budget), its final choice and break-even
+process, one run; the two runs of a prompt go back to back, in alternating order (AR first, then
+auto first, ...), so each pair gives a ratio measured under the same load: the paired ratios' median
+and spread say more on a shared machine than the ratio of sums. Per run, the steps after the first
+are also timed from the step callbacks (wall and this process's CPU time), apart from the first
+step and the prefill, to say where auto's time goes. Reports what auto ran (steps per mode and budget), its final choice and break-even
 figures, and tok/s of auto divided by AR (ratios of sums: all tokens over all generation time).
 Greedy; every generation starts from empty KV caches; auto's policy carries over between prompts,
 as in a chat session; one untimed auto warm-up generation comes first (it holds auto's first probe).
@@ -13,7 +17,7 @@ as in a chat session; one untimed auto warm-up generation comes first (it holds 
     python benchmarks/bench_auto.py --pairs smol --smol-draft D.gguf \
         --suite resources/models/smollm2/prompts.jsonl --category math   # held-out suite rows
 
-SmolLM2's target is read from /tmp/smol/... (or --smol-target). Without --smol-draft a synthetic
+SmolLM2's target is the models cache's (``dflash-studio fetch-default``), else /tmp/smol/... (or --smol-target). Without --smol-draft a synthetic
 DFlash drafter with SmolLM2's shapes (1 layer, block 16, random weights: it accepts ~nothing) is
 written with engine_bridge.models.synth into the data folder once: the case where speculation cannot pay.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import sys
 import time
 from collections import Counter
@@ -102,26 +107,47 @@ def run_pair(name: str, target: Path, draft: Path, prompts: list, chat: bool, ar
         sums = {m: [0, 0.0] for m in ("ar", "auto")}
         used: Counter = Counter()
         catchup = [0, 0]          # auto's drafter catch-ups after AR stretches, and tokens decoded again
+        kind_changes = 0
         lossless = True
-        for _ in range(args.rounds):
-            for text in texts:
-                toks = {}
-                for mode in ("ar", "auto"):
+        paired = []               # per (round, prompt): auto tok/s / AR tok/s, the two runs back to back
+        steady = {m: [] for m in ("ar", "auto")}   # per run: (wall s, CPU s) per step after the first
+        first = {m: [] for m in ("ar", "auto")}    # per run: the first step's wall (s)
+        prefill = {m: [] for m in ("ar", "auto")}  # per run: prefill wall (s)
+        for rnd in range(args.rounds):
+            for i, text in enumerate(texts):
+                toks, tps_pair = {}, {}
+                # alternating order (AR first, then auto first, ...): a drift of the machine's load
+                # within a pair falls on either mode equally often
+                for mode in (("ar", "auto") if (rnd + i) % 2 == 0 else ("auto", "ar")):
                     eng.reset()
-                    r = eng.generate(text, base.replace(mode=mode))
+                    clock: list[tuple[float, float]] = []
+                    r = eng.generate(text, base.replace(mode=mode),
+                                     on_step=lambda _rec: clock.append((time.perf_counter(), time.process_time())))
                     sums[mode][0] += r.summary.n_generated
                     sums[mode][1] += r.summary.t_generate
+                    tps_pair[mode] = r.summary.tok_per_s
+                    if len(clock) > 2:    # from the end of the first step to the end of the last
+                        n = len(clock) - 1
+                        steady[mode].append(((clock[-1][0] - clock[0][0]) / n, (clock[-1][1] - clock[0][1]) / n))
+                    if r.steps:
+                        first[mode].append(r.steps[0].wall)
+                    prefill[mode].append(r.summary.t_prefill)
                     toks[mode] = r.tokens
                     if mode == "auto":       # "auto: chain 4 x30, AR x5": steps per choice
-                        steps_note, _, caught = r.summary.auto_note.removeprefix("auto: ").partition("; ")
-                        if caught:    # "drafter caught up 3 times on 120 AR tokens"
-                            words = caught.split()
-                            catchup[0] += int(words[3])
-                            catchup[1] += int(words[-3])
+                        steps_note, *extras = r.summary.auto_note.removeprefix("auto: ").split("; ")
+                        for extra in extras:
+                            words = extra.split()
+                            if extra.startswith("drafter caught up"):   # "... 3 times on 120 AR tokens"
+                                catchup[0] += int(words[3])
+                                catchup[1] += int(words[-3])
+                            elif extra.startswith("the text changed kind"):   # "... 2 times"
+                                kind_changes += int(words[4])
                         for part in steps_note.split(", "):
                             label, _, n = part.rpartition(" x")
                             if label:
                                 used[label] += int(n)
+                if tps_pair["ar"] > 0:
+                    paired.append(tps_pair["auto"] / tps_pair["ar"])
                 lossless &= toks["ar"] == toks["auto"]
         pol = eng.auto_policy
         best = pol.best()
@@ -146,16 +172,51 @@ def run_pair(name: str, target: Path, draft: Path, prompts: list, chat: bool, ar
             "advice": breakeven.advice(pol.costs, pol.estimates(), pol.margin),
             "probe": {"per_budget": per_budget, "advice": breakeven.advice(probed.costs, pest, probed.margin)},
             "steps_by_choice": dict(used.most_common()),
-            "catch_ups": {"count": catchup[0], "tokens": catchup[1]},
+            "catch_ups": {"count": catchup[0], "tokens": catchup[1]}, "kind_changes": kind_changes,
+            "rechecks": getattr(pol, "rechecks", 0),
             "prompts": {"suite": args.suite, "category": args.category, "n": len(texts)},
             "tok_per_s": tps, "auto_over_ar": tps["auto"] / tps["ar"], "lossless": lossless,
+            "paired": spread(paired),
+            # per step after the first: auto's wall and CPU time over AR's, medians of per-run figures
+            "steady_wall_over_ar": _median_ratio([w for w, _ in steady["auto"]], [w for w, _ in steady["ar"]]),
+            "steady_cpu_over_ar": _median_ratio([c for _, c in steady["auto"]], [c for _, c in steady["ar"]]),
+            "first_step_over_ar": _median_ratio(first["auto"], first["ar"]),
+            "prefill_over_ar": _median_ratio(prefill["auto"], prefill["ar"]),
+            "policy_us_per_choice": policy_us(pol),
         }
+
+
+def spread(xs: list[float]) -> dict:
+    """Median, quartiles and range of paired ratios (None when there are none)."""
+    if not xs:
+        return {"n": 0, "median": None, "q1": None, "q3": None, "min": None, "max": None}
+    q = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else [xs[0]] * 3
+    return {"n": len(xs), "median": statistics.median(xs), "q1": q[0], "q3": q[2], "min": min(xs), "max": max(xs),
+            "values": xs}
+
+
+def _median_ratio(a: list[float], b: list[float]) -> float | None:
+    return statistics.median(a) / statistics.median(b) if a and b and statistics.median(b) > 0 else None
+
+
+def policy_us(pol, n: int = 2000) -> float | None:
+    """Microseconds per ``choose`` of a copy of the policy as the run left it (no step observed
+    between calls: the common case on a long stretch of AR steps)."""
+    if pol is None:
+        return None
+    import copy
+
+    p = copy.deepcopy(pol)
+    t = time.perf_counter()
+    for _ in range(n):
+        p.choose()
+    return (time.perf_counter() - t) / n * 1e6
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", default="shipped,smol", help="comma-separated: shipped, smol")
-    ap.add_argument("--smol-target", default=str(SMOL))
+    ap.add_argument("--smol-target", default=None, help="default: the models cache's SmolLM2, else " + str(SMOL))
     ap.add_argument("--smol-draft", help="a drafter for SmolLM2 (default: a synthetic one)")
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=128)
@@ -182,7 +243,9 @@ def main(argv=None) -> int:
                 continue
             out["pairs"].append(run_pair("shipped", *pair, shipped_prompts(args.prompts), False, args))
         elif name == "smol":
-            target = Path(args.smol_target)
+            from engine_bridge.models import registry_models
+
+            target = Path(args.smol_target or registry_models.cached() or SMOL)
             draft = Path(args.smol_draft) if args.smol_draft else smol_synthetic_drafter(target)
             convs = (suite_conversations(Path(args.suite), args.category, args.prompts) if args.suite
                      else CHAT_PROMPTS[: args.prompts])
@@ -199,7 +262,8 @@ def main(argv=None) -> int:
             print(f"prompts: {p['prompts']['n']} from {p['prompts']['suite']}"
                   + (f" (category {p['prompts']['category']})" if p["prompts"]["category"] else ""))
         print(f"auto chooses: {p['auto_choice']}; steps run: {p['steps_by_choice']}; drafter catch-ups: "
-              f"{p['catch_ups']['count']} ({p['catch_ups']['tokens']} tokens decoded again)")
+              f"{p['catch_ups']['count']} ({p['catch_ups']['tokens']} tokens decoded again); kind changes "
+              f"{p['kind_changes']}; calibration re-checks {p['rechecks']}")
         if p["best_speculative"]:
             b = p["best_speculative"]
             print(f"best speculative: {b['choice']} break-even {b['break_even']:.2f}, commit {b['commit']:.2f} "
@@ -211,6 +275,14 @@ def main(argv=None) -> int:
         print(f"probe advice: {p['probe']['advice']}")
         print(f"tok/s AR {p['tok_per_s']['ar']:.1f}, auto {p['tok_per_s']['auto']:.1f}: auto/AR {p['auto_over_ar']:.3f}; "
               f"lossless {p['lossless']}")
+        sp = p["paired"]
+        if sp["n"]:
+            print(f"paired auto/AR over {sp['n']} back-to-back runs: median {sp['median']:.3f} "
+                  f"(quartiles {sp['q1']:.3f}-{sp['q3']:.3f}, range {sp['min']:.3f}-{sp['max']:.3f})")
+        fmt = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+        print(f"auto over AR, medians per run: step after the first: wall {fmt(p['steady_wall_over_ar'])}, "
+              f"CPU {fmt(p['steady_cpu_over_ar'])}; first step {fmt(p['first_step_over_ar'])}; "
+              f"prefill {fmt(p['prefill_over_ar'])}; policy {fmt(p['policy_us_per_choice'])} us per choice")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0

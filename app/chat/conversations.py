@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS messages (
     role TEXT NOT NULL,
     content TEXT NOT NULL,
     tokens TEXT,          -- JSON [[piece, source, step], ...] (assistant messages)
-    steps TEXT,           -- JSON {step: [drafted, accepted, committed]}
+    steps TEXT,           -- JSON {step: [drafted, accepted, committed(, [top-2 margin per token])]}
     summary TEXT,         -- JSON RunSummary.to_dict()
     created REAL NOT NULL
 );
@@ -63,7 +63,9 @@ class Message:
     role: str
     content: str
     tokens: list[tuple[str, str, int]] = field(default_factory=list)   # (piece, source, step)
-    steps: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # step -> drafted, accepted, committed
+    # step -> (drafted, accepted, committed), or with a fourth item: the target's top-2 logit margin
+    # of each token the step committed (GenerationSettings.record_margins)
+    steps: dict[int, tuple] = field(default_factory=dict)
     summary: dict | None = None
     id: int | None = None
 
@@ -302,8 +304,10 @@ def _decode(mid, role, content, tokens, steps, summary) -> Message:
         toks.append((piece, source, step))
     step_map = {}
     for k, v in (json.loads(steps) if steps else {}).items():
-        drafted, accepted, committed = (int(x) for x in v)
-        step_map[int(k)] = (drafted, accepted, committed)
+        drafted, accepted, committed = (int(x) for x in v[:3])
+        if len(v) > 4 or (len(v) == 4 and not isinstance(v[3], list)):
+            raise TypeError(f"step entry {v!r} is not [drafted, accepted, committed(, margins)]")
+        step_map[int(k)] = (drafted, accepted, committed) + ((tuple(float(m) for m in v[3]),) if len(v) == 4 else ())
     info = json.loads(summary) if summary else None
     if info is not None and not isinstance(info, dict):
         raise TypeError("the run summary is not an object")

@@ -156,7 +156,8 @@ class TranscriptView(QTextBrowser):
     def add_steps(self, records) -> None:
         if self._live is not None:
             for r in records:
-                self._live.steps[r.step] = (r.drafted, r.accepted, r.committed)
+                margins = tuple(getattr(r, "margins", ()) or ())
+                self._live.steps[r.step] = (r.drafted, r.accepted, r.committed) + ((margins,) if margins else ())
 
     def end_assistant(self, summary: dict | None = None) -> Message | None:
         """Finishes the live message and re-renders it in its final form; returns it."""
@@ -278,9 +279,47 @@ class TranscriptView(QTextBrowser):
         counts = self.messages[index].steps.get(step) if 0 <= index < len(self.messages) else None
         if counts is None:
             return f"step {step + 1} · {origin}"
-        drafted, accepted, committed = counts
-        return (f"step {step + 1} · drafted {drafted} · accepted {accepted} · committed {committed}"
-                f" · {origin}")
+        drafted, accepted, committed = counts[:3]
+        tip = f"step {step + 1} · drafted {drafted} · accepted {accepted} · committed {committed} · {origin}"
+        margins = counts[3] if len(counts) > 3 else ()
+        k = self._token_in_step(position, index, step) if margins else None
+        if k is not None and k < len(margins):
+            # how near a tie the target's pick was: a parting from AR at a small margin is a
+            # near-tie of rounding, at a large one a bug (issue 29)
+            tip += f" · target's top-2 margin {margins[k]:.3g}"
+        return tip
+
+    def _token_in_step(self, position: int, index: int, step: int) -> int | None:
+        """Which of the step's committed tokens the character at ``position`` belongs to: counts the
+        characters of the step's text before it (in the document's units, UTF-16) along the
+        message's pieces."""
+        if not 0 <= index < len(self.messages):
+            return None
+        doc = self.document()
+
+        def ours(q: int) -> bool:
+            if q < 0:
+                return False
+            if doc.characterAt(q) == "\u2029":       # a block break: a "\n" of the step's text?
+                return ours(q - 1)
+            cur = QTextCursor(doc)
+            cur.setPosition(q)
+            if not cur.atBlockEnd():
+                cur.movePosition(QTextCursor.MoveOperation.NextCharacter)
+            f = cur.charFormat()
+            return (f.hasProperty(PROP_STEP) and f.intProperty(PROP_STEP) == step
+                    and f.intProperty(PROP_MESSAGE) == index)
+
+        start = position
+        while ours(start - 1):
+            start -= 1
+        offset, at = position - start, 0
+        pieces = [p for p, _src, st in self.messages[index].tokens if st == step]
+        for k, piece in enumerate(pieces):
+            at += len(piece.encode("utf-16-le")) // 2
+            if offset < at:
+                return k
+        return None
 
     # -- introspection ----------------------------------------------------------------------------
     def token_spans(self) -> list[TokenSpan]:

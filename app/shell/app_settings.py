@@ -89,6 +89,7 @@ class StudioSettings:
     top_p: float = 1.0
     max_tokens: int = 512
     seed: int = 0
+    token_margins: bool = False                # step records carry the target's top-2 margins (token tooltips)
     # view
     highlight_drafts: bool = True
 
@@ -130,7 +131,7 @@ class StudioSettings:
         mode = self.mode if has_drafter else "ar"
         return GenerationSettings(mode=mode, budget=self.budget, max_tokens=self.max_tokens,
                                   temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
-                                  seed=self.seed)
+                                  seed=self.seed, record_margins=self.token_margins)
 
     def replace(self, **changes) -> "StudioSettings":
         return dataclasses.replace(self, **changes)

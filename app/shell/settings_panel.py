@@ -97,6 +97,11 @@ class SettingsPanel(QScrollArea):
         gf.addRow("Top-p", self.top_p)
         gf.addRow("Max tokens", self.max_tokens)
         gf.addRow("Seed", self.seed)
+        self.margins = QCheckBox("the target's top-2 margin in token tooltips", gen, objectName="tokenMarginsCheck")
+        self.margins.setToolTip("Each committed token's tooltip shows how far the target's pick led its runner-up "
+                                "(logits): a parting from the target alone at a small margin is a near-tie of "
+                                "rounding. Reads the target's logits on the host every step: a little slower.")
+        gf.addRow("Token margins", self.margins)
 
         # -- loading
         load = QGroupBox("Loading (a change needs a reload)", body)
@@ -204,6 +209,7 @@ class SettingsPanel(QScrollArea):
         for w in (self.mode, self.flash_attn, self.variant, self.split_mode, *self.kv.values()):
             w.currentIndexChanged.connect(self._edited)
         self.exact.toggled.connect(self._edited)
+        self.margins.toggled.connect(self._edited)
 
     # -- showing ----------------------------------------------------------------------------------
     def show_settings(self, s: StudioSettings) -> None:
@@ -221,6 +227,7 @@ class SettingsPanel(QScrollArea):
             self.gpu_layers.setValue(s.n_gpu_layers)
             _select(self.flash_attn, s.flash_attn)
             self.exact.setChecked(s.exact_verify)
+            self.margins.setChecked(s.token_margins)
             _select(self.kv[("target", "k")], s.target_k)
             _select(self.kv[("target", "v")], s.target_v)
             _select(self.kv[("drafter", "k")], s.draft_k)
@@ -407,6 +414,7 @@ class SettingsPanel(QScrollArea):
             top_k=self.top_k.value(), top_p=self.top_p.value(), max_tokens=self.max_tokens.value(),
             seed=self.seed.value(), n_ctx=self.n_ctx.value(), n_gpu_layers=self.gpu_layers.value(),
             flash_attn=self.flash_attn.currentData(), exact_verify=self.exact.isChecked(),
+            token_margins=self.margins.isChecked(),
             target_k=self.kv[("target", "k")].currentData(), target_v=self.kv[("target", "v")].currentData(),
             draft_k=self.kv[("drafter", "k")].currentData(), draft_v=self.kv[("drafter", "v")].currentData(),
             draft_variant=variant, adapters=[list(a) for a in adapters],

@@ -13,33 +13,46 @@ that finds nothing, so a pair that starts paying (a new kind of prompt) is notic
 While speculating it now and then probes an alternative that the acceptance model says could beat
 the current choice (each failed probe of it doubles its wait).
 
+The policy keeps these statistics per kind of text (prose, code, arithmetic: text_kind), so when an
+answer changes kind auto switches to what that kind last paid at once, or probes a kind not seen
+yet, instead of waiting for a running mean to drift or for a probe interval grown over a long
+stretch of the other kind. ``best()`` is kept until the statistics change, so an AR step asks the
+policy for well under a microsecond. The cost table is compared with the steps being run: when a
+configuration's recent steps are more than RECHECK_FACTOR off the table (a calibration taken on a
+busy machine), the next auto request measures it again (``recheck``).
+
 The run (``AutoGeneration``) switches between modes only between steps, and every step commits
 exactly the target's own tokens, so greedy output is the target's whatever is chosen. Speculation
-needs the drafter to hold the target's features of every committed token. AR steps decode with
-feature extraction off, exactly as a plain AR generation does (on a GPU, extraction and a
-per-step host copy of its row made each AR step of auto cost ~1.4 plain AR steps). When auto
-turns to a speculative step after AR steps, the drafter is caught up first
-(``Engine.catch_up_drafter``): the target's K/V of the tokens committed since the drafter was
-last fed is removed and those tokens are decoded again in one batch with extraction on, their
-features going into the drafter. The span is not bounded: the drafter attends to every injected
-position, and a hole in its context (only the last N tokens re-decoded) would cost acceptance on
-exactly the steps that decide whether speculation pays. The catch-up's time is charged to the
-speculative step it precedes (its record's inject phase and wall time), so per-step costs stay
-honest; the run's counts are in the summary's auto note. A recurrent or hybrid target cannot drop
-a span of positions, so for one extraction stays on during AR steps and each step's feature row is
-kept on the host, decoded into the drafter in one batch when speculation resumes.
+needs the drafter to hold the target's features of every committed token. Where no step could pay
+even if every draft were accepted (``AutoPolicy.needs_drafter``), the drafter is not fed at all:
+prefill and AR steps run with extraction off, exactly as plain AR. Otherwise AR steps keep the
+drafter's context by one of two paths (``feature_path``). On CPU ("host"), extraction stays on and
+each AR step's feature row is copied to the host (a few kilobytes), decoded into the drafter in one
+batch when speculation resumes: no toggling of extraction (each toggle makes llama.cpp reserve its
+compute graphs again) and no re-decode. Where the target runs on a GPU ("redecode"), AR steps decode
+with extraction off (there extraction and a per-step host copy of its row made each AR step cost
+~1.4 plain AR steps), and when auto turns to a speculative step the drafter is caught up first
+(``Engine.catch_up_drafter``): the target's K/V of the tokens committed since the drafter was last
+fed is removed and those tokens are decoded again in one batch with extraction on. The span is not
+bounded: the drafter attends to every injected position, and a hole in its context would cost
+acceptance on exactly the steps that decide whether speculation pays. The catch-up's time is
+charged to the speculative step it precedes (its record's inject phase and wall time), so per-step
+costs stay honest; the run's counts are in the summary's auto note. A recurrent or hybrid target
+cannot drop a span of positions, so for one the host path is the only one.
 """
 
 from __future__ import annotations
 
 import ctypes
-from collections import Counter
+import time
+from collections import Counter, deque
 
 import numpy as np
 
 from . import breakeven
 from . import llama_ffi as ffi
 from . import calibration
+from . import text_kind
 from . import tree as tree_mod
 from .generation import Generation, now
 
@@ -50,6 +63,17 @@ AR_PROBE_MAX = 1024           # ...up to this
 SPEC_PROBE_EVERY = 48         # while speculating, try a promising alternative at most this often
 EMA = 0.1                     # weight of a new step in the running commit length
 EMA_PROBE = 0.5               # ...for a probe's steps (the estimate they refresh may be old)
+#: Calibration re-check: a configuration's recent step walls (lower quartile of RECHECK_WINDOW steps)
+#: more than RECHECK_FACTOR times off the table's figure, either way, make the table suspect; the
+#: next auto request measures it again (not sooner than RECHECK_MIN_S after the last re-check).
+RECHECK_WINDOW = 32
+RECHECK_FACTOR = 1.5
+RECHECK_MIN_S = 120.0
+#: A new kind of text (text_kind) counts once the tracker has said it after this many steps in a row.
+KIND_STEPS = 2
+#: What the policy keeps per kind of text: each kind has its own commit lengths, acceptance, failed
+#: probes and probe schedule.
+_PER_KIND = ("commit", "n_obs", "_acc", "fails", "since_probe", "ar_probe_every")
 
 
 class AutoPolicy:
@@ -72,6 +96,42 @@ class AutoPolicy:
         self.ar_probe_every = AR_PROBE_FIRST
         self.chain_budgets = sorted(b for m, b in self.costs if m == "chain")
         self.tree_budgets = sorted(b for m, b in self.costs if m == "tree")
+        self.kind = text_kind.PROSE
+        self._kinds: dict[str, dict] = {}          # the other kinds' statistics (_PER_KIND)
+        self._best: breakeven.Choice | None = None  # best() until the next observation (cache)
+        self._probe_target: tuple[str, int] | None | bool = False    # False: not computed yet
+        self._walls: dict[tuple[str, int], deque] = {}     # recent step walls (s) per configuration
+        self.suspect = ""            # why the cost table disagrees with the steps measured ("" if it does not)
+        self.recheck_factor = RECHECK_FACTOR
+        self.rechecks = 0
+        self.recheck_at = 0.0        # time.time() of the last re-check
+        self.last_recheck = ""
+
+    def set_table(self, table: calibration.CostTable) -> None:
+        """New step costs (a re-measured table of the same key); what was learnt about the pair stays."""
+        self.table, self.costs = table, table.costs()
+        self._best, self._probe_target = None, False
+        self._walls.clear()
+        self.suspect = ""
+
+    # -- the kind of text ---------------------------------------------------------------------------
+    def set_kind(self, kind: str) -> None:
+        """The text turned to another kind (text_kind): its own statistics apply from the next step;
+        a kind never seen starts from the current kind's estimates, and the next AR choice probes it
+        at once."""
+        if kind == self.kind:
+            return
+        self._kinds[self.kind] = {a: getattr(self, a) for a in _PER_KIND}
+        saved = self._kinds.pop(kind, None)
+        if saved is None:
+            # what the other kind taught is the prior (a probe's steps weigh EMA_PROBE against it),
+            # and the next AR choice probes
+            saved = {"commit": dict(self.commit), "n_obs": Counter(), "_acc": list(self._acc), "fails": Counter(),
+                     "since_probe": AR_PROBE_FIRST, "ar_probe_every": AR_PROBE_FIRST}
+        for a, v in saved.items():
+            setattr(self, a, v)
+        self.kind = kind
+        self._best = None
 
     # -- what is known ------------------------------------------------------------------------------
     @property
@@ -92,8 +152,31 @@ class AutoPolicy:
         return out
 
     def best(self) -> breakeven.Choice:
-        """The choice the statistics favour now (no probing)."""
-        return breakeven.choose(self.costs, self.estimates(), self.margin)
+        """The choice the statistics favour now (no probing); kept until the statistics change, so
+        a long stretch of AR steps asks for it in well under a microsecond per step."""
+        if self._best is None:
+            self._best = breakeven.choose(self.costs, self.estimates(), self.margin)
+        return self._best
+
+    @property
+    def can_probe(self) -> bool:
+        """Whether any chain budget could pay on this machine if its drafts were all accepted (else
+        auto never probes: speculation cannot pay here, whatever the drafter)."""
+        return self._ar_probe() is not None
+
+    def needs_drafter(self) -> bool:
+        """Whether a step of this policy may speculate: if not, the drafter's context need not be fed."""
+        return self.can_probe or self.best().mode != "ar" or any(
+            breakeven.choose(self.costs, st_commit, self.margin).mode != "ar"
+            for st_commit in self._other_kinds_estimates())
+
+    def _other_kinds_estimates(self):
+        for st in self._kinds.values():
+            a = st["_acc"][0] / st["_acc"][1] if st["_acc"][1] > 0 else None
+            est = {("chain", b): st["commit"].get(("chain", b), breakeven.geometric_commit(a, b) if a is not None else None)
+                   for b in self.chain_budgets}
+            est.update({("tree", b): st["commit"].get(("tree", b)) for b in self.tree_budgets})
+            yield est
 
     # -- choosing -----------------------------------------------------------------------------------
     def choose(self) -> tuple[str, int]:
@@ -111,7 +194,7 @@ class AutoPolicy:
         self.since_probe += 1
         if best.mode == "ar":
             if self.since_probe >= self.ar_probe_every:
-                target = self._ar_probe_target()
+                target = self._ar_probe()
                 if target is not None:
                     self.ar_probe_every = min(self.ar_probe_every * 2, AR_PROBE_MAX)
                     return self._start_probe(target)
@@ -126,6 +209,11 @@ class AutoPolicy:
         self.probe, self.probe_left, self.since_probe = target, PROBE_STEPS - 1, 0
         self.probing = True
         return target
+
+    def _ar_probe(self) -> tuple[str, int] | None:
+        if self._probe_target is False:
+            self._probe_target = self._ar_probe_target()
+        return self._probe_target
 
     def _ar_probe_target(self) -> tuple[str, int] | None:
         """The chain budget that would gain most if every draft were accepted (b + 1 over its cost),
@@ -166,6 +254,7 @@ class AutoPolicy:
 
     # -- learning -----------------------------------------------------------------------------------
     def _update(self, key: tuple[str, int], commit: float, weight: float) -> None:
+        self._best = None
         old = self.commit.get(key)
         self.commit[key] = commit if old is None else old + weight * (commit - old)
         self.n_obs[key] += 1
@@ -179,6 +268,7 @@ class AutoPolicy:
                     self._update(("chain", b), min(accepted, b) + 1, w)
             tested = min(accepted + 1, drafted)
             self._acc = [(1 - w) * self._acc[0] + w * accepted, (1 - w) * self._acc[1] + w * tested]
+            self._best = None
         elif mode == "tree" and drafted > 0 and ("tree", budget) in self.costs:
             self._update(("tree", budget), accepted + 1, w)
 
@@ -187,17 +277,37 @@ class AutoPolicy:
         s = result.summary
         if s is None or s.verify_mode not in ("chain", "tree"):
             return
+        # (taught to the current kind: a whole run's steps are not told apart by kind here)
         for rec in result.steps[:-1]:          # the last step may be cut short by the end
             self.observe("tree" if rec.tree_nodes else "chain", s.budget_effective, rec.drafted, rec.accepted)
 
+    # -- the cost table against the steps -----------------------------------------------------------
+    def observe_wall(self, mode: str, budget: int, wall: float) -> None:
+        """One full step's wall time (s), without any catch-up: compared with the table's figure for
+        the configuration every RECHECK_WINDOW steps; a disagreement makes the table ``suspect``."""
+        key = (mode, budget)
+        d = self._walls.get(key)
+        if d is None:
+            d = self._walls[key] = deque(maxlen=RECHECK_WINDOW)
+        d.append(wall)
+        if len(d) < RECHECK_WINDOW or self.suspect:
+            return
+        ms = 1000.0 * calibration.lower_quartile(list(d))
+        d.clear()
+        ref = self.table.ar_ms if mode == "ar" else (self.table.chain_ms if mode == "chain" else self.table.tree_ms).get(budget)
+        if ref and not ref / self.recheck_factor <= ms <= ref * self.recheck_factor:
+            label = "AR" if mode == "ar" else f"{mode} {budget}"
+            self.suspect = f"{label} steps take {ms:.2f} ms here; the calibration says {ref:.2f} ms"
+
     def describe(self) -> dict:
         b = self.best()
-        return {"choice": b.label, "break_even": b.cost, "commit": b.commit, "alpha": self.alpha,
+        return {"choice": b.label, "break_even": b.cost, "commit": b.commit, "alpha": self.alpha, "kind": self.kind,
                 "estimates": {f"{m} {k}": v for (m, k), v in self.estimates().items()}}
 
 
 def policy_for(engine, progress=None) -> AutoPolicy | None:
-    """The engine's policy for its current pair and machine, calibrating first if needed."""
+    """The engine's policy for its current pair and machine, calibrating first if needed, and
+    measuring the calibration again when the steps run since disagreed with it."""
     if engine.drafter is None:
         return None
     table = calibration.ensure(engine, progress=progress)
@@ -205,7 +315,34 @@ def policy_for(engine, progress=None) -> AutoPolicy | None:
     if pol is None or getattr(pol, "key", None) != table.key:
         pol = AutoPolicy(table, engine.drafter.max_draft)
         engine.auto_policy = pol
+    elif isinstance(pol, AutoPolicy) and pol.suspect and time.time() - pol.recheck_at >= RECHECK_MIN_S:
+        recheck(engine, pol, progress)
     return pol
+
+
+def recheck(engine, pol: AutoPolicy, progress=None) -> calibration.CostTable:
+    """Measures the calibration again (one round) because ``pol.suspect`` says the steps disagree
+    with it; the new table replaces the cached one. When it agrees with the old one after all (the
+    steps differed for another reason: a long context, a short burst of load), the policy asks for
+    a wider disagreement before the next re-check."""
+    old = pol.table
+    why = pol.suspect
+    if progress is not None:
+        progress(f"calibrating again: {why}")
+    new = calibration.measure(engine, rounds=1, progress=progress)
+    calibration.save(new)
+    engine.calibration = new
+    f = pol.recheck_factor
+    new_costs = new.costs()
+    same = (old.ar_ms / f <= new.ar_ms <= old.ar_ms * f
+            and all(abs(new_costs[k] / c - 1.0) < 0.25 for k, c in old.costs().items() if k in new_costs))
+    factor = pol.recheck_factor * (2.0 if same else 1.0)
+    pol.set_table(new)
+    pol.recheck_factor = factor
+    pol.rechecks += 1
+    pol.recheck_at = time.time()
+    pol.last_recheck = why
+    return new
 
 
 class AutoGeneration(Generation):
@@ -214,18 +351,32 @@ class AutoGeneration(Generation):
     def __init__(self, engine, settings, on_token, on_step, cancel):
         pol = getattr(engine, "auto_policy", None)
         if pol is None or (engine.drafter is not None and isinstance(pol, AutoPolicy)
-                           and pol.key != calibration.calibration_key(engine.config)):
+                           and (pol.suspect or pol.key != calibration.calibration_key(engine.config))):
             pol = policy_for(engine)
         self.policy = pol
         self.used: Counter = Counter()
         self._pending = None
         self._feats: np.ndarray | None = None    # features of AR-committed rows not yet in the drafter
         self._n_feats = 0                          # (kept only for targets without span rollback)
-        self.lazy_features = bool(getattr(engine, "span_rollback", False))
         self.catchups = 0            # catch-ups run (each before a speculative step that followed AR)
         self.catchup_rows = 0        # tokens decoded again for them
         self._catchup_s = 0.0        # time of the catch-up not yet charged to a step record
+        self._charged = 0.0          # the catch-up time the last record was charged
+        self.kinds = text_kind.KindTracker()
+        self._kind_at = 0            # text_parts fed to the tracker so far
+        self.kind_changes = 0
+        self._kind_seen, self._kind_run = None, 0
+        # whether any step may speculate (else the drafter is never fed: no features at prefill,
+        # extraction off throughout, as plain AR); and how AR steps keep its context (_feature_path)
+        self.feed_drafter = engine.drafter is not None and (
+            not hasattr(pol, "needs_drafter") or pol.needs_drafter() or not getattr(engine, "span_rollback", False))
+        path = feature_path(engine)
+        self.lazy_features = path == "redecode" or (not self.feed_drafter and path != "host-only")
         super().__init__(engine, settings, on_token, on_step, cancel)
+
+    def _prefill_features(self) -> bool:
+        # (a re-decoding run feeds the drafter at prefill too: its first step may be a probe)
+        return self.feed_drafter
 
     def _effective_budget(self) -> tuple[int, str]:
         if self.e.drafter is None or self.policy is None:
@@ -268,12 +419,27 @@ class AutoGeneration(Generation):
         if len(self.steps) > n:
             rec = self.steps[-1]
             self.used[(self.mode, self.budget)] += 1
+            pol = self.policy
             if self.mode == "ar":
                 if not self.lazy_features:
                     self._keep_features()
             elif not done:
                 kind = "tree" if rec.tree_nodes else "chain"
-                self.policy.observe(kind, self.budget, rec.drafted, rec.accepted, probing=probing)
+                pol.observe(kind, self.budget, rec.drafted, rec.accepted, probing=probing)
+            if not done and hasattr(pol, "observe_wall"):
+                pol.observe_wall(self.mode, self.budget, rec.wall - self._charged)
+            if hasattr(pol, "set_kind"):
+                parts = self.text_parts
+                if len(parts) > self._kind_at:
+                    kind = self.kinds.feed("".join(parts[self._kind_at:]) if len(parts) - self._kind_at > 1
+                                           else parts[-1])
+                    self._kind_at = len(parts)
+                    # a new kind counts once the tracker has said it after KIND_STEPS steps in a row
+                    self._kind_run = self._kind_run + 1 if kind == self._kind_seen else 1
+                    self._kind_seen = kind
+                    if kind != pol.kind and self._kind_run >= KIND_STEPS:
+                        pol.set_kind(kind)
+                        self.kind_changes += 1
         return last, done
 
     # -- keeping the drafter's context whole across AR steps ------------------------------------------
@@ -292,6 +458,7 @@ class AutoGeneration(Generation):
         self._catchup_s += now() - t
 
     def _record(self, rec) -> None:
+        self._charged = self._catchup_s
         if self._catchup_s:
             # the catch-up fed the drafter (inject) in llama.cpp calls, for this step
             rec.t_inject += self._catchup_s
@@ -301,10 +468,11 @@ class AutoGeneration(Generation):
         super()._record(rec)
 
     def _keep_features(self) -> None:
-        """Only for targets that cannot drop a span of positions (recurrent, hybrid). After an AR
-        step: keeps the target features of the row it decoded (extraction stays on in
-        auto mode), to be decoded into the drafter in one batch when speculation resumes, or every
-        n_ubatch rows. A per-step drafter decode would cost a little on every AR token."""
+        """The "host" feature path (feature_path: CPU engines, and targets that cannot drop a span
+        of positions). After an AR step: keeps the target features of the row it decoded
+        (extraction stays on), to be decoded into the drafter in one batch when speculation
+        resumes, or every n_ubatch rows. A per-step drafter decode would cost a little on every AR
+        token."""
         e, d = self.e, self.e.drafter
         if e.dft_valid + self._n_feats != len(e.kv) - 1:
             return     # the drafter's context was not whole before this step: nothing to extend
@@ -359,7 +527,36 @@ class AutoGeneration(Generation):
             if self.catchups:
                 s.auto_note += (f"; drafter caught up {self.catchups} time{'s' if self.catchups > 1 else ''} "
                                 f"on {self.catchup_rows} AR tokens")
+            if self.kind_changes:
+                s.auto_note += f"; the text changed kind {self.kind_changes} time{'s' if self.kind_changes > 1 else ''}"
         return res
+
+
+def feature_path(engine) -> str:
+    """How auto's AR steps keep the drafter's context: ``"host"`` (extraction stays on and each AR
+    step's feature row is copied to the host, decoded into the drafter in one batch when
+    speculation resumes), ``"host-only"`` (the same, and the only way: a recurrent or hybrid target
+    cannot drop a span to decode it again) or ``"redecode"`` (extraction off; before speculation the
+    tokens committed since are decoded again with it on: Engine.catch_up_drafter).
+
+    ``engine.auto_keep_features`` ("host" or "redecode") decides when set. Otherwise: "redecode"
+    where the target runs on a GPU (extraction and a per-step host copy made each AR step cost ~1.4
+    plain ones on an H100), "host" on CPU, where the copy is a few kilobytes a step and a re-decode
+    costs about a third of an AR step per token caught up (a batched decode of the target, 2-vCPU
+    machine), and toggling extraction makes llama.cpp reserve its compute graphs again."""
+    if not getattr(engine, "span_rollback", False):
+        return "host-only"
+    chosen = getattr(engine, "auto_keep_features", None)
+    if chosen in ("host", "redecode"):
+        return chosen
+    on_gpu = getattr(engine, "offloaded", None)      # set by Engine.load
+    if on_gpu is None:
+        from . import llama_ffi
+
+        cfg = engine.config
+        on_gpu = bool(cfg.rpc_servers) or ((cfg.n_gpu_layers != 0 or cfg.draft_n_gpu_layers != 0)
+                                           and llama_ffi.build_info().get("backend", "cpu") != "cpu")
+    return "redecode" if on_gpu else "host"
 
 
 def after_run(engine, settings, result) -> None:

@@ -104,6 +104,10 @@ class GenerationSettings:
     seed: int = 0
     tree_top_k: int = 4                   # tree: candidates per block position
     stop_at_eog: bool = True
+    #: each step record carries the target's top-2 logit margin of every token it committed (the
+    #: chat's token tooltip shows it: how near a tie the target's pick was); reads the target's
+    #: logits on the host, so greedy picks are not taken on the backend while it is on
+    record_margins: bool = False
 
     def __post_init__(self):
         if self.mode not in MODES:

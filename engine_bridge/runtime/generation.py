@@ -72,6 +72,7 @@ class Generation:
         # committed tokens whose target K/V is not in the cache yet (a tree step's accepted nodes
         # off the seeded chain: see _tree_step); they lead the next decode
         self.unwritten: list[int] = []
+        self._margins: list[float] = []     # the current step's top-2 margins (settings.record_margins)
 
     def _effective_budget(self) -> tuple[int, str]:
         s, d = self.s, self.e.drafter
@@ -105,7 +106,7 @@ class Generation:
                 f"the prompt has {len(prompt)} tokens but the context holds {n_ctx}; "
                 "raise the context size or shorten the conversation")
         self._choose_samplers()
-        reused = e._prefill(prompt[:-1], need_features=s.mode != "ar")
+        reused = e._prefill(prompt[:-1], need_features=self._prefill_features())
         if self.mode == "tree":
             self._add_tree_seqs(min(e.tree_max_nodes, tree_mod.max_leaves(self.budget, e.drafter.max_draft)))
         t_prefill = now() - t0
@@ -146,6 +147,10 @@ class Generation:
         return GenerationResult(text="".join(self.text_parts), tokens=self.tokens, sources=self.sources,
                                 steps=self.steps, summary=summary, verify_batches=self.verify_batches)
 
+    def _prefill_features(self) -> bool:
+        """Whether the prefill feeds the drafter (auto mode's subclass decides by its policy)."""
+        return self.s.mode != "ar"
+
     def _step_function(self):
         """What runs each step (auto mode's subclass picks per step)."""
         return {"ar": self._ar_step, "chain": self._chain_step, "tree": self._tree_step}[self.mode]
@@ -162,8 +167,8 @@ class Generation:
         e, s = self.e, self.s
         on = e.config.backend_sampling
         tree = self.mode == "tree"
-        e.target_ctx.set_backend_greedy(on and s.greedy and (not tree or TREE_ARGMAX_ON == "backend"),
-                                        n_seqs=self.tree_seqs)
+        e.target_ctx.set_backend_greedy(on and s.greedy and not s.record_margins
+                                        and (not tree or TREE_ARGMAX_ON == "backend"), n_seqs=self.tree_seqs)
         if e.drafter is not None:
             if tree:
                 kb = e.drafter.tree_top_k_backend()
@@ -186,6 +191,8 @@ class Generation:
                 out.append(tok)
                 if i >= len(draft) or tok != draft[i]:
                     break
+            if self.s.record_margins:
+                self._margins = top2_margins(ctx.logits(n_rows), range(len(out)))
             return out
         out = []
         for i in range(n_rows):   # the sampler must see rows in order: it draws once per commit
@@ -193,6 +200,8 @@ class Generation:
             out.append(tok)
             if i >= len(draft) or tok != draft[i]:
                 break
+        if self.s.record_margins:
+            self._margins = top2_margins(ctx.logits(n_rows), range(len(out)))
         return out
 
     # -- committing -------------------------------------------------------------------------------
@@ -221,6 +230,9 @@ class Generation:
         return n, False
 
     def _record(self, rec: StepRecord) -> None:
+        if self.s.record_margins:
+            rec.margins = tuple(self._margins[:rec.committed])
+            self._margins = []
         self.steps.append(rec)
         if self.on_step is not None:
             self.on_step(rec)
@@ -422,6 +434,8 @@ class Generation:
                 break
             path.append(child)
             node, row = child, child + 1
+        if s.record_margins:      # (the target's logits are on the host: record_margins keeps them there)
+            self._margins = top2_margins(tctx.logits(len(tr) + 1), [0] + [c + 1 for c in path])
         t_accept = now() - ta
         native += t_accept
 
@@ -477,3 +491,12 @@ class Generation:
             t_other=max(0.0, wall - t_draft - t_inject - t_verify - t_accept), t_native=native, wall=wall,
             tree_nodes=n_draft, tree_depth=tr.max_depth, path_len=accepted))
         return (chosen[n_commit - 1] if n_commit else last), done
+
+
+def top2_margins(logits: np.ndarray, rows) -> list[float]:
+    """The gap between the largest and the second largest logit of each of ``rows``."""
+    rows = list(rows)
+    if not rows:
+        return []
+    top = np.partition(np.asarray(logits[rows], dtype=np.float32), -2, axis=1)[:, -2:]
+    return [float(x) for x in np.abs(top[:, 1] - top[:, 0])]

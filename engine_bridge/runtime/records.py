@@ -46,6 +46,8 @@ class StepRecord:
     tree_nodes: int = 0      # tree mode: nodes verified
     tree_depth: int = 0      # tree mode: depth of the tree
     path_len: int = 0        # tree mode: accepted path length (== accepted)
+    #: the target's top-2 logit margin at each committed token, in order (GenerationSettings.record_margins)
+    margins: tuple[float, ...] = ()
 
     @property
     def phases(self) -> dict[str, float]:

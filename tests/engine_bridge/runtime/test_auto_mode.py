@@ -230,9 +230,11 @@ class _ExtractionWatch:
         self.rows.append((self.eng._extracting, self.eng.dft_valid, len(self.eng.kv), rec))
 
 
-def test_auto_ar_steps_do_not_extract_and_switches_stay_lossless(tiny_engine):
+def test_auto_ar_steps_do_not_extract_and_switches_stay_lossless(tiny_engine, monkeypatch):
+    """The re-decoding feature path (the default where the target runs on a GPU)."""
     eng = tiny_engine
     assert eng.span_rollback
+    monkeypatch.setattr(eng, "auto_keep_features", "redecode")
     for prompt in PROMPTS:
         eng.reset()
         ar = eng.generate(prompt, GenerationSettings(mode="ar", max_tokens=72))
@@ -298,6 +300,7 @@ def test_after_a_catch_up_the_drafter_drafts_as_if_it_never_left_speculation(tin
     script = [("chain", 4)] * 2 + [("ar", 0)] * 10 + [("chain", 4)] * 4 + [("ar", 0)] * 7 + [("chain", 7)] * 4
     # host-side argmax: the drafter's logits come back to compare
     with _load(*tiny_pair, backend_sampling=False) as eng:
+        eng.auto_keep_features = "redecode"
         checked = differs = 0
         for prompt in PROMPTS:
             toks = eng.tokenize(prompt)
@@ -345,3 +348,67 @@ def test_targets_without_span_rollback_keep_extraction_on_during_ar(tiny_engine,
     assert all(extracting for extracting, *_ in watch.rows)
     assert "caught up" not in res.summary.auto_note
     assert eng.dft_valid == len(eng.kv)       # the run's end flushed the kept rows
+
+
+def test_cpu_auto_keeps_ar_features_on_the_host_and_stays_lossless(tiny_engine):
+    """On CPU (the default "host" path) AR steps keep extraction on, nothing is decoded again, and
+    every switch stays lossless; the drafter holds the whole context after the run."""
+    eng = tiny_engine
+    assert auto_mode.feature_path(eng) == "host"
+    for prompt in PROMPTS:
+        eng.reset()
+        ar = eng.generate(prompt, GenerationSettings(mode="ar", max_tokens=72))
+        eng.reset()
+        eng.auto_policy = ScriptedPolicy(SWITCHES)
+        watch = _ExtractionWatch(eng)
+        res = eng.generate(prompt, GenerationSettings(mode="auto", max_tokens=72), on_step=watch)
+        eng.auto_policy = None
+        assert res.tokens == ar.tokens, prompt
+        assert all(extracting for extracting, *_ in watch.rows)
+        assert "caught up" not in res.summary.auto_note
+        assert eng.dft_valid == len(eng.kv)
+
+
+def test_no_features_where_speculation_cannot_pay(tiny_pair):
+    """A table where no step could pay even with every draft accepted: auto feeds the drafter
+    nothing (no features at prefill, extraction off), exactly as plain AR runs."""
+    with _load(*tiny_pair) as eng:
+        key = calibration.calibration_key(eng.config)
+        eng.calibration = calibration.CostTable(key=key, ar_ms=1.0, chain_ms={1: 5.0, 4: 9.0}, tree_ms={4: 9.0})
+        eng.auto_policy = pol = auto_mode.AutoPolicy(eng.calibration, eng.drafter.max_draft)
+        pol.recheck_factor = float("inf")
+        assert not pol.can_probe and not pol.needs_drafter()
+        watch = _ExtractionWatch(eng)
+        eng.reset()
+        ar = eng.generate(PROMPTS[0], GenerationSettings(mode="ar", max_tokens=40))
+        eng.reset()
+        res = eng.generate(PROMPTS[0], GenerationSettings(mode="auto", max_tokens=40), on_step=watch)
+        assert res.tokens == ar.tokens and res.summary.auto_note == "auto: AR x40"
+        assert not any(extracting for extracting, *_ in watch.rows) and eng.dft_valid == 0
+
+
+def test_a_calibration_that_disagrees_with_the_steps_is_measured_again(tiny_pair):
+    """A table whose AR step is far off the steps auto measures (as one taken on a busy machine)
+    is suspect after RECHECK_WINDOW steps; the next auto request measures it again and keeps it."""
+    with _load(*tiny_pair) as eng:
+        real = calibration.ensure(eng, **QUICK)
+        wrong = calibration.CostTable(key=real.key, ar_ms=real.ar_ms * 40,
+                                      chain_ms={b: v * 40 for b, v in real.chain_ms.items()},
+                                      tree_ms={b: v * 40 for b, v in real.tree_ms.items()}, measured_at=real.measured_at)
+        calibration.save(wrong)
+        eng.calibration, eng.auto_policy = wrong, None
+        eng.reset()
+        eng.generate(PROMPTS[0], GenerationSettings(mode="auto", max_tokens=1))
+        pol = eng.auto_policy
+        pol.recheck_at = 0.0
+        for _ in range(8):          # until some configuration has run RECHECK_WINDOW full steps
+            eng.reset()
+            eng.generate(PROMPTS[0], GenerationSettings(mode="auto", max_tokens=64, stop_at_eog=False))
+            if pol.suspect:
+                break
+        assert pol.table is wrong and "steps take" in pol.suspect, pol.suspect
+        eng.reset()
+        eng.generate(PROMPTS[1], GenerationSettings(mode="auto", max_tokens=8))
+        assert pol.rechecks == 1 and pol.table is not wrong and eng.calibration is pol.table
+        assert pol.table.ar_ms < wrong.ar_ms / 4 and not pol.suspect
+        assert calibration.load_cached(real.key).ar_ms == pol.table.ar_ms
