@@ -213,7 +213,8 @@ class AutoPolicy:
     def _ar_probe(self) -> tuple[str, int] | None:
         if self._probe_target is False:
             self._probe_target = self._ar_probe_target()
-        return self._probe_target
+        target = self._probe_target
+        return None if isinstance(target, bool) else target     # never True; False is replaced above
 
     def _ar_probe_target(self) -> tuple[str, int] | None:
         """The chain budget that would gain most if every draft were accepted (b + 1 over its cost),
