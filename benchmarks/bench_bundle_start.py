@@ -32,8 +32,12 @@ TITLE = "DFlash Studio"
 
 def start_xvfb(log: Path) -> tuple[subprocess.Popen, str]:
     read_fd, write_fd = os.pipe()
-    proc = subprocess.Popen(["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1600x1000x24", "-nolisten", "tcp",
-                             "-noreset"], pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=open(log, "wb"))
+    proc = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1600x1000x24", "-nolisten", "tcp", "-noreset"],
+        pass_fds=(write_fd,),
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "wb"),
+    )
     os.close(write_fd)
     with os.fdopen(read_fd) as f:
         number = f.readline().strip()
@@ -57,8 +61,9 @@ def viewable_window(display: str) -> bool:
 def one_start(bundle: Path, home: Path, display: str, timeout_s: float = 120.0) -> float:
     env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "DISPLAY": display, "QT_QPA_PLATFORM": "xcb"}
     t0 = time.perf_counter()
-    proc = subprocess.Popen([str(bundle)], env=env, cwd=home, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [str(bundle)], env=env, cwd=home, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
     try:
         while time.perf_counter() - t0 < timeout_s:
             if viewable_window(display):
@@ -98,9 +103,15 @@ def main() -> int:
         xvfb.wait(timeout=30)
         shutil.rmtree(work, ignore_errors=True)
     size = bundle.stat().st_size
-    print(f"bundle {bundle.name}: {size / 2**20:.1f} MiB; {os.cpu_count()} cores, {platform.processor() or platform.machine()}")
-    print(f"cold start (unpack + window): median {statistics.median(cold):.2f} s, min {min(cold):.2f}, max {max(cold):.2f}")
-    print(f"warm start (window):          median {statistics.median(warm):.2f} s, min {min(warm):.2f}, max {max(warm):.2f}")
+    print(
+        f"bundle {bundle.name}: {size / 2**20:.1f} MiB; {os.cpu_count()} cores, {platform.processor() or platform.machine()}"
+    )
+    print(
+        f"cold start (unpack + window): median {statistics.median(cold):.2f} s, min {min(cold):.2f}, max {max(cold):.2f}"
+    )
+    print(
+        f"warm start (window):          median {statistics.median(warm):.2f} s, min {min(warm):.2f}, max {max(warm):.2f}"
+    )
     return 0
 
 

@@ -42,19 +42,27 @@ def main(argv=None) -> int:
     target = a.target or registry_models.cached()
     draft = a.draft or smollm2_drafter()
     if target is None or draft is None:
-        print("the default pair is not here: run `dflash-studio fetch-default` or give --target/--draft",
-              file=sys.stderr)
+        print(
+            "the default pair is not here: run `dflash-studio fetch-default` or give --target/--draft", file=sys.stderr
+        )
         return 2
-    cfg = EngineConfig(target=target, draft=draft, n_ctx=2048, n_gpu_layers=a.gpu_layers,
-                       n_threads=a.threads, target_kv=KVTypes(a.kv, a.kv))
+    cfg = EngineConfig(
+        target=target,
+        draft=draft,
+        n_ctx=2048,
+        n_gpu_layers=a.gpu_layers,
+        n_threads=a.threads,
+        target_kv=KVTypes(a.kv, a.kv),
+    )
     eng = Engine.load(cfg, preflight=PAIR_PREFLIGHT)
     prompts = []
     for cat in ("chat", "math", "code"):
-        for r in real_prompts.load("val", cat)[:a.per_category]:
+        for r in real_prompts.load("val", cat)[: a.per_category]:
             prompts.append(eng.tokenize_chat([{"role": "user", "content": r["text"]}]))
     widths = tuple(int(w) for w in a.widths.split(","))
-    rep = drift.measure(eng, prompts, a.tokens, widths,
-                        progress=lambda i, n: print(f"  prompt {i}/{n}", file=sys.stderr, flush=True))
+    rep = drift.measure(
+        eng, prompts, a.tokens, widths, progress=lambda i, n: print(f"  prompt {i}/{n}", file=sys.stderr, flush=True)
+    )
     eng.close()
     print(f"{rep.device}, {rep.precision}: {rep.prompts} prompts x {rep.tokens} tokens, {rep.seconds} s")
     print(rep.table())

@@ -51,7 +51,7 @@ def measure(eng: Engine, settings: GenerationSettings, prompts, reps: int) -> di
     phases = {p: [] for p in ("draft", "inject", "verify", "accept", "other")}
     walls = []
     eng.reset()
-    eng.generate(prompts[0], settings.replace(max_tokens=16))   # warm-up, not counted
+    eng.generate(prompts[0], settings.replace(max_tokens=16))  # warm-up, not counted
     for rep in range(reps):
         for p in prompts:
             eng.reset()
@@ -66,9 +66,12 @@ def measure(eng: Engine, settings: GenerationSettings, prompts, reps: int) -> di
                 phases[k].append(v)
             walls.append(statistics.fmean(st.wall for st in r.steps))
     return {
-        "tok_per_s": statistics.fmean(tps), "tok_per_s_sd": statistics.stdev(tps) if len(tps) > 1 else 0.0,
-        "mean_commit_len": statistics.fmean(commits), "acceptance_rate": statistics.fmean(acc),
-        "host_overhead": statistics.fmean(host), "step_ms": 1e3 * statistics.fmean(walls),
+        "tok_per_s": statistics.fmean(tps),
+        "tok_per_s_sd": statistics.stdev(tps) if len(tps) > 1 else 0.0,
+        "mean_commit_len": statistics.fmean(commits),
+        "acceptance_rate": statistics.fmean(acc),
+        "host_overhead": statistics.fmean(host),
+        "step_ms": 1e3 * statistics.fmean(walls),
         "tokens_per_run": statistics.fmean(ntok),
         "phase_ms": {k: 1e3 * statistics.fmean(v) for k, v in phases.items()},
     }
@@ -94,7 +97,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budgets", default="4,15", help="chain budgets")
     ap.add_argument("--tree", default="", help="tree node budgets, e.g. 8,16,32")
     ap.add_argument("--prompts", type=int, default=len(PROMPTS), help="how many prompts")
-    ap.add_argument("--prompt-file", help="JSONL prompts ({\"prompt\": ...}); default: the built-in ones")
+    ap.add_argument("--prompt-file", help='JSONL prompts ({"prompt": ...}); default: the built-in ones')
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--n-ctx", type=int, default=4096)
@@ -102,27 +105,42 @@ def main(argv=None) -> int:
     ap.add_argument("--flash-attn", default="auto")
     ap.add_argument("--kv", default="f16/f16")
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
-    ap.add_argument("--tree-variants", default="auto",
-                    help="tree runs per budget, comma-separated: auto (the engine's defaults) or two letters, "
-                         "h(ost)/b(ackend) for where the drafter's top-K and the target's argmax are taken, e.g. hh,bh,hb")
+    ap.add_argument(
+        "--tree-variants",
+        default="auto",
+        help="tree runs per budget, comma-separated: auto (the engine's defaults) or two letters, "
+        "h(ost)/b(ackend) for where the drafter's top-K and the target's argmax are taken, e.g. hh,bh,hb",
+    )
     ap.add_argument("--rounds", type=int, default=1, help="passes over all configurations, interleaved")
     ap.add_argument("--json")
     from engine_bridge.cli.engine import add_placement_args, add_rpc_arg, placements_from_args
 
-    add_placement_args(ap)     # several GPUs: --split-mode, --tensor-split, --main-gpu, --draft-*
-    add_rpc_arg(ap)            # --rpc host:port,... (in this process: a lost server ends the bench)
+    add_placement_args(ap)  # several GPUs: --split-mode, --tensor-split, --main-gpu, --draft-*
+    add_rpc_arg(ap)  # --rpc host:port,... (in this process: a lost server ends the bench)
     args = ap.parse_args(argv)
     if not args.target:
         tmp = tempfile.mkdtemp(prefix="bench-engine-")
         args.target, args.draft = map(str, synth.write_pair(tmp))
     k, v = args.kv.split("/")
     target_placement, draft_placement = placements_from_args(args)
-    cfg = EngineConfig(target=args.target, draft=args.draft, n_ctx=args.n_ctx, n_gpu_layers=args.ngl,
-                       flash_attn=args.flash_attn, target_kv=KVTypes(k, v), draft_kv=KVTypes(k, v),
-                       n_threads=args.threads, target_placement=target_placement, draft_placement=draft_placement,
-                       rpc_servers=parse_endpoints(args.rpc))
-    out = {"command": " ".join(["python", "benchmarks/bench_engine.py"] + list(argv or sys.argv[1:])),
-           "machine": {"cpu": cpu_model(), "python": platform.python_version()}, "rows": []}
+    cfg = EngineConfig(
+        target=args.target,
+        draft=args.draft,
+        n_ctx=args.n_ctx,
+        n_gpu_layers=args.ngl,
+        flash_attn=args.flash_attn,
+        target_kv=KVTypes(k, v),
+        draft_kv=KVTypes(k, v),
+        n_threads=args.threads,
+        target_placement=target_placement,
+        draft_placement=draft_placement,
+        rpc_servers=parse_endpoints(args.rpc),
+    )
+    out = {
+        "command": " ".join(["python", "benchmarks/bench_engine.py"] + list(argv or sys.argv[1:])),
+        "machine": {"cpu": cpu_model(), "python": platform.python_version()},
+        "rows": [],
+    }
     from engine_bridge.cli.engine import doctor_report
 
     out["build"] = {k: v for k, v in doctor_report().items() if k != "system_info"}
@@ -136,8 +154,12 @@ def main(argv=None) -> int:
         where = {"h": "host", "b": "backend"}
         configs = [("ar", 0, None)]
         configs += [("chain", int(x), None) for x in args.budgets.split(",") if x]
-        configs += [("tree" if v == "auto" else f"tree-{v}", int(x), v)
-                    for v in args.tree_variants.split(",") for x in args.tree.split(",") if x]
+        configs += [
+            ("tree" if v == "auto" else f"tree-{v}", int(x), v)
+            for v in args.tree_variants.split(",")
+            for x in args.tree.split(",")
+            if x
+        ]
         # rounds interleave the configurations, so a drift of the machine (clocks, other load)
         # spreads over all of them instead of favouring whichever ran first
         runs: dict = {c: [] for c in configs}
@@ -153,15 +175,27 @@ def main(argv=None) -> int:
         ar_tps = statistics.fmean(r["tok_per_s"] for r in runs[configs[0]])
         for (name, b, variant), rs in runs.items():
             row = merge_rounds(rs)
-            out["rows"].append({"mode": name, "budget": b, **({"tree_variant": variant} if variant else {}),
-                                **row, "rounds": len(rs), "speedup": row["tok_per_s"] / ar_tps})
-    print(f"{'mode':6} {'budget':>6} {'tok/s':>9} {'ratio':>6} {'commit':>6} {'accept':>7} {'step ms':>8} "
-          f"{'draft':>6} {'inject':>6} {'verify':>6} {'accept':>6} {'other':>6} {'host':>6}")
+            out["rows"].append(
+                {
+                    "mode": name,
+                    "budget": b,
+                    **({"tree_variant": variant} if variant else {}),
+                    **row,
+                    "rounds": len(rs),
+                    "speedup": row["tok_per_s"] / ar_tps,
+                }
+            )
+    print(
+        f"{'mode':6} {'budget':>6} {'tok/s':>9} {'ratio':>6} {'commit':>6} {'accept':>7} {'step ms':>8} "
+        f"{'draft':>6} {'inject':>6} {'verify':>6} {'accept':>6} {'other':>6} {'host':>6}"
+    )
     for r in out["rows"]:
         ph = r["phase_ms"]
-        print(f"{r['mode']:6} {r['budget']:>6} {r['tok_per_s']:>9.1f} {r['speedup']:>6.2f} {r['mean_commit_len']:>6.2f} "
-              f"{r['acceptance_rate']:>7.1%} {r['step_ms']:>8.3f} {ph['draft']:>6.3f} {ph['inject']:>6.3f} "
-              f"{ph['verify']:>6.3f} {ph['accept']:>6.3f} {ph['other']:>6.3f} {r['host_overhead']:>6.1%}")
+        print(
+            f"{r['mode']:6} {r['budget']:>6} {r['tok_per_s']:>9.1f} {r['speedup']:>6.2f} {r['mean_commit_len']:>6.2f} "
+            f"{r['acceptance_rate']:>7.1%} {r['step_ms']:>8.3f} {ph['draft']:>6.3f} {ph['inject']:>6.3f} "
+            f"{ph['verify']:>6.3f} {ph['accept']:>6.3f} {ph['other']:>6.3f} {r['host_overhead']:>6.1%}"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -51,8 +51,24 @@ PROMPT = "Write a short story about a lighthouse keeper who finds a message in a
 
 def cli_run(args) -> dict:
     exe = Path(sys.executable).parent / "dflash-studio"
-    cmd = [str(exe), "generate", "--target", args.target, "--draft", args.draft, "--prompt", args.prompt, "--chat",
-           "--max-tokens", str(args.max_tokens), "--n-ctx", str(args.n_ctx), "--budget", str(args.budget), "--json"]
+    cmd = [
+        str(exe),
+        "generate",
+        "--target",
+        args.target,
+        "--draft",
+        args.draft,
+        "--prompt",
+        args.prompt,
+        "--chat",
+        "--max-tokens",
+        str(args.max_tokens),
+        "--n-ctx",
+        str(args.n_ctx),
+        "--budget",
+        str(args.budget),
+        "--json",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(out.stdout)["summary"]
 
@@ -61,9 +77,23 @@ class Child:
     """A warm child process; one line on its stdin = one more answer, one JSON line back."""
 
     def __init__(self, args, role: str, in_process: bool = False):
-        cmd = [sys.executable, __file__, f"--{role}-child", "--target", args.target, "--draft", args.draft,
-               "--prompt", args.prompt, "--max-tokens", str(args.max_tokens), "--n-ctx", str(args.n_ctx),
-               "--budget", str(args.budget)] + (["--in-process"] if in_process else [])
+        cmd = [
+            sys.executable,
+            __file__,
+            f"--{role}-child",
+            "--target",
+            args.target,
+            "--draft",
+            args.draft,
+            "--prompt",
+            args.prompt,
+            "--max-tokens",
+            str(args.max_tokens),
+            "--n-ctx",
+            str(args.n_ctx),
+            "--budget",
+            str(args.budget),
+        ] + (["--in-process"] if in_process else [])
         env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         ready = self._line()
@@ -102,7 +132,7 @@ def headless_child(args) -> int:
     for line in sys.stdin:
         if line.strip() != "go":
             break
-        eng.reset()          # like a fresh CLI process: no KV reuse between runs
+        eng.reset()  # like a fresh CLI process: no KV reuse between runs
         s = eng.generate(prompt, settings).summary
         print(json.dumps({"tok_per_s": s.tok_per_s, "n_generated": s.n_generated}), flush=True)
     eng.close()
@@ -121,8 +151,14 @@ def gui_child(args) -> int:
     app = make_application()
     tmp = tempfile.TemporaryDirectory(prefix="gui-bench-")
     qs = open_settings(Path(tmp.name) / "settings.ini")
-    StudioSettings(target=args.target, drafter=args.draft, max_tokens=args.max_tokens, n_ctx=args.n_ctx,
-                   budget=args.budget, engine_in_process=args.in_process).save(qs)
+    StudioSettings(
+        target=args.target,
+        drafter=args.draft,
+        max_tokens=args.max_tokens,
+        n_ctx=args.n_ctx,
+        budget=args.budget,
+        engine_in_process=args.in_process,
+    ).save(qs)
     w = MainWindow(qsettings=qs, store=ConversationStore(Path(tmp.name) / "chat.sqlite3"))
     w.resize(1480, 900)
     w.show()
@@ -153,12 +189,23 @@ def gui_child(args) -> int:
     def answered(res) -> None:
         s = res.summary
         ui, proc = time.thread_time() - clock["ui"], time.process_time() - clock["proc"]
-        print(json.dumps({"tok_per_s": s.tok_per_s, "n_generated": s.n_generated, "ui_cpu_s": ui, "proc_cpu_s": proc,
-                          "engine_child_cpu_s": engine_cpu() - clock["engine"],
-                          "plots": w.plots.step_count(), "rows": w.profiler.row_count(),
-                          "chat_interval_ms": w.session._stream.interval_ms,
-                          "plot_interval_ms": w.plots.redraws.interval_ms,
-                          "chat_redraws": w.session._stream.calls}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "tok_per_s": s.tok_per_s,
+                    "n_generated": s.n_generated,
+                    "ui_cpu_s": ui,
+                    "proc_cpu_s": proc,
+                    "engine_child_cpu_s": engine_cpu() - clock["engine"],
+                    "plots": w.plots.step_count(),
+                    "rows": w.profiler.row_count(),
+                    "chat_interval_ms": w.session._stream.interval_ms,
+                    "plot_interval_ms": w.plots.redraws.interval_ms,
+                    "chat_redraws": w.session._stream.calls,
+                }
+            ),
+            flush=True,
+        )
 
     def failed(exc) -> None:
         print(json.dumps({"error": str(exc)}), flush=True)
@@ -189,8 +236,12 @@ def main() -> int:
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--n-ctx", type=int, default=4096)
     p.add_argument("--budget", type=int, default=15)
-    p.add_argument("--runs", type=int, default=10,
-                   help="rounds of one CLI, one warm headless and two GUI runs (engine in a child, in process)")
+    p.add_argument(
+        "--runs",
+        type=int,
+        default=10,
+        help="rounds of one CLI, one warm headless and two GUI runs (engine in a child, in process)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the per-round random order")
     p.add_argument("--gui-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--headless-child", action="store_true", help=argparse.SUPPRESS)
@@ -210,14 +261,13 @@ def main() -> int:
     cli_runs, warm_runs = [], []
     gui_runs: dict[str, list] = {name: [] for name in guis}
     try:
-        for gui in guis.values():               # warm-up (first-run allocations, caches)
+        for gui in guis.values():  # warm-up (first-run allocations, caches)
             gui.run()
         warm.run()
         order = random.Random(args.seed)
         for i in range(args.runs):
             # a fresh random order each round, so no side always runs first (or right after another)
-            round_ = [("cli", lambda: cli_runs.append(cli_run(args))),
-                      ("warm", lambda: warm_runs.append(warm.run()))]
+            round_ = [("cli", lambda: cli_runs.append(cli_run(args))), ("warm", lambda: warm_runs.append(warm.run()))]
             round_ += [(name, lambda name=name: gui_runs[name].append(guis[name].run())) for name in guis]
             order.shuffle(round_)
             for _, run in round_:
@@ -225,11 +275,16 @@ def main() -> int:
             for runs in gui_runs.values():
                 if "error" in runs[-1]:
                     raise RuntimeError(runs[-1]["error"])
-            print(f"run {i + 1}: cli {cli_runs[-1]['tok_per_s']:.1f} tok/s, warm headless "
-                  f"{warm_runs[-1]['tok_per_s']:.1f}, "
-                  + ", ".join(f"{name} {runs[-1]['tok_per_s']:.1f} tok/s (UI thread "
-                              f"{100 * runs[-1]['ui_cpu_s'] / runs[-1]['proc_cpu_s']:.1f}% of its process's CPU)"
-                              for name, runs in gui_runs.items()), file=sys.stderr)
+            print(
+                f"run {i + 1}: cli {cli_runs[-1]['tok_per_s']:.1f} tok/s, warm headless "
+                f"{warm_runs[-1]['tok_per_s']:.1f}, "
+                + ", ".join(
+                    f"{name} {runs[-1]['tok_per_s']:.1f} tok/s (UI thread "
+                    f"{100 * runs[-1]['ui_cpu_s'] / runs[-1]['proc_cpu_s']:.1f}% of its process's CPU)"
+                    for name, runs in gui_runs.items()
+                ),
+                file=sys.stderr,
+            )
     finally:
         for gui in guis.values():
             gui.close()
@@ -237,25 +292,32 @@ def main() -> int:
     cli_tps = [r["tok_per_s"] for r in cli_runs]
     warm_tps = [r["tok_per_s"] for r in warm_runs]
     result = {
-        "pair": [args.target, args.draft], "prompt": args.prompt, "max_tokens": args.max_tokens,
-        "budget": args.budget, "n_ctx": args.n_ctx,
+        "pair": [args.target, args.draft],
+        "prompt": args.prompt,
+        "max_tokens": args.max_tokens,
+        "budget": args.budget,
+        "n_ctx": args.n_ctx,
         "tokens_generated": sorted({r["n_generated"] for runs in [cli_runs, *gui_runs.values()] for r in runs}),
-        "cli_tok_per_s": cli_tps, "warm_headless_tok_per_s": warm_tps,
-        "cli_median": statistics.median(cli_tps), "warm_headless_median": statistics.median(warm_tps),
+        "cli_tok_per_s": cli_tps,
+        "warm_headless_tok_per_s": warm_tps,
+        "cli_median": statistics.median(cli_tps),
+        "warm_headless_median": statistics.median(warm_tps),
     }
     for name, runs in gui_runs.items():
         result[name] = _gui_figures(runs, cli_tps, warm_tps)
     child = [r["tok_per_s"] for r in gui_runs["gui_child"]]
     inproc = [r["tok_per_s"] for r in gui_runs["gui_in_process"]]
     paired_modes = [c / p for c, p in zip(child, inproc)]
-    result.update({
-        "child_over_in_process_ratio_of_medians": statistics.median(child) / statistics.median(inproc),
-        "child_over_in_process_median_paired": statistics.median(paired_modes),
-        "child_over_in_process_quartiles": _quartiles(paired_modes),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-                   f"load average {os.getloadavg()[0]:.1f}",
-        "when": time.strftime("%Y-%m-%d %H:%M"),
-    })
+    result.update(
+        {
+            "child_over_in_process_ratio_of_medians": statistics.median(child) / statistics.median(inproc),
+            "child_over_in_process_median_paired": statistics.median(paired_modes),
+            "child_over_in_process_quartiles": _quartiles(paired_modes),
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+            f"load average {os.getloadavg()[0]:.1f}",
+            "when": time.strftime("%Y-%m-%d %H:%M"),
+        }
+    )
     print(json.dumps(result, indent=1))
     return 0
 
@@ -270,9 +332,11 @@ def _gui_figures(runs: list[dict], cli_tps: list[float], warm_tps: list[float]) 
     paired = [g / c for g, c in zip(tps, cli_tps)]
     paired_warm = [g / c for g, c in zip(tps, warm_tps)]
     return {
-        "tok_per_s": tps, "median": statistics.median(tps),
+        "tok_per_s": tps,
+        "median": statistics.median(tps),
         "ratio_of_medians": statistics.median(tps) / statistics.median(cli_tps),
-        "median_paired_ratio": statistics.median(paired), "paired_ratio_quartiles": _quartiles(paired),
+        "median_paired_ratio": statistics.median(paired),
+        "paired_ratio_quartiles": _quartiles(paired),
         "ratio_to_warm_headless": statistics.median(tps) / statistics.median(warm_tps),
         "median_paired_ratio_to_warm": statistics.median(paired_warm),
         "paired_ratio_to_warm_quartiles": _quartiles(paired_warm),

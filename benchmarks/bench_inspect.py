@@ -46,19 +46,23 @@ def _tokenizer(w: GGUFWriter, mask: int | None) -> None:
     w.add_eos_token_id(151645)
     if mask is not None:
         w.add_uint32("tokenizer.ggml.mask_token_id", mask)
-    w.add_chat_template("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}")
+    w.add_chat_template(
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    )
 
 
 def _finish(w: GGUFWriter, path: Path, tensors: list[tuple[str, tuple[int, ...], Q]]) -> None:
     for name, shape, qtype in tensors:
-        w.add_tensor_info(name, shape, np.dtype(np.float32 if qtype == Q.F32 else np.float16),
-                          _nbytes(qtype, shape), raw_dtype=qtype)
+        w.add_tensor_info(
+            name, shape, np.dtype(np.float32 if qtype == Q.F32 else np.float16), _nbytes(qtype, shape), raw_dtype=qtype
+        )
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
     w.close()
     # The data section is sparse: extend the file to the size the header promises.
     from engine_bridge.models.gguf_header import read_header
+
     hdr = read_header(path)
     os.truncate(path, hdr.data_needed)
 
@@ -68,23 +72,40 @@ def write_target(path: Path) -> Path:
     w = GGUFWriter(str(path), a)
     w.add_string("general.name", "bench Qwen3-8B-shaped Q4_K_M")
     w.add_uint32("general.file_type", 15)
-    for k, v in {"context_length": 40960, "embedding_length": d, "block_count": L, "feed_forward_length": ff,
-                 "attention.head_count": nh, "attention.head_count_kv": nkv, "attention.key_length": hd,
-                 "attention.value_length": hd}.items():
+    for k, v in {
+        "context_length": 40960,
+        "embedding_length": d,
+        "block_count": L,
+        "feed_forward_length": ff,
+        "attention.head_count": nh,
+        "attention.head_count_kv": nkv,
+        "attention.key_length": hd,
+        "attention.value_length": hd,
+    }.items():
         w.add_uint32(f"{a}.{k}", v)
     w.add_float32(f"{a}.rope.freq_base", 1e6)
     w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6)
     _tokenizer(w, None)
-    t = [("token_embd.weight", (N_VOCAB, d), Q.Q4_K), ("output.weight", (N_VOCAB, d), Q.Q6_K),
-         ("output_norm.weight", (d,), Q.F32)]
+    t = [
+        ("token_embd.weight", (N_VOCAB, d), Q.Q4_K),
+        ("output.weight", (N_VOCAB, d), Q.Q6_K),
+        ("output_norm.weight", (d,), Q.F32),
+    ]
     for i in range(L):
         p = f"blk.{i}."
-        t += [(p + "attn_norm.weight", (d,), Q.F32), (p + "attn_q.weight", (nh * hd, d), Q.Q4_K),
-              (p + "attn_k.weight", (nkv * hd, d), Q.Q4_K), (p + "attn_v.weight", (nkv * hd, d), Q.Q6_K),
-              (p + "attn_output.weight", (d, nh * hd), Q.Q4_K), (p + "attn_q_norm.weight", (hd,), Q.F32),
-              (p + "attn_k_norm.weight", (hd,), Q.F32), (p + "ffn_norm.weight", (d,), Q.F32),
-              (p + "ffn_gate.weight", (ff, d), Q.Q4_K), (p + "ffn_up.weight", (ff, d), Q.Q4_K),
-              (p + "ffn_down.weight", (d, ff), Q.Q6_K)]
+        t += [
+            (p + "attn_norm.weight", (d,), Q.F32),
+            (p + "attn_q.weight", (nh * hd, d), Q.Q4_K),
+            (p + "attn_k.weight", (nkv * hd, d), Q.Q4_K),
+            (p + "attn_v.weight", (nkv * hd, d), Q.Q6_K),
+            (p + "attn_output.weight", (d, nh * hd), Q.Q4_K),
+            (p + "attn_q_norm.weight", (hd,), Q.F32),
+            (p + "attn_k_norm.weight", (hd,), Q.F32),
+            (p + "ffn_norm.weight", (d,), Q.F32),
+            (p + "ffn_gate.weight", (ff, d), Q.Q4_K),
+            (p + "ffn_up.weight", (ff, d), Q.Q4_K),
+            (p + "ffn_down.weight", (d, ff), Q.Q6_K),
+        ]
     _finish(w, path, t)
     return path
 
@@ -94,24 +115,42 @@ def write_drafter(path: Path) -> Path:
     w = GGUFWriter(str(path), "dflash")
     w.add_string("general.name", "bench DFlash drafter")
     w.add_uint32("general.file_type", 1)
-    for k, v in {"context_length": 40960, "embedding_length": d, "block_count": L, "feed_forward_length": ff,
-                 "attention.head_count": nh, "attention.head_count_kv": nkv, "attention.key_length": hd,
-                 "attention.value_length": hd, "block_size": 16}.items():
+    for k, v in {
+        "context_length": 40960,
+        "embedding_length": d,
+        "block_count": L,
+        "feed_forward_length": ff,
+        "attention.head_count": nh,
+        "attention.head_count_kv": nkv,
+        "attention.key_length": hd,
+        "attention.value_length": hd,
+        "block_size": 16,
+    }.items():
         w.add_uint32(f"dflash.{k}", v)
     w.add_float32("dflash.rope.freq_base", 1e6)
     w.add_float32("dflash.attention.layer_norm_rms_epsilon", 1e-6)
     w.add_array("dflash.target_layers", layers)
     _tokenizer(w, 151669)
-    t = [("fc.weight", (d, len(layers) * d), Q.F16), ("enc.output_norm.weight", (d,), Q.F32),
-         ("output_norm.weight", (d,), Q.F32)]
+    t = [
+        ("fc.weight", (d, len(layers) * d), Q.F16),
+        ("enc.output_norm.weight", (d,), Q.F32),
+        ("output_norm.weight", (d,), Q.F32),
+    ]
     for i in range(L):
         p = f"blk.{i}."
-        t += [(p + "attn_norm.weight", (d,), Q.F32), (p + "attn_q.weight", (nh * hd, d), Q.F16),
-              (p + "attn_k.weight", (nkv * hd, d), Q.F16), (p + "attn_v.weight", (nkv * hd, d), Q.F16),
-              (p + "attn_output.weight", (d, nh * hd), Q.F16), (p + "attn_q_norm.weight", (hd,), Q.F32),
-              (p + "attn_k_norm.weight", (hd,), Q.F32), (p + "ffn_norm.weight", (d,), Q.F32),
-              (p + "ffn_gate.weight", (ff, d), Q.F16), (p + "ffn_up.weight", (ff, d), Q.F16),
-              (p + "ffn_down.weight", (d, ff), Q.F16)]
+        t += [
+            (p + "attn_norm.weight", (d,), Q.F32),
+            (p + "attn_q.weight", (nh * hd, d), Q.F16),
+            (p + "attn_k.weight", (nkv * hd, d), Q.F16),
+            (p + "attn_v.weight", (nkv * hd, d), Q.F16),
+            (p + "attn_output.weight", (d, nh * hd), Q.F16),
+            (p + "attn_q_norm.weight", (hd,), Q.F32),
+            (p + "attn_k_norm.weight", (hd,), Q.F32),
+            (p + "ffn_norm.weight", (d,), Q.F32),
+            (p + "ffn_gate.weight", (ff, d), Q.F16),
+            (p + "ffn_up.weight", (ff, d), Q.F16),
+            (p + "ffn_down.weight", (d, ff), Q.F16),
+        ]
     _finish(w, path, t)
     return path
 
@@ -122,8 +161,13 @@ def _time(fn, runs: int) -> dict:
         t0 = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - t0)
-    return {"runs": runs, "median_ms": 1e3 * statistics.median(samples), "mean_ms": 1e3 * statistics.fmean(samples),
-            "stdev_ms": 1e3 * (statistics.stdev(samples) if runs > 1 else 0.0), "max_ms": 1e3 * max(samples)}
+    return {
+        "runs": runs,
+        "median_ms": 1e3 * statistics.median(samples),
+        "mean_ms": 1e3 * statistics.fmean(samples),
+        "stdev_ms": 1e3 * (statistics.stdev(samples) if runs > 1 else 0.0),
+        "max_ms": 1e3 * max(samples),
+    }
 
 
 def main() -> int:
@@ -148,7 +192,8 @@ def main() -> int:
     assert report.ok, report.summary()
     res = {
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cpu, Python {platform.python_version()}",
-        "target_bytes": target.stat().st_size, "target_bytes_on_disk": target.stat().st_blocks * 512,
+        "target_bytes": target.stat().st_size,
+        "target_bytes_on_disk": target.stat().st_blocks * 512,
         "drafter_bytes": drafter.stat().st_size,
         "inspect_target": _time(lambda: inspect_model(target), args.runs),
         "inspect_drafter": _time(lambda: inspect_model(drafter), args.runs),
@@ -156,6 +201,7 @@ def main() -> int:
     }
     if args.gguf_reader:
         from gguf import GGUFReader
+
         res["gguf_reader_target"] = _time(lambda: GGUFReader(target), 1)
     print(json.dumps(res, indent=2))
     return 0

@@ -62,11 +62,21 @@ def main(argv=None) -> int:
     if a.exact:
         engines["exact"] = Engine.load(cfg.replace(exact=True), preflight=PAIR_PREFLIGHT)
     modes = [(m.split(":")[0], int(m.split(":")[1])) for m in a.modes.split(",")]
-    table = defaultdict(lambda: {"prompts": 0, "identical": 0, "near_ties": 0, "bugs": 0, "bug_gaps": [], "gaps": [],
-                                 "tokens": 0, "seconds": 0.0})
+    table = defaultdict(
+        lambda: {
+            "prompts": 0,
+            "identical": 0,
+            "near_ties": 0,
+            "bugs": 0,
+            "bug_gaps": [],
+            "gaps": [],
+            "tokens": 0,
+            "seconds": 0.0,
+        }
+    )
     for suite_name in PUBLIC_SUITES:
         suite = load_suite(suite_name)
-        prompts = suite.prompts if a.per_suite <= 0 else suite.prompts[:a.per_suite]
+        prompts = suite.prompts if a.per_suite <= 0 else suite.prompts[: a.per_suite]
         for p in prompts:
             msgs = [{"role": r, "content": c} for r, c in p.messages] if p.messages else None
             for kind, eng in engines.items():
@@ -91,7 +101,7 @@ def main(argv=None) -> int:
                     if k < len(ar) and k < len(out):
                         _, lg = eng.greedy_logits(toks, k + 1)
                         gap = near_tie.top2_margin(lg[k])
-                    cell["gaps"].append(None if gap is None else round(gap, 4))   # every parting: re-classifiable
+                    cell["gaps"].append(None if gap is None else round(gap, 4))  # every parting: re-classifiable
                     if drift.classify(gap, bound) == "near-tie":
                         cell["near_ties"] += 1
                     else:
@@ -106,17 +116,26 @@ def main(argv=None) -> int:
         tps = c["tokens"] / c["seconds"] if c["seconds"] else 0.0
         ar_tps = ar["tokens"] / ar["seconds"] if ar["seconds"] else 0.0
         fast = table.get(("fast", suite_name, mode)) if kind == "exact" else None
-        rows.append({"verify": kind, "suite": suite_name, "mode": mode, **{k: c[k] for k in
-                     ("prompts", "identical", "near_ties", "bugs", "bug_gaps", "gaps")},
-                     "tok_s": round(tps, 2), "x_ar": round(tps / ar_tps, 3) if ar_tps else None,
-                     "x_fast": round(tps / (fast["tokens"] / fast["seconds"]), 3) if fast and fast["seconds"] else None})
+        rows.append(
+            {
+                "verify": kind,
+                "suite": suite_name,
+                "mode": mode,
+                **{k: c[k] for k in ("prompts", "identical", "near_ties", "bugs", "bug_gaps", "gaps")},
+                "tok_s": round(tps, 2),
+                "x_ar": round(tps / ar_tps, 3) if ar_tps else None,
+                "x_fast": round(tps / (fast["tokens"] / fast["seconds"]), 3) if fast and fast["seconds"] else None,
+            }
+        )
     print(f"bound {bound:.4g}; {a.tokens} tokens; first {a.per_suite or 'all'} prompts per suite")
     print("| verify | suite | mode | prompts | identical to AR | near-ties | bugs | tok/s | x AR | x fast |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['verify']} | {r['suite']} | {r['mode']} | {r['prompts']} | {r['identical']} | {r['near_ties']} | "
-              f"{r['bugs']}{' ' + str(r['bug_gaps']) if r['bug_gaps'] else ''} | {r['tok_s']} | {r['x_ar']} | "
-              f"{r['x_fast'] if r['x_fast'] is not None else '–'} |")
+        print(
+            f"| {r['verify']} | {r['suite']} | {r['mode']} | {r['prompts']} | {r['identical']} | {r['near_ties']} | "
+            f"{r['bugs']}{' ' + str(r['bug_gaps']) if r['bug_gaps'] else ''} | {r['tok_s']} | {r['x_ar']} | "
+            f"{r['x_fast'] if r['x_fast'] is not None else '–'} |"
+        )
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"bound": bound, "tokens": a.tokens, "per_suite": a.per_suite, "rows": rows}, f, indent=1)

@@ -36,7 +36,7 @@ from bench_engine import PROMPTS, cpu_model  # noqa: E402
 
 def run(eng: Engine, settings: GenerationSettings, prompts, reps: int) -> dict:
     eng.reset()
-    eng.generate(prompts[0], settings.replace(max_tokens=8))          # warm-up
+    eng.generate(prompts[0], settings.replace(max_tokens=8))  # warm-up
     steps, tps, tokens = [], [], []
     for _ in range(reps):
         for p in prompts:
@@ -46,25 +46,41 @@ def run(eng: Engine, settings: GenerationSettings, prompts, reps: int) -> dict:
             steps += [s for s in r.steps if s.committed]
             tokens.append(r.tokens)
     ms = lambda f: 1000 * statistics.fmean(f(s) for s in steps)  # noqa: E731
-    return {"tok_s": statistics.median(tps), "step_ms": ms(lambda s: s.wall), "n_steps": len(steps),
-            "commit": statistics.fmean(s.committed for s in steps),
-            "phases_ms": {p: ms(lambda s, p=p: getattr(s, f"t_{p}")) for p in ("draft", "inject", "verify", "accept")},
-            "tokens": tokens}
+    return {
+        "tok_s": statistics.median(tps),
+        "step_ms": ms(lambda s: s.wall),
+        "n_steps": len(steps),
+        "commit": statistics.fmean(s.committed for s in steps),
+        "phases_ms": {p: ms(lambda s, p=p: getattr(s, f"t_{p}")) for p in ("draft", "inject", "verify", "accept")},
+        "tokens": tokens,
+    }
 
 
 def side(spec: dict) -> dict:
     """One side of the comparison, in this process: load, warm up, measure both modes."""
-    cfg = EngineConfig(target=spec["target"], draft=spec["draft"], n_ctx=2048, n_gpu_layers=spec["ngl"],
-                       draft_n_gpu_layers=spec["ngl"], n_threads=spec["threads"], flash_attn="off",
-                       rpc_servers=(spec["rpc"],) if spec["rpc"] else ())
-    modes = {"ar": GenerationSettings(mode="ar", max_tokens=spec["max_tokens"]),
-             "chain": GenerationSettings(mode="chain", budget=spec["budget"], max_tokens=spec["max_tokens"])}
+    cfg = EngineConfig(
+        target=spec["target"],
+        draft=spec["draft"],
+        n_ctx=2048,
+        n_gpu_layers=spec["ngl"],
+        draft_n_gpu_layers=spec["ngl"],
+        n_threads=spec["threads"],
+        flash_attn="off",
+        rpc_servers=(spec["rpc"],) if spec["rpc"] else (),
+    )
+    modes = {
+        "ar": GenerationSettings(mode="ar", max_tokens=spec["max_tokens"]),
+        "chain": GenerationSettings(mode="chain", budget=spec["budget"], max_tokens=spec["max_tokens"]),
+    }
     t = time.monotonic()
     with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
         load_s = round(time.monotonic() - t, 2)
         devices = eng.describe()["target_devices"]
-        return {"load_s": load_s, "devices": devices,
-                "modes": {m: run(eng, s, spec["prompts"], spec["reps"]) for m, s in modes.items()}}
+        return {
+            "load_s": load_s,
+            "devices": devices,
+            "modes": {m: run(eng, s, spec["prompts"], spec["reps"]) for m, s in modes.items()},
+        }
 
 
 def main(argv=None) -> int:
@@ -81,11 +97,17 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=int, default=7)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--prompts", type=int, default=5)
-    ap.add_argument("--client-hides-gpus", action="store_true",
-                    help="the RPC side's client sees no GPU (CUDA_VISIBLE_DEVICES=''): every layer goes to the server")
-    ap.add_argument("--split", action="store_true",
-                    help="also a third side: the server's device plus this machine's GPUs, the target's layers split "
-                         "over both (the hop of a layer split across devices, per verify)")
+    ap.add_argument(
+        "--client-hides-gpus",
+        action="store_true",
+        help="the RPC side's client sees no GPU (CUDA_VISIBLE_DEVICES=''): every layer goes to the server",
+    )
+    ap.add_argument(
+        "--split",
+        action="store_true",
+        help="also a third side: the server's device plus this machine's GPUs, the target's layers split "
+        "over both (the hop of a layer split across devices, per verify)",
+    )
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     if a.target is None:
@@ -94,7 +116,7 @@ def main(argv=None) -> int:
         target, draft = demo_pair()
     else:
         target, draft = a.target, a.draft
-    prompts = PROMPTS[:a.prompts]
+    prompts = PROMPTS[: a.prompts]
     out: dict = {"machine": cpu_model(), "target": str(target), "draft": str(draft), "threads": a.threads}
     results = {}
     with RpcServerProcess(threads=a.threads, devices=[a.device] if a.device else None) as srv:
@@ -103,11 +125,24 @@ def main(argv=None) -> int:
             env = dict(os.environ)
             if where == "rpc" and a.client_hides_gpus:
                 env["CUDA_VISIBLE_DEVICES"] = ""
-            spec = {"target": str(target), "draft": str(draft), "ngl": a.ngl, "threads": a.threads,
-                    "rpc": srv.endpoint if where != "local" else "", "max_tokens": a.max_tokens, "budget": a.budget,
-                    "reps": a.reps, "prompts": prompts}
-            proc = subprocess.run([sys.executable, __file__, "--side", json.dumps(spec)], env=env,
-                                  capture_output=True, text=True, check=False)
+            spec = {
+                "target": str(target),
+                "draft": str(draft),
+                "ngl": a.ngl,
+                "threads": a.threads,
+                "rpc": srv.endpoint if where != "local" else "",
+                "max_tokens": a.max_tokens,
+                "budget": a.budget,
+                "reps": a.reps,
+                "prompts": prompts,
+            }
+            proc = subprocess.run(
+                [sys.executable, __file__, "--side", json.dumps(spec)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             if proc.returncode != 0:
                 print(proc.stderr[-3000:], file=sys.stderr)
                 return 1
@@ -118,21 +153,31 @@ def main(argv=None) -> int:
     print(f"machine: {out['machine']}; threads {a.threads}")
     for where in sides:
         print(f"{where}: target on {out[where + '_devices']}, load {out[where + '_load_s']} s")
-    print("| mode | side | tok/s | ratio to local | step ms | added per step ms | draft | inject | verify | accept | "
-          "commit | same tokens |")
+    print(
+        "| mode | side | tok/s | ratio to local | step ms | added per step ms | draft | inject | verify | accept | "
+        "commit | same tokens |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for m in modes:
         lo = results["local"][m]
         for where in sides:
             r = results[where][m]
-            row = {"tok_s": r["tok_s"], "ratio": r["tok_s"] / lo["tok_s"], "step_ms": r["step_ms"],
-                   "added_ms": r["step_ms"] - lo["step_ms"], "phases_ms": r["phases_ms"], "commit": r["commit"],
-                   "same_tokens": r["tokens"] == lo["tokens"]}
+            row = {
+                "tok_s": r["tok_s"],
+                "ratio": r["tok_s"] / lo["tok_s"],
+                "step_ms": r["step_ms"],
+                "added_ms": r["step_ms"] - lo["step_ms"],
+                "phases_ms": r["phases_ms"],
+                "commit": r["commit"],
+                "same_tokens": r["tokens"] == lo["tokens"],
+            }
             out.setdefault(m, {})[where] = row
             ph = r["phases_ms"]
-            print(f"| {m} | {where} | {r['tok_s']:.1f} | {row['ratio']:.2f} | {r['step_ms']:.2f} | "
-                  f"{row['added_ms']:+.2f} | {ph['draft']:.2f} | {ph['inject']:.2f} | {ph['verify']:.2f} | "
-                  f"{ph['accept']:.2f} | {r['commit']:.2f} | {'yes' if row['same_tokens'] else 'NO'} |")
+            print(
+                f"| {m} | {where} | {r['tok_s']:.1f} | {row['ratio']:.2f} | {r['step_ms']:.2f} | "
+                f"{row['added_ms']:+.2f} | {ph['draft']:.2f} | {ph['inject']:.2f} | {ph['verify']:.2f} | "
+                f"{ph['accept']:.2f} | {r['commit']:.2f} | {'yes' if row['same_tokens'] else 'NO'} |"
+            )
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -66,8 +66,14 @@ def served(client, model: str, prompt: str, max_tokens: int) -> tuple:
     the engine's figures from the response's timings."""
     times, parts, n, gen, first = [], [], 0, 0.0, 0.0
     t0 = now()
-    for ch in client.completions.create(model=model, prompt=prompt, max_tokens=max_tokens, stream=True,
-                                        temperature=0, stream_options={"include_usage": True}):
+    for ch in client.completions.create(
+        model=model,
+        prompt=prompt,
+        max_tokens=max_tokens,
+        stream=True,
+        temperature=0,
+        stream_options={"include_usage": True},
+    ):
         if ch.choices and ch.choices[0].text:
             times.append(now())
             parts.append(ch.choices[0].text)
@@ -102,9 +108,24 @@ def main() -> int:
     cfg = EngineConfig(target=target, draft=draft, n_ctx=args.n_ctx, n_threads=args.threads)
     settings = GenerationSettings(mode=args.mode, budget=args.budget, max_tokens=args.max_tokens)
     direct = Engine.load(cfg, preflight=PAIR_PREFLIGHT)
-    cmd = [sys.executable, "-m", "engine_bridge.cli", "serve", "--target", str(target), "--port", "0",
-           "--mode", args.mode, "--budget", str(args.budget), "--n-ctx", str(args.n_ctx),
-           "--queue", str(max(8, args.clients))]
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine_bridge.cli",
+        "serve",
+        "--target",
+        str(target),
+        "--port",
+        "0",
+        "--mode",
+        args.mode,
+        "--budget",
+        str(args.budget),
+        "--n-ctx",
+        str(args.n_ctx),
+        "--queue",
+        str(max(8, args.clients)),
+    ]
     cmd += ["--draft", str(draft)] if draft else []
     cmd += ["--threads", str(args.threads)] if args.threads else []
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
@@ -126,15 +147,16 @@ def main() -> int:
             order = ("headless", "served") if (r + i) % 2 == 0 else ("served", "headless")
             got = {}
             for kind in order:
-                got[kind] = (headless(direct, p, settings) if kind == "headless"
-                             else served(client, model, p, args.max_tokens))
+                got[kind] = (
+                    headless(direct, p, settings) if kind == "headless" else served(client, model, p, args.max_tokens)
+                )
                 rows[kind].append(got[kind][1:])
             mismatches += got["headless"][0] != got["served"][0]
 
     def rate(kind):
         return sum(r[2] for r in rows[kind]) / sum(r[1] for r in rows[kind])
 
-    def engine_rate(kind):   # the engine's own generation time (the server's timings.predicted_ms)
+    def engine_rate(kind):  # the engine's own generation time (the server's timings.predicted_ms)
         return sum(r[2] for r in rows[kind]) / sum(r[3] for r in rows[kind])
 
     ttft = {k: [r[0] for r in rows[k]] for k in rows}
@@ -154,7 +176,7 @@ def main() -> int:
     def one_client(k: int):
         nonlocal conc_tokens
         c = OpenAI(base_url=url, api_key="none", max_retries=0, timeout=600)
-        for p in ps[k::args.clients] or ps[:1]:
+        for p in ps[k :: args.clients] or ps[:1]:
             if now() > stop_at:
                 return
             _, t, _, n, _, _ = served(c, model, p, args.max_tokens)
@@ -174,31 +196,47 @@ def main() -> int:
     direct.close()
 
     out = {
-        "machine": platform.processor() or platform.machine(), "python": sys.version.split()[0],
-        "pair": [str(target), str(draft)], "mode": args.mode, "budget": args.budget,
-        "max_tokens": args.max_tokens, "prompts": len(ps), "rounds": args.rounds,
-        "headless_tok_s": rate("headless"), "served_tok_s": rate("served"),
+        "machine": platform.processor() or platform.machine(),
+        "python": sys.version.split()[0],
+        "pair": [str(target), str(draft)],
+        "mode": args.mode,
+        "budget": args.budget,
+        "max_tokens": args.max_tokens,
+        "prompts": len(ps),
+        "rounds": args.rounds,
+        "headless_tok_s": rate("headless"),
+        "served_tok_s": rate("served"),
         "served_over_headless": rate("served") / rate("headless"),
         # inside the engine only (no HTTP): what sharing the process with the event loop costs
         "engine_served_over_headless": engine_rate("served") / engine_rate("headless"),
         "ttft_ms": {k: {"p50": pct(v, 0.5) * 1e3, "p99": pct(v, 0.99) * 1e3} for k, v in ttft.items()},
         "ttft_added_ms": {"p50": pct(added, 0.5) * 1e3, "p99": pct(added, 0.99) * 1e3},
-        "ttft_added_outside_engine_ms": {"p50": pct(added_outside, 0.5) * 1e3,
-                                         "p99": pct(added_outside, 0.99) * 1e3},
+        "ttft_added_outside_engine_ms": {"p50": pct(added_outside, 0.5) * 1e3, "p99": pct(added_outside, 0.99) * 1e3},
         "text_mismatches": mismatches,
-        "concurrent": {"clients": args.clients, "requests": len(conc_ttft), "tok_s": conc_tokens / conc_wall,
-                       "ttft_ms_p50": pct(conc_ttft, 0.5) * 1e3, "ttft_ms_p99": pct(conc_ttft, 0.99) * 1e3},
+        "concurrent": {
+            "clients": args.clients,
+            "requests": len(conc_ttft),
+            "tok_s": conc_tokens / conc_wall,
+            "ttft_ms_p50": pct(conc_ttft, 0.5) * 1e3,
+            "ttft_ms_p99": pct(conc_ttft, 0.99) * 1e3,
+        },
     }
-    print(f"tok/s: headless {out['headless_tok_s']:.1f}, served {out['served_tok_s']:.1f}, "
-          f"served/headless {out['served_over_headless']:.3f} (inside the engine: "
-          f"{out['engine_served_over_headless']:.3f})")
-    print(f"TTFT ms p50/p99: headless {out['ttft_ms']['headless']['p50']:.1f}/{out['ttft_ms']['headless']['p99']:.1f}, "
-          f"served {out['ttft_ms']['served']['p50']:.1f}/{out['ttft_ms']['served']['p99']:.1f}; "
-          f"added {out['ttft_added_ms']['p50']:.2f}/{out['ttft_added_ms']['p99']:.2f}; added outside the engine "
-          f"{out['ttft_added_outside_engine_ms']['p50']:.2f}/{out['ttft_added_outside_engine_ms']['p99']:.2f}")
+    print(
+        f"tok/s: headless {out['headless_tok_s']:.1f}, served {out['served_tok_s']:.1f}, "
+        f"served/headless {out['served_over_headless']:.3f} (inside the engine: "
+        f"{out['engine_served_over_headless']:.3f})"
+    )
+    print(
+        f"TTFT ms p50/p99: headless {out['ttft_ms']['headless']['p50']:.1f}/{out['ttft_ms']['headless']['p99']:.1f}, "
+        f"served {out['ttft_ms']['served']['p50']:.1f}/{out['ttft_ms']['served']['p99']:.1f}; "
+        f"added {out['ttft_added_ms']['p50']:.2f}/{out['ttft_added_ms']['p99']:.2f}; added outside the engine "
+        f"{out['ttft_added_outside_engine_ms']['p50']:.2f}/{out['ttft_added_outside_engine_ms']['p99']:.2f}"
+    )
     c = out["concurrent"]
-    print(f"{c['clients']} concurrent clients: {c['requests']} requests, {c['tok_s']:.1f} tok/s total, "
-          f"TTFT p50 {c['ttft_ms_p50']:.1f} ms, p99 {c['ttft_ms_p99']:.1f} ms")
+    print(
+        f"{c['clients']} concurrent clients: {c['requests']} requests, {c['tok_s']:.1f} tok/s total, "
+        f"TTFT p50 {c['ttft_ms_p50']:.1f} ms, p99 {c['ttft_ms_p99']:.1f} ms"
+    )
     print(f"served text == headless text: {'yes' if not mismatches else f'NO ({mismatches} differ)'}")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))

@@ -35,7 +35,7 @@ def top_candidates(logits, k):
     x = np.ascontiguousarray(logits / knobs["temp"]) if knobs["temp"] != 1.0 else logits
     m = knobs["renorm"]
     tokens, logp = _top(x, max(k, m))
-    if m:   # normalised over the m best only
+    if m:  # normalised over the m best only
         logp = logp - np.log(np.exp(logp).sum(axis=1, keepdims=True))
     return tokens[:, :k], logp[:, :k]
 
@@ -66,6 +66,7 @@ def main(argv=None) -> int:
     tree_mod.build_tree, tree_mod.top_candidates = build_tree, top_candidates
     cfg = EngineConfig(target=a.target, draft=a.draft, n_ctx=2048, n_threads=a.threads)
     with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
+
         def row(label, mode, budget, **kw):
             print(f"{label:34s} {commit_len(eng, prompts, mode, budget, a.max_tokens, **kw):.3f}", flush=True)
 

@@ -40,18 +40,26 @@ def storm(args, work: Path) -> Tally:
     res = run_storm(target, drafter, work, runs=args.storm_runs, seed=args.seed, n_threads=args.threads)
     # each run is a case, and each lossless check after the storm: recovered unless it failed
     tally.tried = args.storm_runs + res.lossless_checked
-    tally.failed = len(res.failed_runs) + res.failed_after    # a run that raised is in failed_runs too
+    tally.failed = len(res.failed_runs) + res.failed_after  # a run that raised is in failed_runs too
     tally.recovered = tally.tried - tally.failed
     tally.failures += res.failures
-    tally.figures = {"pair": f"{target.name} + {drafter.name}", "threads": args.threads or "all", "runs": res.runs, "cancelled": res.cancelled,
-                     "completed": res.completed, "swaps": res.swaps, "settings_changes": res.settings_changes,
-                     "greedy_prefix_checks": res.prefix_checked, "lossless_checks_after": res.lossless_checked,
-                     "rss_growth_mb": round(res.rss_growth_mb, 1),
-                     "rss_growth_after_malloc_trim_mb": round(res.rss_trimmed_growth_mb, 1),
-                     # RSS (MB above the baseline) after every tenth run: a leak climbs, a high-water mark steps once
-                     "rss_mb_every_10_runs": [round((x - res.rss_before) / 2**20, 1) for x in res.rss_trace[9::10]],
-                     "max_cancel_delay_s": round(res.max_delay, 3),
-                     "seconds": round(res.seconds, 1)}
+    tally.figures = {
+        "pair": f"{target.name} + {drafter.name}",
+        "threads": args.threads or "all",
+        "runs": res.runs,
+        "cancelled": res.cancelled,
+        "completed": res.completed,
+        "swaps": res.swaps,
+        "settings_changes": res.settings_changes,
+        "greedy_prefix_checks": res.prefix_checked,
+        "lossless_checks_after": res.lossless_checked,
+        "rss_growth_mb": round(res.rss_growth_mb, 1),
+        "rss_growth_after_malloc_trim_mb": round(res.rss_trimmed_growth_mb, 1),
+        # RSS (MB above the baseline) after every tenth run: a leak climbs, a high-water mark steps once
+        "rss_mb_every_10_runs": [round((x - res.rss_before) / 2**20, 1) for x in res.rss_trace[9::10]],
+        "max_cancel_delay_s": round(res.max_delay, 3),
+        "seconds": round(res.seconds, 1),
+    }
     return tally
 
 
@@ -87,8 +95,10 @@ def hostile_hub(args, work: Path) -> Tally:
                         cancel_ms.append(out.figures["cancel_ms"])
         finally:
             stop_hostile(hostile, other)
-    tally.figures = {"stalled_stream_cancel_ms_max": round(max(cancel_ms), 2) if cancel_ms else None,
-                     "stalled_stream_cancel_ms": [round(x, 2) for x in cancel_ms]}
+    tally.figures = {
+        "stalled_stream_cancel_ms_max": round(max(cancel_ms), 2) if cancel_ms else None,
+        "stalled_stream_cancel_ms": [round(x, 2) for x in cancel_ms],
+    }
     return tally
 
 
@@ -109,7 +119,14 @@ def templates(args, work: Path, base: Path) -> Tally:
 def model_files(args, work: Path, pair: tuple[Path, Path]) -> Tally:
     from engine_bridge.models import hub
 
-    from fault_files import ACTIONS, case_changed_before_load, case_file_size_limit, case_full_tmpfs, mount_tmpfs, unmount
+    from fault_files import (
+        ACTIONS,
+        case_changed_before_load,
+        case_file_size_limit,
+        case_full_tmpfs,
+        mount_tmpfs,
+        unmount,
+    )
     from fault_hub import quiet
     from hubserver import start_isolated
 
@@ -124,13 +141,22 @@ def model_files(args, work: Path, pair: tuple[Path, Path]) -> Tally:
         try:
             models = work / "disk-models"
             keep = hub.download_file("acme/models", "README.md", models)
-            tally.run("file-size limit", case_file_size_limit, server.url, models, "acme/models", "big-Q8_0.gguf",
-                      len(payload), keep)
+            tally.run(
+                "file-size limit",
+                case_file_size_limit,
+                server.url,
+                models,
+                "acme/models",
+                "big-Q8_0.gguf",
+                len(payload),
+                keep,
+            )
             small = work / "small"
             if mount_tmpfs(small):
                 try:
-                    tally.run("full tmpfs", case_full_tmpfs, small, "acme/models", "big-Q8_0.gguf", len(payload),
-                              "README.md")
+                    tally.run(
+                        "full tmpfs", case_full_tmpfs, small, "acme/models", "big-Q8_0.gguf", len(payload), "README.md"
+                    )
                 finally:
                     unmount(small)
                 tally.figures["tmpfs"] = "mounted"
@@ -148,8 +174,9 @@ def table(tallies: list[Tally]) -> str:
         rows.append(f"| {t.family} | {t.tried} | {t.refused} | {t.recovered} | {t.lost} | {t.failed} |")
         for k in ("tried", "refused", "recovered", "lost", "failed"):
             setattr(tot, k, getattr(tot, k) + getattr(t, k))
-    rows.append(f"| **total** | **{tot.tried}** | **{tot.refused}** | **{tot.recovered}** | **{tot.lost}** | "
-                f"**{tot.failed}** |")
+    rows.append(
+        f"| **total** | **{tot.tried}** | **{tot.refused}** | **{tot.recovered}** | **{tot.lost}** | **{tot.failed}** |"
+    )
     return "\n".join(rows)
 
 
@@ -174,18 +201,27 @@ def main(argv=None) -> int:
         pair = None
         if only & {"templates", "files"}:
             pair = synth.write_pair(work / "tiny", synth.TargetSpec(), synth.DrafterSpec(), stem="tiny")
-        families = [("storm", lambda: [storm(args, work)]), ("kills", lambda: kills(args, work)),
-                    ("hub", lambda: [hostile_hub(args, work)]), ("templates", lambda: [templates(args, work, pair[0])]),
-                    ("files", lambda: [model_files(args, work, pair)])]
+        families = [
+            ("storm", lambda: [storm(args, work)]),
+            ("kills", lambda: kills(args, work)),
+            ("hub", lambda: [hostile_hub(args, work)]),
+            ("templates", lambda: [templates(args, work, pair[0])]),
+            ("files", lambda: [model_files(args, work, pair)]),
+        ]
         for name, run in families:
             if name in only:
                 t = time.monotonic()
                 done = run()
                 tallies += done
-                print(f"{name}: {sum(x.tried for x in done)} cases in {time.monotonic() - t:.0f} s", file=sys.stderr,
-                      flush=True)
-    print(f"# fault injection -- {platform.platform()}, Python {platform.python_version()}, "
-          f"{time.monotonic() - t0:.0f} s\n")
+                print(
+                    f"{name}: {sum(x.tried for x in done)} cases in {time.monotonic() - t:.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    print(
+        f"# fault injection -- {platform.platform()}, Python {platform.python_version()}, "
+        f"{time.monotonic() - t0:.0f} s\n"
+    )
     print(table(tallies))
     print()
     for t in tallies:

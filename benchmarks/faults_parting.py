@@ -49,18 +49,28 @@ def main(argv=None) -> int:
             ref = eng.generate(p, GenerationSettings(mode="ar", max_tokens=a.max_tokens)).tokens
             for budget in (int(b) for b in a.budgets.split(",")):
                 eng.reset()
-                r = eng.generate(p, GenerationSettings(mode="tree", budget=budget, tree_top_k=a.top_k,
-                                                       max_tokens=a.max_tokens))
-                part = near_tie.parting(eng, eng.tokenize(p), ref, r.tokens, tolerance=NEAR_TIE_Q8, replay=True,
-                                        verify_batches=r.verify_batches)
+                r = eng.generate(
+                    p, GenerationSettings(mode="tree", budget=budget, tree_top_k=a.top_k, max_tokens=a.max_tokens)
+                )
+                part = near_tie.parting(
+                    eng,
+                    eng.tokenize(p),
+                    ref,
+                    r.tokens,
+                    tolerance=NEAR_TIE_Q8,
+                    replay=True,
+                    verify_batches=r.verify_batches,
+                )
                 if part is None:
                     print(f"| {i} | {budget} | (equal) | | | | | |")
                     continue
                 g = part.shape_gaps or {}
                 linear = [v for k, v in g.items() if k not in ("tree", "run")]
                 fmt = lambda x: "" if x is None else f"{x:.4f}"  # noqa: E731
-                print(f"| {i} | {budget} | {part.index} | {part.margin:.4f} | {'yes' if part.near_tie else 'NO'} | "
-                      f"{fmt(min(linear) if linear else None)} | {fmt(g.get('tree'))} | {fmt(g.get('run'))} |")
+                print(
+                    f"| {i} | {budget} | {part.index} | {part.margin:.4f} | {'yes' if part.near_tie else 'NO'} | "
+                    f"{fmt(min(linear) if linear else None)} | {fmt(g.get('tree'))} | {fmt(g.get('run'))} |"
+                )
     print(f"{time.monotonic() - t0:.0f} s")
     return 0
 

@@ -51,9 +51,28 @@ def main() -> int:
     args = ap.parse_args()
     target, draft = reference_pair()
     mode, budget, n_ctx = "chain", 7, 1024
-    cmd = [sys.executable, "-m", "engine_bridge.cli", "serve", "--target", str(target), "--draft", str(draft),
-           "--port", "0", "--mode", mode, "--budget", str(budget), "--n-ctx", str(n_ctx),
-           "--queue", str(args.queue), "--threads", str(args.threads)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine_bridge.cli",
+        "serve",
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--port",
+        "0",
+        "--mode",
+        mode,
+        "--budget",
+        str(budget),
+        "--n-ctx",
+        str(n_ctx),
+        "--queue",
+        str(args.queue),
+        "--threads",
+        str(args.threads),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     line = proc.stdout.readline()
     if not line.startswith("dflash-studio serve: http"):
@@ -61,26 +80,34 @@ def main() -> int:
     url = line.split()[2]
     server = SimpleNamespace(url=url, app=SimpleNamespace(model_ids=(target.stem,)))
     # the headless reference, on an engine of this process (the server idles meanwhile)
-    with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=n_ctx, n_threads=args.threads),
-                     preflight=PAIR_PREFLIGHT) as eng:
+    with Engine.load(
+        EngineConfig(target=target, draft=draft, n_ctx=n_ctx, n_threads=args.threads), preflight=PAIR_PREFLIGHT
+    ) as eng:
         cache = {}
 
         def reference(prompt: str, n: int) -> str:
             if (prompt, n) not in cache:
-                cache[(prompt, n)] = eng.generate(prompt, GenerationSettings(mode=mode, budget=budget,
-                                                                             max_tokens=n)).text
+                cache[(prompt, n)] = eng.generate(
+                    prompt, GenerationSettings(mode=mode, budget=budget, max_tokens=n)
+                ).text
             return cache[(prompt, n)]
 
-        for p in ("import numpy as np\n\n\nclass ", "def fibonacci(n):\n", "# utilities\nimport os\n", "class Stack:\n"):
+        for p in (
+            "import numpy as np\n\n\nclass ",
+            "def fibonacci(n):\n",
+            "# utilities\nimport os\n",
+            "class Stack:\n",
+        ):
             for n in (8, 24):
                 reference(p, n)
     rss_start = rss_mb(proc.pid)
     t0 = time.monotonic()
     try:
-        outcomes, grew = storm(server, reference, args.requests, n_clients=args.clients, seed=args.seed,
-                               rss_mb=lambda: rss_mb(proc.pid))
+        outcomes, grew = storm(
+            server, reference, args.requests, n_clients=args.clients, seed=args.seed, rss_mb=lambda: rss_mb(proc.pid)
+        )
         failure = None
-    except AssertionError as exc:      # a hung request, a differing answer, a bad refusal
+    except AssertionError as exc:  # a hung request, a differing answer, a bad refusal
         outcomes, grew, failure = [], float("nan"), str(exc)
     seconds = time.monotonic() - t0
     alive = proc.poll() is None
@@ -93,13 +120,24 @@ def main() -> int:
         rc = "hung at exit"
     out, err = proc.stdout.read(), proc.stderr.read()
     counts = Counter(outcomes)
-    report = {"requests": args.requests, "clients": args.clients, "queue": args.queue, "seed": args.seed,
-              "outcomes": dict(counts), "byte_identical_200": counts.get("200", 0), "failure": failure,
-              "server_alive_after": alive, "exit_status": rc, "traceback": "Traceback" in err,
-              "server_rss_mb_start": round(rss_start, 1), "server_rss_mb_end": round(rss_end, 1),
-              "server_rss_growth_mb_after_warmup": round(grew, 1), "seconds": round(seconds, 1),
-              "stop_line": out.strip().splitlines()[-1] if out.strip() else "",
-              "machine": f"{platform.processor() or platform.machine()}, {__import__('os').cpu_count()} cores"}
+    report = {
+        "requests": args.requests,
+        "clients": args.clients,
+        "queue": args.queue,
+        "seed": args.seed,
+        "outcomes": dict(counts),
+        "byte_identical_200": counts.get("200", 0),
+        "failure": failure,
+        "server_alive_after": alive,
+        "exit_status": rc,
+        "traceback": "Traceback" in err,
+        "server_rss_mb_start": round(rss_start, 1),
+        "server_rss_mb_end": round(rss_end, 1),
+        "server_rss_growth_mb_after_warmup": round(grew, 1),
+        "seconds": round(seconds, 1),
+        "stop_line": out.strip().splitlines()[-1] if out.strip() else "",
+        "machine": f"{platform.processor() or platform.machine()}, {__import__('os').cpu_count()} cores",
+    }
     print(json.dumps(report, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))

@@ -41,8 +41,12 @@ from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 def gpu_mem_mib() -> int | None:
     """GPU memory this process holds, per nvidia-smi (None where it cannot tell)."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=20).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     for line in out.splitlines():
@@ -54,7 +58,7 @@ def gpu_mem_mib() -> int | None:
 
 def run_mode(eng: Engine, settings: GenerationSettings, prompts, reps: int = 1) -> dict:
     eng.reset()
-    eng.generate(prompts[0], settings.replace(max_tokens=16))   # warm-up
+    eng.generate(prompts[0], settings.replace(max_tokens=16))  # warm-up
     tps, steps, host, commit = [], [], [], []
     phases: dict[str, list] = {}
     for rep in range(reps):
@@ -67,9 +71,13 @@ def run_mode(eng: Engine, settings: GenerationSettings, prompts, reps: int = 1) 
             commit.append(r.summary.mean_commit_len)
             for k, v in r.phase_means().items():
                 phases.setdefault(k, []).append(v)
-    return {"tok_per_s": statistics.fmean(tps), "step_ms": 1e3 * statistics.fmean(steps),
-            "host_overhead": statistics.fmean(host), "mean_commit_len": statistics.fmean(commit),
-            "phase_ms": {k: 1e3 * statistics.fmean(v) for k, v in phases.items()}}
+    return {
+        "tok_per_s": statistics.fmean(tps),
+        "step_ms": 1e3 * statistics.fmean(steps),
+        "host_overhead": statistics.fmean(host),
+        "mean_commit_len": statistics.fmean(commit),
+        "phase_ms": {k: 1e3 * statistics.fmean(v) for k, v in phases.items()},
+    }
 
 
 def load(a, **kw) -> Engine:
@@ -85,11 +93,15 @@ def exp_sampling(a, prompts) -> dict:
         with load(a, backend_sampling=on) as eng:
             out["backend" if on else "host"] = {
                 "ar": run_mode(eng, base.replace(mode="ar"), prompts),
-                "chain7": run_mode(eng, base.replace(mode="chain", budget=7), prompts)}
+                "chain7": run_mode(eng, base.replace(mode="chain", budget=7), prompts),
+            }
     for mode in ("ar", "chain7"):
         b, h = out["backend"][mode], out["host"][mode]
-        print(f"sampling  {mode:7} backend {b['tok_per_s']:8.1f} tok/s ({b['step_ms']:.3f} ms/step)   "
-              f"host {h['tok_per_s']:8.1f} tok/s ({h['step_ms']:.3f} ms/step)", flush=True)
+        print(
+            f"sampling  {mode:7} backend {b['tok_per_s']:8.1f} tok/s ({b['step_ms']:.3f} ms/step)   "
+            f"host {h['tok_per_s']:8.1f} tok/s ({h['step_ms']:.3f} ms/step)",
+            flush=True,
+        )
     return out
 
 
@@ -106,19 +118,34 @@ def exp_inject_sync(a, prompts) -> dict:
     finally:
         drafter_mod.SYNC_INJECT = old
     for k, v in out.items():
-        print(f"inject    {k:7} " + "  ".join(f"{r['tok_per_s']:8.1f} tok/s ({r['step_ms']:.3f} ms/step, inject "
-                                              f"{r['phase_ms']['inject']:.3f}, draft {r['phase_ms']['draft']:.3f})"
-                                              for r in v), flush=True)
+        print(
+            f"inject    {k:7} "
+            + "  ".join(
+                f"{r['tok_per_s']:8.1f} tok/s ({r['step_ms']:.3f} ms/step, inject "
+                f"{r['phase_ms']['inject']:.3f}, draft {r['phase_ms']['draft']:.3f})"
+                for r in v
+            ),
+            flush=True,
+        )
     return out
 
 
 class CallTimer:
     """Wraps the llama.cpp entry points the loop uses; times and counts each."""
 
-    TARGETS = [(native.Context, "process"), (native.Context, "synchronize"), (native.Context, "sampled_token"),
-               (native.Context, "logits"), (native.Context, "seq_rm"), (native.Context, "seq_cp"),
-               (native.Context, "seq_keep"), (native.Batch, "clear"), (native.Batch, "add_token"),
-               (native.Batch, "add_token_seqs"), (native.Batch, "add_embd")]
+    TARGETS = [
+        (native.Context, "process"),
+        (native.Context, "synchronize"),
+        (native.Context, "sampled_token"),
+        (native.Context, "logits"),
+        (native.Context, "seq_rm"),
+        (native.Context, "seq_cp"),
+        (native.Context, "seq_keep"),
+        (native.Batch, "clear"),
+        (native.Batch, "add_token"),
+        (native.Batch, "add_token_seqs"),
+        (native.Batch, "add_embd"),
+    ]
 
     def __init__(self):
         self.t: dict[str, float] = {}
@@ -130,12 +157,13 @@ class CallTimer:
         orig_prefill = Engine._prefill
         self.saved.append((Engine, "_prefill", orig_prefill))
 
-        def prefill(*args, **kw):   # the prompt's calls are not part of any step
+        def prefill(*args, **kw):  # the prompt's calls are not part of any step
             self.active = False
             try:
                 return orig_prefill(*args, **kw)
             finally:
                 self.active = True
+
         Engine._prefill = prefill
         for cls, name in self.TARGETS:
             orig = getattr(cls, name)
@@ -151,6 +179,7 @@ class CallTimer:
                 finally:
                     self.t[_k] = self.t.get(_k, 0.0) + time.perf_counter() - t0
                     self.n[_k] = self.n.get(_k, 0) + 1
+
             setattr(cls, name, wrap)
         return self
 
@@ -163,8 +192,11 @@ def exp_calls(a, prompts) -> dict:
     out = {}
     base = GenerationSettings(max_tokens=a.n)
     with load(a) as eng:
-        for label, s in (("ar", base.replace(mode="ar")), ("chain7", base.replace(mode="chain", budget=7)),
-                         ("chain15", base.replace(mode="chain", budget=15))):
+        for label, s in (
+            ("ar", base.replace(mode="ar")),
+            ("chain7", base.replace(mode="chain", budget=7)),
+            ("chain15", base.replace(mode="chain", budget=15)),
+        ):
             eng.reset()
             eng.generate(prompts[0], s.replace(max_tokens=16))
             eng.reset()
@@ -177,13 +209,22 @@ def exp_calls(a, prompts) -> dict:
             wall = sum(st.wall for st in r.steps)
             in_calls = sum(ct.t.values())
             per = {k: {"us_per_step": 1e6 * v / n, "calls_per_step": ct.n[k] / n} for k, v in sorted(ct.t.items())}
-            out[label] = {"steps": n, "step_ms": 1e3 * wall / n, "plain_step_ms": 1e3 * statistics.fmean(
-                st.wall for st in plain.steps), "plain_tok_per_s": plain.summary.tok_per_s,
-                "in_llama_calls_ms": 1e3 * in_calls / n, "python_ms": 1e3 * (wall - in_calls) / n,
-                "python_fraction": 1 - in_calls / wall, "calls": per}
-            print(f"calls     {label:7} step {1e3 * wall / n:.3f} ms (plain {out[label]['plain_step_ms']:.3f}): "
-                  f"llama.cpp {1e3 * in_calls / n:.3f} ms, python {1e3 * (wall - in_calls) / n:.3f} ms "
-                  f"({out[label]['python_fraction']:.1%})", flush=True)
+            out[label] = {
+                "steps": n,
+                "step_ms": 1e3 * wall / n,
+                "plain_step_ms": 1e3 * statistics.fmean(st.wall for st in plain.steps),
+                "plain_tok_per_s": plain.summary.tok_per_s,
+                "in_llama_calls_ms": 1e3 * in_calls / n,
+                "python_ms": 1e3 * (wall - in_calls) / n,
+                "python_fraction": 1 - in_calls / wall,
+                "calls": per,
+            }
+            print(
+                f"calls     {label:7} step {1e3 * wall / n:.3f} ms (plain {out[label]['plain_step_ms']:.3f}): "
+                f"llama.cpp {1e3 * in_calls / n:.3f} ms, python {1e3 * (wall - in_calls) / n:.3f} ms "
+                f"({out[label]['python_fraction']:.1%})",
+                flush=True,
+            )
             for k, v in per.items():
                 print(f"            {k:24} {v['us_per_step']:9.1f} us/step  {v['calls_per_step']:6.1f} calls/step")
     return out
@@ -198,13 +239,19 @@ def exp_kv(a, prompts) -> dict:
         try:
             with load(a, target_kv=KVTypes(k, v), draft_kv=KVTypes(k, v)) as eng:
                 if eng.report is not None:
-                    row["checks"] = [f"{c.status}: {c.reason}" for c in eng.report.checks
-                                     if "KV" in c.reason or "kv" in c.name.lower()]
+                    row["checks"] = [
+                        f"{c.status}: {c.reason}"
+                        for c in eng.report.checks
+                        if "KV" in c.reason or "kv" in c.name.lower()
+                    ]
                 row["ar"] = run_mode(eng, base.replace(mode="ar"), prompts[:1])
                 row["chain7"] = run_mode(eng, base.replace(mode="chain", budget=7), prompts[:1])
                 row["gpu_mem_mib"] = gpu_mem_mib()
-            print(f"kv        {kv:10} AR {row['ar']['tok_per_s']:8.1f} tok/s  chain7 {row['chain7']['tok_per_s']:8.1f} "
-                  f"tok/s  {'; '.join(row.get('checks', []))[:160]}", flush=True)
+            print(
+                f"kv        {kv:10} AR {row['ar']['tok_per_s']:8.1f} tok/s  chain7 {row['chain7']['tok_per_s']:8.1f} "
+                f"tok/s  {'; '.join(row.get('checks', []))[:160]}",
+                flush=True,
+            )
         except Exception as exc:
             row["error"] = f"{type(exc).__name__}: {exc}"[:2000]
             print(f"kv        {kv:10} failed: {row['error'][:300]}", flush=True)
@@ -220,10 +267,12 @@ def exp_memory(a, prompts) -> dict:
         after = gpu_mem_mib()
         mem = eng.memory()
     out = {"engine": mem, "gpu_mib_before": before, "gpu_mib_loaded": loaded, "gpu_mib_after_tree32": after}
-    print(f"memory    weights {mem['target_weights'] / 2**20:.0f}+{mem.get('draft_weights', 0) / 2**20:.0f} MiB, "
-          f"context state {mem['target_context'] / 2**20:.0f}+{mem.get('draft_context', 0) / 2**20:.0f} MiB, "
-          f"GPU held {loaded} MiB loaded, {after} MiB after a tree-32 run, RSS {mem['process_rss'] / 2**20:.0f} MiB",
-          flush=True)
+    print(
+        f"memory    weights {mem['target_weights'] / 2**20:.0f}+{mem.get('draft_weights', 0) / 2**20:.0f} MiB, "
+        f"context state {mem['target_context'] / 2**20:.0f}+{mem.get('draft_context', 0) / 2**20:.0f} MiB, "
+        f"GPU held {loaded} MiB loaded, {after} MiB after a tree-32 run, RSS {mem['process_rss'] / 2**20:.0f} MiB",
+        flush=True,
+    )
     return out
 
 
@@ -233,13 +282,17 @@ def exp_nseq(a, prompts) -> dict:
     base = GenerationSettings(max_tokens=a.n)
     for label, nodes in (("n_seq_64", 64), ("n_seq_1", 1), ("n_seq_64b", 64), ("n_seq_1b", 1)):
         with load(a, max_tree_nodes=nodes) as eng:
-            out[label] = {"ar": run_mode(eng, base.replace(mode="ar"), prompts),
-                          "chain7": run_mode(eng, base.replace(mode="chain", budget=7), prompts),
-                          "gpu_mem_mib": gpu_mem_mib()}
+            out[label] = {
+                "ar": run_mode(eng, base.replace(mode="ar"), prompts),
+                "chain7": run_mode(eng, base.replace(mode="chain", budget=7), prompts),
+                "gpu_mem_mib": gpu_mem_mib(),
+            }
         r = out[label]
-        print(f"nseq      {label:9} AR {r['ar']['tok_per_s']:8.1f} tok/s ({r['ar']['step_ms']:.3f} ms)  chain7 "
-              f"{r['chain7']['tok_per_s']:8.1f} tok/s ({r['chain7']['step_ms']:.3f} ms)  GPU {r['gpu_mem_mib']} MiB",
-              flush=True)
+        print(
+            f"nseq      {label:9} AR {r['ar']['tok_per_s']:8.1f} tok/s ({r['ar']['step_ms']:.3f} ms)  chain7 "
+            f"{r['chain7']['tok_per_s']:8.1f} tok/s ({r['chain7']['step_ms']:.3f} ms)  GPU {r['gpu_mem_mib']} MiB",
+            flush=True,
+        )
     return out
 
 
@@ -265,8 +318,15 @@ def exp_profile(a, prompts) -> dict:
     return {"steps": len(r.steps), "stats": text}
 
 
-EXPERIMENTS = {"sampling": exp_sampling, "inject_sync": exp_inject_sync, "calls": exp_calls, "kv": exp_kv,
-               "memory": exp_memory, "profile": exp_profile, "nseq": exp_nseq}
+EXPERIMENTS = {
+    "sampling": exp_sampling,
+    "inject_sync": exp_inject_sync,
+    "calls": exp_calls,
+    "kv": exp_kv,
+    "memory": exp_memory,
+    "profile": exp_profile,
+    "nseq": exp_nseq,
+}
 
 
 def main(argv=None) -> int:

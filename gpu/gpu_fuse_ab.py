@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-SIDES = ("0", "16")             # DFLASH_MMVQ_FUSE_ROWS per side; the first is the baseline
+SIDES = ("0", "16")  # DFLASH_MMVQ_FUSE_ROWS per side; the first is the baseline
 SHOWN = ("ar", "verify8", "verify16", "draft8", "draft16", "inject", "chain7", "tree15")
 PROMPT = "The history of the city begins with a small settlement on the river, where"
 
@@ -50,7 +50,7 @@ def worker(a) -> int:
     with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
         toks = eng.tokenize(PROMPT)
         for n in (2, 8, 16):
-            eng.target_ctx.set_backend_greedy(False)           # raw logits on the host
+            eng.target_ctx.set_backend_greedy(False)  # raw logits on the host
             eng._prefill(toks[:-1], need_features=False)
             pos = len(eng.kv)
             b = eng.target_batch
@@ -74,8 +74,9 @@ def run(cmd: list[str], env_val: str, log: Path, timeout: int) -> int:
     t0 = time.time()
     try:
         with open(log, "w") as f:
-            rc = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=timeout,
-                                check=False).returncode
+            rc = subprocess.run(
+                cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=timeout, check=False
+            ).returncode
     except subprocess.TimeoutExpired:
         rc = 124
     print(f"  {log.name}: rc={rc} {time.time() - t0:.0f} s", flush=True)
@@ -86,14 +87,35 @@ def measure(a, sides: list[str]) -> None:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     py = sys.executable
-    for v in sides:                                           # equality first: cheap, and it must hold
-        run([py, __file__, "--target", a.target, "--draft", a.draft, "--worker-out", str(out / f"fuse_eq_{v}")],
-            v, out / f"fuse_eq_{v}.log", 240)
+    for v in sides:  # equality first: cheap, and it must hold
+        run(
+            [py, __file__, "--target", a.target, "--draft", a.draft, "--worker-out", str(out / f"fuse_eq_{v}")],
+            v,
+            out / f"fuse_eq_{v}.log",
+            240,
+        )
     for rnd in range(1, a.rounds + 1):
         for v in sides:
-            run([py, str(HERE / "gpu_step_profile.py"), "--target", a.target, "--draft", a.draft, "--time",
-                 "--timed", str(a.timed), "--steps", str(a.steps), "--json", str(out / f"fuse_{v}_{rnd}.json")],
-                v, out / f"fuse_{v}_{rnd}.log", 240)
+            run(
+                [
+                    py,
+                    str(HERE / "gpu_step_profile.py"),
+                    "--target",
+                    a.target,
+                    "--draft",
+                    a.draft,
+                    "--time",
+                    "--timed",
+                    str(a.timed),
+                    "--steps",
+                    str(a.steps),
+                    "--json",
+                    str(out / f"fuse_{v}_{rnd}.json"),
+                ],
+                v,
+                out / f"fuse_{v}_{rnd}.log",
+                240,
+            )
 
 
 def equality(out: Path, sides: list[str]) -> list[str]:
@@ -102,13 +124,16 @@ def equality(out: Path, sides: list[str]) -> list[str]:
         lines += ["", f"Equality, DFLASH_MMVQ_FUSE_ROWS={sides[0]} against {v} (same build):", ""]
         try:
             import numpy as np
+
             a, b = np.load(out / f"fuse_eq_{sides[0]}.npz"), np.load(out / f"fuse_eq_{v}.npz")
             for k in a.files:
                 d = np.abs(a[k] - b[k])
                 same_argmax = int((a[k].argmax(-1) == b[k].argmax(-1)).sum())
-                lines.append(f"- logits {k}: max |diff| {float(d.max()):.3g}, rows with the same argmax "
-                             f"{same_argmax}/{a[k].shape[0]}, bit-identical {bool((a[k] == b[k]).all())}")
-        except Exception as exc:                               # noqa: BLE001 -- report, do not stop
+                lines.append(
+                    f"- logits {k}: max |diff| {float(d.max()):.3g}, rows with the same argmax "
+                    f"{same_argmax}/{a[k].shape[0]}, bit-identical {bool((a[k] == b[k]).all())}"
+                )
+        except Exception as exc:  # noqa: BLE001 -- report, do not stop
             lines.append(f"- logits: not compared ({exc})")
         try:
             ta = json.loads((out / f"fuse_eq_{sides[0]}.json").read_text())["tokens"]
@@ -116,9 +141,11 @@ def equality(out: Path, sides: list[str]) -> list[str]:
             for k in ta:
                 same = ta[k] == tb.get(k)
                 first = next((i for i, (x, y) in enumerate(zip(ta[k], tb.get(k, []))) if x != y), None)
-                lines.append(f"- greedy tokens {k}: {'identical' if same else f'DIFFER from token {first}'} "
-                             f"({len(ta[k])} tokens)")
-        except Exception as exc:                               # noqa: BLE001
+                lines.append(
+                    f"- greedy tokens {k}: {'identical' if same else f'DIFFER from token {first}'} "
+                    f"({len(ta[k])} tokens)"
+                )
+        except Exception as exc:  # noqa: BLE001
             lines.append(f"- tokens: not compared ({exc})")
     return lines
 
@@ -132,11 +159,17 @@ def timing(out: Path, sides: list[str]) -> list[str]:
     head = " | ".join(f"{v} #{i + 1}" for i in range(n) for v in sides)
     meds = " | ".join(f"{v} (median)" for v in sides)
     ratios = " | ".join(f"{v}/{base}" for v in sides[1:])
-    lines = ["", ("Wall ms per phase (each run's median; AR tokens = phase / that run's ar); columns named by "
-                  "DFLASH_MMVQ_FUSE_ROWS (0: fusion at one row only, upstream; 16: the patch's default), "
-                  "runs alternating:"),
-             "", f"| phase | {head} | {meds} | {ratios} | AR tokens {' -> '.join(sides)} |",
-             "|---" * (1 + n * len(sides) + 2 * len(sides)) + "|"]
+    lines = [
+        "",
+        (
+            "Wall ms per phase (each run's median; AR tokens = phase / that run's ar); columns named by "
+            "DFLASH_MMVQ_FUSE_ROWS (0: fusion at one row only, upstream; 16: the patch's default), "
+            "runs alternating:"
+        ),
+        "",
+        f"| phase | {head} | {meds} | {ratios} | AR tokens {' -> '.join(sides)} |",
+        "|---" * (1 + n * len(sides) + 2 * len(sides)) + "|",
+    ]
     for p in SHOWN:
         try:
             ms = {v: [r[p]["ms_median"] for r in runs[v][:n]] for v in sides}
@@ -145,25 +178,50 @@ def timing(out: Path, sides: list[str]) -> list[str]:
             continue
         med = {v: statistics.median(ms[v]) for v in sides}
         cells = " | ".join(f"{ms[v][i]:.3f}" for i in range(n) for v in sides)
-        lines.append(f"| {p} | {cells} | " + " | ".join(f"{med[v]:.3f}" for v in sides) + " | "
-                     + " | ".join(f"{med[v] / med[base]:.3f}" for v in sides[1:]) + " | "
-                     + " -> ".join(f"{ar[v]:.2f}" for v in sides) + " |")
+        lines.append(
+            f"| {p} | {cells} | "
+            + " | ".join(f"{med[v]:.3f}" for v in sides)
+            + " | "
+            + " | ".join(f"{med[v] / med[base]:.3f}" for v in sides[1:])
+            + " | "
+            + " -> ".join(f"{ar[v]:.2f}" for v in sides)
+            + " |"
+        )
     for p in ("chain7", "tree15"):
         try:
-            ph = {v: {k: statistics.median(r[p]["phase_ms"][k] for r in runs[v][:n]) for k in ("draft", "inject", "verify")}
-                  for v in sides}
+            ph = {
+                v: {
+                    k: statistics.median(r[p]["phase_ms"][k] for r in runs[v][:n])
+                    for k in ("draft", "inject", "verify")
+                }
+                for v in sides
+            }
         except KeyError:
             continue
-        lines.append(f"\n{p} step phases, ms ({' -> '.join(sides)}): " + ", ".join(
-            f"{k} " + " -> ".join(f"{ph[v][k]:.3f}" for v in sides) for k in ("draft", "inject", "verify")))
+        lines.append(
+            f"\n{p} step phases, ms ({' -> '.join(sides)}): "
+            + ", ".join(f"{k} " + " -> ".join(f"{ph[v][k]:.3f}" for v in sides) for k in ("draft", "inject", "verify"))
+        )
     return lines
 
 
 def kernels(ncu: Path, sides: list[str]) -> list[str]:
     import gpu_ncu_report as g
-    lines = ["", f"Kernels per iteration under ncu (count / µs), DFLASH_MMVQ_FUSE_ROWS {sides[0]} -> {sides[-1]}:", "",
-             "| phase | all | MMVQ | act. quantise | swiglu | add (k_bin_bcast) | argmax |", "|---|---|---|---|---|---|---|"]
-    fams = ("MMVQ (quantised mat-vec)", "activation quantise (MMVQ)", "swiglu", "add / mul (binary)", "argmax / sampling")
+
+    lines = [
+        "",
+        f"Kernels per iteration under ncu (count / µs), DFLASH_MMVQ_FUSE_ROWS {sides[0]} -> {sides[-1]}:",
+        "",
+        "| phase | all | MMVQ | act. quantise | swiglu | add (k_bin_bcast) | argmax |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    fams = (
+        "MMVQ (quantised mat-vec)",
+        "activation quantise (MMVQ)",
+        "swiglu",
+        "add / mul (binary)",
+        "argmax / sampling",
+    )
     for p in SHOWN:
         cells = {}
         for side in (f"fuse{sides[0]}", f"fuse{sides[-1]}"):
@@ -174,8 +232,13 @@ def kernels(ncu: Path, sides: list[str]) -> list[str]:
             iters = json.loads(meta.read_text()).get("iters", 1) if meta.exists() else 1
             ks = g.read_ncu(csv_path)
             tot = (len(ks) / iters, sum(t for _, t in ks) / iters)
-            per = {f: (sum(1 for k, _ in ks if g.family(k) == f) / iters,
-                       sum(t for k, t in ks if g.family(k) == f) / iters) for f in fams}
+            per = {
+                f: (
+                    sum(1 for k, _ in ks if g.family(k) == f) / iters,
+                    sum(t for k, t in ks if g.family(k) == f) / iters,
+                )
+                for f in fams
+            }
             cells[side] = (tot, per)
         if len(cells) < 2:
             continue

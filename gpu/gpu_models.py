@@ -39,24 +39,64 @@ def specs(name: str, bundle: Path) -> tuple[synth.TargetSpec, synth.DrafterSpec 
     if name == "tiny":
         return synth.TargetSpec(), synth.DrafterSpec(), "tiny"
     if name == "q15":
-        ts = synth.TargetSpec(vocab=qwen2, n_embd=2048, n_layer=18, n_head=16, n_head_kv=8, head_dim=128,
-                              n_ff=6144, dtype="f16", rope_theta=1e6, name="random qwen3 1.5B (dflash-studio)")
+        ts = synth.TargetSpec(
+            vocab=qwen2,
+            n_embd=2048,
+            n_layer=18,
+            n_head=16,
+            n_head_kv=8,
+            head_dim=128,
+            n_ff=6144,
+            dtype="f16",
+            rope_theta=1e6,
+            name="random qwen3 1.5B (dflash-studio)",
+        )
         return ts, synth.DrafterSpec(n_layer=2, target_layers=(1, 6, 11, 16), dtype="f16", rope_theta=1e6), "q15"
     if name == "q8b":
-        ts = synth.TargetSpec(vocab=qwen2, n_embd=4096, n_layer=36, n_head=32, n_head_kv=8, head_dim=128,
-                              n_ff=12288, dtype="f16", rope_theta=1e6, name="random qwen3 8B shape (dflash-studio)")
+        ts = synth.TargetSpec(
+            vocab=qwen2,
+            n_embd=4096,
+            n_layer=36,
+            n_head=32,
+            n_head_kv=8,
+            head_dim=128,
+            n_ff=12288,
+            dtype="f16",
+            rope_theta=1e6,
+            name="random qwen3 8B shape (dflash-studio)",
+        )
         ds = synth.DrafterSpec(n_layer=5, target_layers=(2, 10, 18, 26, 34), dtype="f16", rope_theta=1e6)
         return ts, ds, "q8b"
     if name == "smol":
         vocab = bundle / "ggml-vocab-smollm2.gguf"
-        ts = synth.TargetSpec(arch="llama", vocab=str(vocab) if vocab.exists() else "gpt2", n_embd=576, n_layer=30,
-                              n_head=9, n_head_kv=3, head_dim=64, n_ff=1536, dtype="f16", rope_theta=1e5,
-                              name="random SmolLM2-135M shape (dflash-studio)")
+        ts = synth.TargetSpec(
+            arch="llama",
+            vocab=str(vocab) if vocab.exists() else "gpt2",
+            n_embd=576,
+            n_layer=30,
+            n_head=9,
+            n_head_kv=3,
+            head_dim=64,
+            n_ff=1536,
+            dtype="f16",
+            rope_theta=1e5,
+            name="random SmolLM2-135M shape (dflash-studio)",
+        )
         ds = synth.DrafterSpec(n_layer=2, target_layers=(2, 8, 15, 22, 29), dtype="f16", rope_theta=1e5)
         return ts, ds, "smol"
     if name == "xover":
-        ts = synth.TargetSpec(vocab="gpt2", n_embd=4096, n_layer=8, n_head=32, n_head_kv=8, head_dim=128,
-                              n_ff=12288, dtype="f16", rope_theta=1e6, name="8B-shape matrices, 8 layers (dflash-studio)")
+        ts = synth.TargetSpec(
+            vocab="gpt2",
+            n_embd=4096,
+            n_layer=8,
+            n_head=32,
+            n_head_kv=8,
+            head_dim=128,
+            n_ff=12288,
+            dtype="f16",
+            rope_theta=1e6,
+            name="8B-shape matrices, 8 layers (dflash-studio)",
+        )
         return ts, None, "xover"
     raise SystemExit(f"gpu_models: unknown pair {name!r} (tiny, q15, q8b, smol, xover)")
 

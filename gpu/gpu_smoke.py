@@ -23,7 +23,9 @@ def main(argv: list[str]) -> int:
     folder = argv[1] if len(argv) > 1 else tempfile.mkdtemp(prefix="dflash-smoke-")
     target, draft = synth.write_pair(folder)
     t0 = time.perf_counter()
-    with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, flash_attn="on"), preflight=PAIR_PREFLIGHT) as eng:
+    with Engine.load(
+        EngineConfig(target=target, draft=draft, n_ctx=1024, flash_attn="on"), preflight=PAIR_PREFLIGHT
+    ) as eng:
         print(f"loaded in {time.perf_counter() - t0:.2f} s; memory {eng.memory()}", flush=True)
         out = {}
         for mode, budget in (("ar", 1), ("chain", 7), ("tree", 16)):

@@ -33,16 +33,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # any GGUF holding SmolLM2's vocabulary (DFLASH_VOCAB_GGUF: e.g. the real target, where the shipped
 # drafter is not in the working tree that travelled)
-VOCAB = Path(os.environ.get("DFLASH_VOCAB_GGUF")
-             or Path(__file__).resolve().parent.parent / "resources/models/smollm2/drafter.gguf")
+VOCAB = Path(
+    os.environ.get("DFLASH_VOCAB_GGUF")
+    or Path(__file__).resolve().parent.parent / "resources/models/smollm2/drafter.gguf"
+)
 
 
 def write(out: Path) -> Path:
     from engine_bridge.models import synth
 
-    ts = synth.TargetSpec(arch="llama", vocab=str(VOCAB), n_embd=576, n_layer=30, n_head=9, n_head_kv=3,
-                          head_dim=64, n_ff=1536, dtype="f16", rope_theta=1e5, rms_eps=1e-5,
-                          name="random SmolLM2-135M shape (dflash-studio, issue 28)")
+    ts = synth.TargetSpec(
+        arch="llama",
+        vocab=str(VOCAB),
+        n_embd=576,
+        n_layer=30,
+        n_head=9,
+        n_head_kv=3,
+        head_dim=64,
+        n_ff=1536,
+        dtype="f16",
+        rope_theta=1e5,
+        rms_eps=1e-5,
+        name="random SmolLM2-135M shape (dflash-studio, issue 28)",
+    )
     out.mkdir(parents=True, exist_ok=True)
     return synth.write_target(out / "smol-f16.gguf", ts)
 
@@ -66,8 +79,18 @@ def xover(out: Path) -> Path:
     import llama_cpp
     from engine_bridge.models import synth
 
-    ts = synth.TargetSpec(vocab="gpt2", n_embd=4096, n_layer=8, n_head=32, n_head_kv=8, head_dim=128, n_ff=12288,
-                          dtype="f16", rope_theta=1e6, name="8B-shape matrices, 8 layers (dflash-studio, issue 28)")
+    ts = synth.TargetSpec(
+        vocab="gpt2",
+        n_embd=4096,
+        n_layer=8,
+        n_head=32,
+        n_head_kv=8,
+        head_dim=128,
+        n_ff=12288,
+        dtype="f16",
+        rope_theta=1e6,
+        name="8B-shape matrices, 8 layers (dflash-studio, issue 28)",
+    )
     out.mkdir(parents=True, exist_ok=True)
     with synth.tiled_random():
         synth.write_target(out / "xover-f16.gguf", ts)

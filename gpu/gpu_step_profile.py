@@ -47,7 +47,7 @@ def profiler():
             return rt.cudaProfilerStart, rt.cudaProfilerStop
     try:
         drv = ctypes.CDLL("libcuda.so.1")
-    except OSError:                                        # a CPU build: nothing to profile
+    except OSError:  # a CPU build: nothing to profile
         return (lambda: 0), (lambda: 0)
     return drv.cuProfilerStart, drv.cuProfilerStop
 
@@ -57,7 +57,7 @@ class Bench:
         self.e, self.keep = eng, keep
         self.t, self.d = eng.target_ctx, eng.drafter
         toks = eng.tokenize(PROMPT)
-        eng._prefill(toks[:-1], need_features=True)      # as a chain run leaves it
+        eng._prefill(toks[:-1], need_features=True)  # as a chain run leaves it
         self.t.set_backend_greedy(eng.config.backend_sampling, n_seqs=1)
         self.d.ctx.set_backend_greedy(eng.config.backend_sampling)
         self.pos, self.last = len(toks) - 1, toks[-1]
@@ -78,20 +78,25 @@ class Bench:
         return self.e.target_batch
 
     def draft(self, n: int) -> None:
-        self.d.draft(self.last, self.pos, n)               # reads the argmax (sync), drops the block's K/V
+        self.d.draft(self.last, self.pos, n)  # reads the argmax (sync), drops the block's K/V
 
     def inject(self) -> None:
         self.d.inject(self.t, 0, self.keep, self.pos, sync=True)
         self.d.ctx.seq_rm(0, self.pos, -1)
 
     def op(self, phase: str):
-        return {"ar": lambda: self.rows(1, False), "verify8": lambda: self.rows(8, True),
-                "verify16": lambda: self.rows(16, True), "draft8": lambda: self.draft(7),
-                "draft16": lambda: self.draft(15), "inject": self.inject}[phase]
+        return {
+            "ar": lambda: self.rows(1, False),
+            "verify8": lambda: self.rows(8, True),
+            "verify16": lambda: self.rows(16, True),
+            "draft8": lambda: self.draft(7),
+            "draft16": lambda: self.draft(15),
+            "inject": self.inject,
+        }[phase]
 
     def loop(self, phase: str, iters: int, around=None, prime: bool = True) -> list[float]:
         if phase == "inject" and prime:
-            self.rows(8, True)                             # the features the inject reads
+            self.rows(8, True)  # the features the inject reads
         f = self.op(phase)
         for _ in range(WARMUP):
             f()
@@ -110,7 +115,7 @@ class Bench:
         """Whole steps of a real run; the profiler range (if any) covers steps WARMUP+1 .. WARMUP+n_steps."""
         mode, budget = ("chain", 7) if phase == "chain7" else ("tree", 15)
         s = GenerationSettings(mode=mode, budget=budget, max_tokens=WARMUP + n_steps + 4, stop_at_eog=False)
-        self.e.generate(self.toks, s.replace(max_tokens=16))   # warm-up run: graphs captured
+        self.e.generate(self.toks, s.replace(max_tokens=16))  # warm-up run: graphs captured
         seen = []
 
         def on_step(rec):
@@ -121,7 +126,7 @@ class Bench:
                 around[1]()
 
         self.e.generate(self.toks, s, on_step=on_step)
-        return seen[WARMUP:WARMUP + n_steps]
+        return seen[WARMUP : WARMUP + n_steps]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,17 +162,22 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         res: dict = {"keep": a.keep, "phases": {}}
         times: dict[str, list[float]] = {p: [] for p in PHASES[:6]}
-        for _ in range(a.rounds):                          # rounds interleave: drift spreads over all
+        for _ in range(a.rounds):  # rounds interleave: drift spreads over all
             for p in times:
                 times[p] += bench.loop(p, a.timed)
         for p, ts in times.items():
             res["phases"][p] = {"ms_median": 1e3 * statistics.median(ts), "ms_min": 1e3 * min(ts), "n": len(ts)}
         for p in ("chain7", "tree15"):
             recs = bench.steps(p, a.steps)
-            res["phases"][p] = {"ms_median": 1e3 * statistics.median(r.wall for r in recs), "n": len(recs),
-                                "phase_ms": {k: 1e3 * statistics.median(getattr(r, "t_" + k) for r in recs)
-                                             for k in ("draft", "inject", "verify", "accept", "other")},
-                                "committed": statistics.fmean(r.committed for r in recs)}
+            res["phases"][p] = {
+                "ms_median": 1e3 * statistics.median(r.wall for r in recs),
+                "n": len(recs),
+                "phase_ms": {
+                    k: 1e3 * statistics.median(getattr(r, "t_" + k) for r in recs)
+                    for k in ("draft", "inject", "verify", "accept", "other")
+                },
+                "committed": statistics.fmean(r.committed for r in recs),
+            }
         base = res["phases"]["ar"]["ms_median"]
         for p, r in res["phases"].items():
             r["ar_tokens"] = r["ms_median"] / base

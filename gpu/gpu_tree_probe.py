@@ -42,17 +42,29 @@ def main(argv=None) -> int:
     ap.add_argument("--json")
     a = ap.parse_args(argv)
     res: dict = {}
-    with Engine.load(EngineConfig(target=a.target, draft=a.draft, n_ctx=4096, flash_attn="on"), preflight=PAIR_PREFLIGHT) as eng:
+    with Engine.load(
+        EngineConfig(target=a.target, draft=a.draft, n_ctx=4096, flash_attn="on"), preflight=PAIR_PREFLIGHT
+    ) as eng:
         eng.generate("The history of the", GenerationSettings(mode="chain", budget=7, max_tokens=32))
         d = eng.drafter
         d.ctx.set_backend_greedy(False)
         pos, last = len(eng.kv), 1000
         n = a.rows
-        t = {k: [] for k in ("decode+logits", "drafter_argmax", "copy", "argmax_passes", "exp_pass",
-                             "top_candidates", "build_tree")}
+        t = {
+            k: []
+            for k in (
+                "decode+logits",
+                "drafter_argmax",
+                "copy",
+                "argmax_passes",
+                "exp_pass",
+                "top_candidates",
+                "build_tree",
+            )
+        }
         for _ in range(a.reps):
             t0 = now()
-            n_block, first = d._decode_block(last, pos, n)     # the drafter's own noise block
+            n_block, first = d._decode_block(last, pos, n)  # the drafter's own noise block
             logits = d.ctx.logits(n_block)[first:]
             t1 = now()
             logits.argmax(axis=1)
@@ -77,7 +89,9 @@ def main(argv=None) -> int:
             for k, v in zip(t, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t7 - t6)):
                 t[k].append(v)
         res["host_path_ms"] = {k: med(v) for k, v in t.items()}
-        print("host path (median ms):", json.dumps({k: round(v, 3) for k, v in res["host_path_ms"].items()}), flush=True)
+        print(
+            "host path (median ms):", json.dumps({k: round(v, 3) for k, v in res["host_path_ms"].items()}), flush=True
+        )
 
         # the same decode with a backend top-k sampler: only k candidates + logits per row return
         ok = d.ctx.set_backend_top_k(a.k)
@@ -97,15 +111,24 @@ def main(argv=None) -> int:
                 tr.append(t2 - t1)
             res["backend_topk_ms"] = {"decode+sync": med(tt), "read_candidates": med(tr)}
             res["backend_topk_sample_row"] = got
-            print("backend top-k (median ms):", json.dumps({k: round(v, 3) for k, v in res["backend_topk_ms"].items()}),
-                  "row 1:", got, flush=True)
+            print(
+                "backend top-k (median ms):",
+                json.dumps({k: round(v, 3) for k, v in res["backend_topk_ms"].items()}),
+                "row 1:",
+                got,
+                flush=True,
+            )
             d.ctx.set_backend_top_k(0)
 
     # numpy calibration on this host
     x = np.random.default_rng(0).standard_normal((a.rows, 151936)).astype(np.float32)
     cal = {}
-    for name, f in (("argmax", lambda: x.argmax(axis=1)), ("exp", lambda: np.exp(x)),
-                    ("copy", lambda: x.copy()), ("top_candidates", lambda: top_candidates(x, a.k))):
+    for name, f in (
+        ("argmax", lambda: x.argmax(axis=1)),
+        ("exp", lambda: np.exp(x)),
+        ("copy", lambda: x.copy()),
+        ("top_candidates", lambda: top_candidates(x, a.k)),
+    ):
         f()
         ts = []
         for _ in range(20):
@@ -114,8 +137,11 @@ def main(argv=None) -> int:
             ts.append(now() - t0)
         cal[name] = med(ts)
     res["numpy_ms"] = cal
-    print("numpy on this host (median ms, rows x 151936 float32):", json.dumps({k: round(v, 3) for k, v in cal.items()}),
-          flush=True)
+    print(
+        "numpy on this host (median ms, rows x 151936 float32):",
+        json.dumps({k: round(v, 3) for k, v in cal.items()}),
+        flush=True,
+    )
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1, default=str))
     return 0

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.bench_engine import load_prompts  # noqa: E402
 
 COMMON = ["-ngl", "99", "-fa", "on", "-c", "4096", "--temp", "0", "--seed", "0"]
-_LOGS: dict[str, str] = {}     # first raw output of each configuration, for --log-dir
+_LOGS: dict[str, str] = {}  # first raw output of each configuration, for --log-dir
 
 
 def run(cmd: list[str], key: str, timeout: int = 300) -> str:
@@ -62,9 +62,28 @@ def perf(out: str) -> dict:
 
 
 def speculative(bin_dir: Path, target: str, draft: str, prompt: str, n: int, n_max: int, extra=()) -> dict:
-    out = run([str(bin_dir / "llama-speculative-simple"), "-m", target, "-md", draft, "-ngld", "99",
-               "--spec-type", "draft-dflash", "--spec-draft-n-max", str(n_max), "-p", prompt, "-n", str(n)]
-              + COMMON + list(extra), f"speculative n_max {n_max} {' '.join(extra)}")
+    out = run(
+        [
+            str(bin_dir / "llama-speculative-simple"),
+            "-m",
+            target,
+            "-md",
+            draft,
+            "-ngld",
+            "99",
+            "--spec-type",
+            "draft-dflash",
+            "--spec-draft-n-max",
+            str(n_max),
+            "-p",
+            prompt,
+            "-n",
+            str(n),
+        ]
+        + COMMON
+        + list(extra),
+        f"speculative n_max {n_max} {' '.join(extra)}",
+    )
     dec = re.search(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+) t/s", out)
     if not dec:
         raise RuntimeError("no 'decoded' line in llama-speculative-simple output:\n" + out[-2000:])
@@ -72,30 +91,67 @@ def speculative(bin_dir: Path, target: str, draft: str, prompt: str, n: int, n_m
     drafted = _f(r"n_drafted\s*=\s*(\d+)", out, int)
     accepted = _f(r"n_accept\s*=\s*(\d+)", out, int)
     steps = n_dec - accepted if accepted is not None else None
-    return {"n_decoded": n_dec, "seconds": secs, "tok_per_s": float(dec.group(3)),
-            "n_drafted": drafted, "n_accepted": accepted, "steps": steps,
-            "step_ms": 1e3 * secs / steps if steps else None,
-            "mean_commit_len": n_dec / steps if steps else None, "target_perf": perf(out)}
+    return {
+        "n_decoded": n_dec,
+        "seconds": secs,
+        "tok_per_s": float(dec.group(3)),
+        "n_drafted": drafted,
+        "n_accepted": accepted,
+        "steps": steps,
+        "step_ms": 1e3 * secs / steps if steps else None,
+        "mean_commit_len": n_dec / steps if steps else None,
+        "target_perf": perf(out),
+    }
 
 
 def completion(bin_dir: Path, target: str, prompt: str, n: int, extra=()) -> dict:
-    out = run([str(bin_dir / "llama-completion"), "-m", target, "-p", prompt, "-n", str(n), "-no-cnv"]
-              + COMMON + list(extra), f"completion {' '.join(extra)}")
+    out = run(
+        [str(bin_dir / "llama-completion"), "-m", target, "-p", prompt, "-n", str(n), "-no-cnv"] + COMMON + list(extra),
+        f"completion {' '.join(extra)}",
+    )
     ev = re.search(r"\beval time =\s+([\d.]+) ms /\s+(\d+) runs.*?([\d.]+) tokens per second", out)
     if not ev:
         raise RuntimeError("no 'eval time' line in llama-completion output:\n" + out[-2000:])
     p = perf(out)
-    return {"ms": float(ev.group(1)), "runs": int(ev.group(2)), "tok_per_s": float(ev.group(3)),
-            "ms_per_token": float(ev.group(1)) / max(int(ev.group(2)), 1), "sampling_ms": p["sampling_ms"]}
+    return {
+        "ms": float(ev.group(1)),
+        "runs": int(ev.group(2)),
+        "tok_per_s": float(ev.group(3)),
+        "ms_per_token": float(ev.group(1)) / max(int(ev.group(2)), 1),
+        "sampling_ms": p["sampling_ms"],
+    }
 
 
 def bench(bin_dir: Path, target: str) -> dict:
-    out = run([str(bin_dir / "llama-bench"), "-m", target, "-p", "0", "-n", "128", "-ngl", "99", "-fa", "1",
-               "-r", "3", "-o", "json"], "llama-bench")
-    rows = json.loads(out[out.index("["): out.rindex("]") + 1])
-    return {"avg_ts": rows[0]["avg_ts"], "stddev_ts": rows[0]["stddev_ts"],
-            "build_commit": rows[0].get("build_commit"), "build_number": rows[0].get("build_number"),
-            "gpu_info": rows[0].get("gpu_info"), "backends": rows[0].get("backends")}
+    out = run(
+        [
+            str(bin_dir / "llama-bench"),
+            "-m",
+            target,
+            "-p",
+            "0",
+            "-n",
+            "128",
+            "-ngl",
+            "99",
+            "-fa",
+            "1",
+            "-r",
+            "3",
+            "-o",
+            "json",
+        ],
+        "llama-bench",
+    )
+    rows = json.loads(out[out.index("[") : out.rindex("]") + 1])
+    return {
+        "avg_ts": rows[0]["avg_ts"],
+        "stddev_ts": rows[0]["stddev_ts"],
+        "build_commit": rows[0].get("build_commit"),
+        "build_number": rows[0].get("build_number"),
+        "gpu_info": rows[0].get("gpu_info"),
+        "backends": rows[0].get("backends"),
+    }
 
 
 def series(bin_dir, a, prompts, extra=(), reps: int | None = None) -> dict:
@@ -106,8 +162,11 @@ def series(bin_dir, a, prompts, extra=(), reps: int | None = None) -> dict:
     res["completion_tok_per_s"] = statistics.fmean(r["tok_per_s"] for r in comp)
     res["completion_ms_per_token"] = statistics.fmean(r["ms_per_token"] for r in comp)
     tag = " ".join(extra)
-    print(f"llama-completion {tag:4}   {res['completion_tok_per_s']:9.1f} tok/s  "
-          f"({res['completion_ms_per_token']:.3f} ms/token)", flush=True)
+    print(
+        f"llama-completion {tag:4}   {res['completion_tok_per_s']:9.1f} tok/s  "
+        f"({res['completion_ms_per_token']:.3f} ms/token)",
+        flush=True,
+    )
     res["speculative"] = {}
     for n_max in [int(x) for x in a.n_max.split(",")]:
         runs = [speculative(bin_dir, a.target, a.draft, p, a.n, n_max, extra) for _ in range(reps) for p in prompts]
@@ -118,18 +177,24 @@ def series(bin_dir, a, prompts, extra=(), reps: int | None = None) -> dict:
         dec = sum(r["n_decoded"] for r in runs)
         secs = sum(r["seconds"] for r in runs)
         samp = [r["target_perf"]["sampling_ms"] for r in runs if r["target_perf"]["sampling_ms"] is not None]
-        row = {"runs": runs, "tok_per_s": tps, "tok_per_s_sd": statistics.stdev([r["tok_per_s"] for r in runs])
-               if len(runs) > 1 else 0.0,
-               "acceptance_rate": acc / drafted if drafted else 0.0,
-               "mean_commit_len": dec / steps if steps else None,
-               "step_ms": 1e3 * secs / steps if steps else None,
-               "target_sampling_ms_per_step": (sum(samp) / steps) if samp and steps else None}
+        row = {
+            "runs": runs,
+            "tok_per_s": tps,
+            "tok_per_s_sd": statistics.stdev([r["tok_per_s"] for r in runs]) if len(runs) > 1 else 0.0,
+            "acceptance_rate": acc / drafted if drafted else 0.0,
+            "mean_commit_len": dec / steps if steps else None,
+            "step_ms": 1e3 * secs / steps if steps else None,
+            "target_sampling_ms_per_step": (sum(samp) / steps) if samp and steps else None,
+        }
         row["step_cost"] = row["step_ms"] / res["completion_ms_per_token"] if row["step_ms"] else None
         res["speculative"][n_max] = row
-        print(f"speculative {tag:4} n_max {n_max:<3} {tps:9.1f} tok/s  acceptance {row['acceptance_rate']:.1%}  "
-              f"commit {row['mean_commit_len'] or 0:.2f}  step {row['step_ms'] or 0:.3f} ms  "
-              f"(cost {row['step_cost'] or 0:.2f}x AR)  target sampling "
-              f"{row['target_sampling_ms_per_step'] or 0:.3f} ms/step", flush=True)
+        print(
+            f"speculative {tag:4} n_max {n_max:<3} {tps:9.1f} tok/s  acceptance {row['acceptance_rate']:.1%}  "
+            f"commit {row['mean_commit_len'] or 0:.2f}  step {row['step_ms'] or 0:.3f} ms  "
+            f"(cost {row['step_cost'] or 0:.2f}x AR)  target sampling "
+            f"{row['target_sampling_ms_per_step'] or 0:.3f} ms/step",
+            flush=True,
+        )
     return res
 
 
@@ -150,16 +215,24 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     bin_dir = Path(a.bin)
     prompts = load_prompts(a.prompt_file, a.prompts)
-    res: dict = {"target": a.target, "draft": a.draft, "n": a.n, "prompts": prompts, "reps": a.reps,
-                 "common_args": COMMON}
+    res: dict = {
+        "target": a.target,
+        "draft": a.draft,
+        "n": a.n,
+        "prompts": prompts,
+        "reps": a.reps,
+        "common_args": COMMON,
+    }
     try:
         res.update(series(bin_dir, a, prompts))
         if not a.no_bench:
             try:
                 res["llama_bench"] = bench(bin_dir, a.target)
-                print(f"llama-bench tg128            {res['llama_bench']['avg_ts']:9.1f} tok/s "
-                      f"(sd {res['llama_bench']['stddev_ts']:.1f}; build {res['llama_bench']['build_commit']})",
-                      flush=True)
+                print(
+                    f"llama-bench tg128            {res['llama_bench']['avg_ts']:9.1f} tok/s "
+                    f"(sd {res['llama_bench']['stddev_ts']:.1f}; build {res['llama_bench']['build_commit']})",
+                    flush=True,
+                )
             except Exception as exc:  # keep the other figures
                 res["llama_bench_error"] = str(exc)
                 print(f"llama-bench failed: {str(exc)[:300]}", flush=True)

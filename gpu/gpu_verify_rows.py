@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     res = {"label": a.label, "env": {k: os.environ.get(k) for k in TOGGLES}, "rows": {}}
     with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
         tokens = eng.tokenize(PROMPT)
-        eng._prefill(tokens[:-1], need_features=True)        # as a chain run leaves it: features on
+        eng._prefill(tokens[:-1], need_features=True)  # as a chain run leaves it: features on
         eng.target_ctx.set_backend_greedy(eng.config.backend_sampling, n_seqs=1)
         pos, last = len(tokens) - 1, tokens[-1]
         times: dict[int, list[float]] = {n: [] for n in rows}
@@ -82,8 +82,12 @@ def main(argv: list[str] | None = None) -> int:
             for n in rows:
                 times[n] += time_rows(eng, pos, last, n, a.iters)
         for n, ts in times.items():
-            res["rows"][n] = {"ms_median": 1e3 * statistics.median(ts), "ms_p25": 1e3 * lower_quartile(ts),
-                              "ms_min": 1e3 * min(ts), "iters": len(ts)}
+            res["rows"][n] = {
+                "ms_median": 1e3 * statistics.median(ts),
+                "ms_p25": 1e3 * lower_quartile(ts),
+                "ms_min": 1e3 * min(ts),
+                "iters": len(ts),
+            }
     base = res["rows"][1]["ms_median"]
     print(f"{a.label:8} {'rows':>4} {'ms med':>8} {'ms p25':>8} {'AR tok':>7}")
     for n, r in res["rows"].items():

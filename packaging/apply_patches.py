@@ -69,7 +69,7 @@ def _parse(text: str, name: str) -> list[tuple[str, list[tuple[int, list[str], l
             i += 1
             while (len(old) < n_old or len(new) < n_new) and i < len(lines):
                 body = lines[i]
-                if body.startswith("\\"):          # "\ No newline at end of file"
+                if body.startswith("\\"):  # "\ No newline at end of file"
                     i += 1
                     continue
                 tag, rest = (body[:1], body[1:]) if body else (" ", "")
@@ -98,12 +98,12 @@ def _apply_hunks(content: list[str], hunks, where: str) -> list[str]:
     delta = 0
     for k, (start, old, new) in enumerate(hunks, 1):
         at = max(0, start - 1 + delta)
-        if out[at:at + len(old)] != old:
+        if out[at : at + len(old)] != old:
             # the hunk may have moved (an earlier hunk of another patch): exact match nearby only
             found = None
             for off in range(1, 400):
                 for cand in (at - off, at + off):
-                    if 0 <= cand <= len(out) - len(old) and out[cand:cand + len(old)] == old:
+                    if 0 <= cand <= len(out) - len(old) and out[cand : cand + len(old)] == old:
                         found = cand
                         break
                 if found is not None:
@@ -111,7 +111,7 @@ def _apply_hunks(content: list[str], hunks, where: str) -> list[str]:
             if found is None:
                 raise PatchError(f"{where}: hunk {k} (@@ -{start}) does not match the tree")
             at = found
-        out[at:at + len(old)] = new
+        out[at : at + len(old)] = new
         delta = at + len(new) - (start - 1) - len(old)
     return out
 

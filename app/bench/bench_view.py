@@ -27,9 +27,24 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGridLayout, QGroupBox, QHBoxLayout,
-                               QHeaderView, QLabel, QLineEdit, QProgressBar, QPushButton, QSpinBox,
-                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QFormLayout,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from engine_bridge.bench.runner import BenchProgress, BenchSpec, parse_sweep, run_bench
 from engine_bridge.bench.export import write_report
@@ -43,8 +58,12 @@ from ..common.save_dialogs import ask_save_path
 from ..common.throttle import Throttle
 
 OTHER_SUITE = "Other JSONL file…"
-EXPORTS = {"json": ("JSON", "JSON (*.json)"), "csv": ("CSV", "CSV (*.csv)"),
-           "md": ("Markdown", "Markdown (*.md)"), "html": ("HTML", "HTML (*.html)")}
+EXPORTS = {
+    "json": ("JSON", "JSON (*.json)"),
+    "csv": ("CSV", "CSV (*.csv)"),
+    "md": ("Markdown", "Markdown (*.md)"),
+    "html": ("HTML", "HTML (*.html)"),
+}
 AR_BRUSH, SPEC_BRUSH = "#999999", "#4a7fd4"
 
 
@@ -58,8 +77,8 @@ def _eta(s: float | None) -> str:
 class BenchWorker(QObject):
     """Runs one bench on its thread; every result goes back as a queued signal."""
 
-    progress = Signal(object)    # BenchProgress
-    finished = Signal(object)    # BenchResult (complete or cancelled)
+    progress = Signal(object)  # BenchProgress
+    finished = Signal(object)  # BenchResult (complete or cancelled)
     failed = Signal(str)
 
     def __init__(self, spec: BenchSpec, cancel: threading.Event):
@@ -80,22 +99,22 @@ class BenchWorker(QObject):
 
 class BenchView(QWidget):
     runStarted = Signal()
-    runFinished = Signal(object)     # the report dict
+    runFinished = Signal(object)  # the report dict
     runFailed = Signal(str)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("benchView")
         self._pair: tuple[Path, Path, dict] | None = None
-        self._check: tuple[object, str] | None = None   # (the Pair tab's CompatReport, its target path)
+        self._check: tuple[object, str] | None = None  # (the Pair tab's CompatReport, its target path)
         self._user_suite: str | None = None
         self._thread: QThread | None = None
         self._worker: BenchWorker | None = None
         self._cancel = threading.Event()
-        self.result = None            # the last BenchResult
+        self.result = None  # the last BenchResult
         self.report: dict | None = None
-        self._live: dict[str, list[float]] = {}    # row id -> tok/s of each finished generation
-        self._labels: dict[str, tuple[str, str]] = {}   # row id -> (label, kind)
+        self._live: dict[str, list[float]] = {}  # row id -> tok/s of each finished generation
+        self._labels: dict[str, tuple[str, str]] = {}  # row id -> (label, kind)
         self._redraw = Throttle(self._draw_live, parent=self)
         self._build()
         app = QCoreApplication.instance()
@@ -117,12 +136,15 @@ class BenchView(QWidget):
         self.budget_edit = QLineEdit("15", objectName="benchBudgetEdit")
         self.verify_edit = QLineEdit("chain", objectName="benchVerifyEdit")
         self.kv_edit = QLineEdit("", objectName="benchKvEdit", placeholderText="pair's K/V, or e.g. f16,q8_0/q8_0")
-        self.variant_edit = QLineEdit("base", objectName="benchVariantEdit",
-                                      placeholderText="base, other-drafter.gguf, lora:adapter.gguf@0.5")
-        for e, tip in ((self.budget_edit, "draft budgets, comma-separated: 4,8,15 sweeps three"),
-                       (self.verify_edit, "chain, tree, or chain,tree to compare"),
-                       (self.kv_edit, "target K/V cache types to sweep (each needs a reload)"),
-                       (self.variant_edit, "drafter variants: base, another drafter GGUF, lora:PATH@SCALE")):
+        self.variant_edit = QLineEdit(
+            "base", objectName="benchVariantEdit", placeholderText="base, other-drafter.gguf, lora:adapter.gguf@0.5"
+        )
+        for e, tip in (
+            (self.budget_edit, "draft budgets, comma-separated: 4,8,15 sweeps three"),
+            (self.verify_edit, "chain, tree, or chain,tree to compare"),
+            (self.kv_edit, "target K/V cache types to sweep (each needs a reload)"),
+            (self.variant_edit, "drafter variants: base, another drafter GGUF, lora:PATH@SCALE"),
+        ):
             e.setToolTip(tip)
         form = QFormLayout()
         form.addRow("Pair", self.pair_label)
@@ -166,7 +188,7 @@ class BenchView(QWidget):
         self.baseline_combo.activated.connect(self._baseline_chosen)
         self.table = QTableWidget(0, 0, objectName="benchTable")
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.table.verticalHeader().setVisible(False)   # the "row" column already names each row
+        self.table.verticalHeader().setVisible(False)  # the "row" column already names each row
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.export_buttons: dict[str, QPushButton] = {}
         # two rows: the baseline and the four exports side by side made the tab wider than the space
@@ -223,8 +245,10 @@ class BenchView(QWidget):
         if report.ok or target != str(self._pair[0]):
             return None
         reasons = "; ".join(f"{c.name}: {c.reason}" for c in report.failures)
-        return (f"The Pair tab's check refuses this pair ({len(report.failures)} FAIL): {reasons}. "
-                "Fix the pair there, then run the bench.")
+        return (
+            f"The Pair tab's check refuses this pair ({len(report.failures)} FAIL): {reasons}. "
+            "Fix the pair there, then run the bench."
+        )
 
     def _update_run_button(self) -> None:
         refusal = self.refusal()
@@ -263,8 +287,12 @@ class BenchView(QWidget):
             raise ValueError("choose a JSONL file for the suite")
         suite = load_suite(suite_name).head(self.limit_spin.value() or None)
         settings, sweep = {}, []
-        for axis, edit in (("budget", self.budget_edit), ("verify_mode", self.verify_edit),
-                           ("kv", self.kv_edit), ("draft_variant", self.variant_edit)):
+        for axis, edit in (
+            ("budget", self.budget_edit),
+            ("verify_mode", self.verify_edit),
+            ("kv", self.kv_edit),
+            ("draft_variant", self.variant_edit),
+        ):
             values = [v.strip() for v in edit.text().split(",") if v.strip()]
             if len(values) > 1 or (axis in ("kv", "draft_variant") and values and values != ["base"]):
                 sweep.append(f"{axis}={','.join(values)}")
@@ -272,10 +300,15 @@ class BenchView(QWidget):
                 settings[axis] = values[0]
         parsed = parse_sweep(sweep)
         single = parse_sweep([f"{k}={v}" for k, v in settings.items()])
-        return BenchSpec(engine=EngineConfig(target=target, draft=draft, **kwargs), suite=suite,
-                         reps=self.reps_spin.value(), max_tokens=self.tokens_spin.value(),
-                         budget=single.get("budget", [15])[0], verify_mode=single.get("verify_mode", ["chain"])[0],
-                         sweep=parsed)
+        return BenchSpec(
+            engine=EngineConfig(target=target, draft=draft, **kwargs),
+            suite=suite,
+            reps=self.reps_spin.value(),
+            max_tokens=self.tokens_spin.value(),
+            budget=single.get("budget", [15])[0],
+            verify_mode=single.get("verify_mode", ["chain"])[0],
+            sweep=parsed,
+        )
 
     # -- running ----------------------------------------------------------------------------------
     @property
@@ -361,8 +394,10 @@ class BenchView(QWidget):
         self._show_report(build_report(result))
         n_failed = sum(r.status == "failed" for r in result.rows)
         state = "cancelled: showing what finished" if result.cancelled else "done"
-        self._status(f"{state} · {len(result.measurements)} timed generations"
-                     + (f" · {n_failed} row(s) failed (see the table)" if n_failed else ""))
+        self._status(
+            f"{state} · {len(result.measurements)} timed generations"
+            + (f" · {n_failed} row(s) failed (see the table)" if n_failed else "")
+        )
         self.runFinished.emit(self.report)
 
     @Slot(str)
@@ -374,7 +409,7 @@ class BenchView(QWidget):
     def _on_thread_done(self) -> None:
         if self._thread is None:
             return
-        if self._thread.isRunning():   # finished fired while shutting down: wait is done by shutdown
+        if self._thread.isRunning():  # finished fired while shutting down: wait is done by shutdown
             self._thread.wait()
         self._thread.deleteLater()
         self._worker.deleteLater()
@@ -451,17 +486,23 @@ class BenchView(QWidget):
             vb.enableAutoRange()
         else:
             vb.setRange(xRange=(-0.5, 0.5), yRange=(0.0, 1.0), padding=0)
-            self.plot.getAxis("bottom").setTicks([[]])      # no rows, no row labels (not -0.4 … 0.4)
+            self.plot.getAxis("bottom").setTicks([[]])  # no rows, no row labels (not -0.4 … 0.4)
 
     def _draw_live(self) -> None:
         ids = list(self._live)
-        self._set_bars(ids, [float(np.mean(self._live[i])) for i in ids],
-                       [self._labels.get(i, ("", "spec"))[1] for i in ids])
+        self._set_bars(
+            ids, [float(np.mean(self._live[i])) for i in ids], [self._labels.get(i, ("", "spec"))[1] for i in ids]
+        )
 
     def _draw_final(self) -> None:
         rows = [r for r in (self.report or {}).get("rows", []) if r["avg_ts"] is not None]
-        self._set_bars([r["id"] for r in rows], [r["avg_ts"] for r in rows], [r["kind"] for r in rows],
-                       [r["ts_ci_lo"] for r in rows], [r["ts_ci_hi"] for r in rows])
+        self._set_bars(
+            [r["id"] for r in rows],
+            [r["avg_ts"] for r in rows],
+            [r["kind"] for r in rows],
+            [r["ts_ci_lo"] for r in rows],
+            [r["ts_ci_hi"] for r in rows],
+        )
 
     def bar_heights(self) -> list[float]:
         """What the plot shows now (one bar per row), for tests and screenshots."""

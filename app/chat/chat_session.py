@@ -22,7 +22,7 @@ from ..common.ui_budget import CpuBudget
 from .transcript import summary_line
 from ..shell.workers import GENERATING, READY, EngineClient
 
-LIVE_SAVE_S = 1.0      # a streaming answer is written to the store at most this often
+LIVE_SAVE_S = 1.0  # a streaming answer is written to the store at most this often
 CONVERSATION_KEY = "ui/conversation"
 
 
@@ -38,7 +38,7 @@ def describe_error(exc) -> str:
     from engine_bridge.runtime.engine_process import EngineProcessError
 
     if isinstance(exc, EngineProcessError):
-        return str(exc)           # a whole sentence that names what ended the engine
+        return str(exc)  # a whole sentence that names what ended the engine
     name = type(exc).__name__
     text = str(exc).strip() or name
     report = getattr(exc, "report", None)
@@ -48,24 +48,35 @@ def describe_error(exc) -> str:
 
 
 class ChatSession(QObject):
-    answerFinished = Signal(object)    # GenerationResult
-    answerFailed = Signal(object)      # exception
-    stateChanged = Signal()            # the chat's buttons may need updating
+    answerFinished = Signal(object)  # GenerationResult
+    answerFailed = Signal(object)  # exception
+    stateChanged = Signal()  # the chat's buttons may need updating
 
-    def __init__(self, engine: EngineClient, store: ConversationStore, chat, conversations, plots, profiler,
-                 status, settings: Callable, qsettings: QSettings, parent: QObject | None = None):
+    def __init__(
+        self,
+        engine: EngineClient,
+        store: ConversationStore,
+        chat,
+        conversations,
+        plots,
+        profiler,
+        status,
+        settings: Callable,
+        qsettings: QSettings,
+        parent: QObject | None = None,
+    ):
         super().__init__(parent)
         self.engine, self.store, self.chat, self.conversations = engine, store, chat, conversations
         self.plots, self.profiler, self.status = plots, profiler, status
-        self.settings = settings            # () -> StudioSettings, read at each request
+        self.settings = settings  # () -> StudioSettings, read at each request
         self.qsettings = qsettings
         self.conversation_id: int | None = None
         self._run: int | None = None
         self._live_saved_at = 0.0
         self._closed = False
-        self._unsaved = ""                  # why the streaming answer could not be stored, if it could not
+        self._unsaved = ""  # why the streaming answer could not be stored, if it could not
         self._stream = Throttle(self._drain, parent=self)
-        self.budget = CpuBudget()       # stretches the redraw intervals if drawing gets dear
+        self.budget = CpuBudget()  # stretches the redraw intervals if drawing gets dear
         engine.channel.ready.connect(self._on_stream_ready)
         engine.generated.connect(self._on_generated)
         engine.generateFailed.connect(self._on_generate_failed)
@@ -84,7 +95,7 @@ class ChatSession(QObject):
             if self.conversation_id is None:
                 self.conversation_id = self.store.create()
                 self.qsettings.setValue(CONVERSATION_KEY, self.conversation_id)
-            self.store.add(self.conversation_id, msg)       # committed before anything can go wrong
+            self.store.add(self.conversation_id, msg)  # committed before anything can go wrong
         except StoreError as exc:
             self.chat.show_status(f"Not sent: {exc}. Your message is still in the box.", error=True)
             return
@@ -223,19 +234,19 @@ class ChatSession(QObject):
     @Slot(int, object)
     def _on_generated(self, request_id: int, result) -> None:
         if self._closed:
-            return      # a late reply after close: the store is gone
+            return  # a late reply after close: the store is gone
         self._stream.cancel()
-        self._take_stream()            # everything streamed before the result, shown now
+        self._take_stream()  # everything streamed before the result, shown now
         self.plots.redraws.flush()
         summary = result.summary.to_dict() if result.summary else None
         msg = self.transcript.end_assistant(summary)
         if msg is not None and self.conversation_id is not None:
             if msg.id is not None:
-                self._write(self.store.update, msg)    # the final text, steps and summary
+                self._write(self.store.update, msg)  # the final text, steps and summary
             elif msg.tokens or result.summary.finish_reason != "cancelled":
                 self._write(self.store.add, self.conversation_id, msg)
             else:
-                self.transcript.pop_message()          # stopped before the first token
+                self.transcript.pop_message()  # stopped before the first token
         s = result.summary
         note = f" — {s.budget_note}" if s.budget_note else ""
         note += f" — {s.auto_note}" if s.auto_note else ""
@@ -265,7 +276,7 @@ class ChatSession(QObject):
                     else:
                         self._write(self.store.add, self.conversation_id, msg)
             else:
-                cut = self.transcript.pop_message()        # an answer cut by an error is not kept
+                cut = self.transcript.pop_message()  # an answer cut by an error is not kept
                 if cut is not None and cut.id is not None:
                     self._write(self.store.delete_message, cut.id)
         hint = " Raise the context size in Settings, or start a new chat." if "Context" in type(exc).__name__ else ""

@@ -8,8 +8,16 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSizePolicy,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from .transcript import TranscriptView
 
@@ -21,7 +29,8 @@ class PromptEdit(QPlainTextEdit):
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (
-                event.modifiers() & Qt.KeyboardModifier.ShiftModifier):
+            event.modifiers() & Qt.KeyboardModifier.ShiftModifier
+        ):
             self.submitted.emit()
             return
         super().keyPressEvent(event)
@@ -33,7 +42,7 @@ class ChatView(QWidget):
     regenerateRequested = Signal()
     newChatRequested = Signal()
     highlightToggled = Signal(bool)
-    reloadRequested = Signal()      # the engine's process died: load the pair again
+    reloadRequested = Signal()  # the engine's process died: load the pair again
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -49,15 +58,17 @@ class ChatView(QWidget):
         self.new_chat_button = QPushButton("New chat", self, objectName="newChatButton")
         self.highlight_box = QCheckBox("Highlight drafts", self, objectName="highlightToggle")
         self.highlight_box.setChecked(True)
-        self.highlight_box.setToolTip("Green: the drafter proposed the token and the target accepted it. "
-                                      "The underline colour changes at every step.")
+        self.highlight_box.setToolTip(
+            "Green: the drafter proposed the token and the target accepted it. "
+            "The underline colour changes at every step."
+        )
         self.template_label = QLabel("", self, objectName="chatTemplateLabel")
         self.template_label.setTextFormat(Qt.TextFormat.PlainText)
         self.template_label.setStyleSheet("color: #777;")
         self.template_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.status = QLabel(self, objectName="chatStatus")
         self.status.setWordWrap(True)
-        self.status.setTextFormat(Qt.TextFormat.PlainText)   # paths and errors are text, never markup
+        self.status.setTextFormat(Qt.TextFormat.PlainText)  # paths and errors are text, never markup
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.reload_button = QPushButton("Reload the pair", self, objectName="reloadButton")
         self.reload_button.setToolTip("The engine's process ended; load the same pair again in a fresh one.")
@@ -127,8 +138,9 @@ class ChatView(QWidget):
             self.template_label.setToolTip(template)
         else:
             self.template_label.setText("no chat template")
-            self.template_label.setToolTip("The target carries no chat template (a base model?); turns are "
-                                           "sent as 'role: text' lines.")
+            self.template_label.setToolTip(
+                "The target carries no chat template (a base model?); turns are sent as 'role: text' lines."
+            )
 
     def show_status(self, text: str, error: bool = False) -> None:
         self.status.setStyleSheet("color: #b00020;" if error else "")

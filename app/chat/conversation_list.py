@@ -21,7 +21,7 @@ class ConversationList(QListWidget):
         self.setObjectName("conversationList")
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setTextElideMode(Qt.TextElideMode.ElideRight)     # long titles end in "…"; the tooltip has all
+        self.setTextElideMode(Qt.TextElideMode.ElideRight)  # long titles end in "…"; the tooltip has all
         self.setMinimumWidth(120)
         self.customContextMenuRequested.connect(self._menu)
         self.itemClicked.connect(self._clicked)

@@ -62,7 +62,7 @@ class StoreError(Exception):
 class Message:
     role: str
     content: str
-    tokens: list[tuple[str, str, int]] = field(default_factory=list)   # (piece, source, step)
+    tokens: list[tuple[str, str, int]] = field(default_factory=list)  # (piece, source, step)
     # step -> (drafted, accepted, committed), or with a fourth item: the target's top-2 logit margin
     # of each token the step committed (GenerationSettings.record_margins)
     steps: dict[int, tuple] = field(default_factory=dict)
@@ -94,10 +94,10 @@ def title_from(text: str) -> str:
 class ConversationStore:
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else default_path()
-        self.notices: list[str] = []       # what the window should tell the user about the store
-        self.persistent = True              # False: this session's chats live in memory only
+        self.notices: list[str] = []  # what the window should tell the user about the store
+        self.persistent = True  # False: this session's chats live in memory only
         self.read_only = False
-        self.moved_to: Path | None = None   # where an unreadable store was moved
+        self.moved_to: Path | None = None  # where an unreadable store was moved
         self._db = self._open()
 
     # -- opening ----------------------------------------------------------------------------------
@@ -105,8 +105,10 @@ class ConversationStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            return self._in_memory(f"The chat store's folder {self.path.parent} cannot be created "
-                                   f"({exc.strerror or exc}); this session keeps no history.")
+            return self._in_memory(
+                f"The chat store's folder {self.path.parent} cannot be created "
+                f"({exc.strerror or exc}); this session keeps no history."
+            )
         if not _writable(self.path):
             return self._open_read_only()
         try:
@@ -115,8 +117,9 @@ class ConversationStore:
             return self._in_memory(str(exc))
         except sqlite3.OperationalError as exc:
             # locked beyond the timeout, an I/O error: not proof of damage, so the file stays put
-            return self._in_memory(f"The chat store {self.path} cannot be opened ({exc}); "
-                                   "this session keeps no history.")
+            return self._in_memory(
+                f"The chat store {self.path} cannot be opened ({exc}); this session keeps no history."
+            )
         except sqlite3.DatabaseError as exc:
             return self._move_aside(str(exc))
 
@@ -124,7 +127,7 @@ class ConversationStore:
         # WAL and a busy timeout: the app and another process (a second window, a test) may write at once
         db = sqlite_wal.connect(self.path)
         try:
-            db.execute("PRAGMA synchronous=NORMAL")     # WAL + NORMAL: durable across an app crash
+            db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across an app crash
             db.execute("PRAGMA foreign_keys=ON")
             sqlite_wal.quick_check(db)
             self._migrate(db)
@@ -135,8 +138,9 @@ class ConversationStore:
 
     def _open_read_only(self) -> sqlite3.Connection:
         if not self.path.exists():
-            return self._in_memory(f"The chat store's folder {self.path.parent} is read-only; "
-                                   "this session keeps no history.")
+            return self._in_memory(
+                f"The chat store's folder {self.path.parent} is read-only; this session keeps no history."
+            )
         try:
             # immutable: no -wal/-shm files are made (the folder may be read-only too)
             db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
@@ -148,11 +152,14 @@ class ConversationStore:
         except _Newer as exc:
             return self._in_memory(str(exc))
         except sqlite3.DatabaseError as exc:
-            return self._in_memory(f"The chat store {self.path} is read-only and cannot be read ({exc}); "
-                                   "it is left as it is, and this session keeps no history.")
+            return self._in_memory(
+                f"The chat store {self.path} is read-only and cannot be read ({exc}); "
+                "it is left as it is, and this session keeps no history."
+            )
         self.read_only = True
-        self.notices.append(f"The chat store {self.path} is read-only: your conversations are shown, "
-                            "new messages are not saved.")
+        self.notices.append(
+            f"The chat store {self.path} is read-only: your conversations are shown, new messages are not saved."
+        )
         return db
 
     def _migrate(self, db: sqlite3.Connection) -> None:
@@ -166,11 +173,14 @@ class ConversationStore:
             aside = Path(sqlite_wal.move_aside(self.path))
             db = self._open_writable()
         except (OSError, sqlite3.Error, _Newer) as exc:
-            return self._in_memory(f"The chat store {self.path} cannot be read ({why}) nor moved aside ({exc}); "
-                                   "this session keeps no history.")
+            return self._in_memory(
+                f"The chat store {self.path} cannot be read ({why}) nor moved aside ({exc}); "
+                "this session keeps no history."
+            )
         self.moved_to = aside
-        self.notices.append(f"The chat store could not be read ({why}). It was moved to {aside} and a new, "
-                            "empty one started.")
+        self.notices.append(
+            f"The chat store could not be read ({why}). It was moved to {aside} and a new, empty one started."
+        )
         return db
 
     def _in_memory(self, notice: str) -> sqlite3.Connection:
@@ -194,9 +204,11 @@ class ConversationStore:
                 yield
         except sqlite3.Error as exc:
             raise StoreError(_write_failure(self.path, exc)) from exc
-        except UnicodeEncodeError as exc:   # a lone surrogate (text from outside Qt): SQLite takes UTF-8 only
-            raise StoreError(f"the message holds a character that is not valid Unicode text (a lone surrogate "
-                             f"at character {exc.start}); nothing was saved") from exc
+        except UnicodeEncodeError as exc:  # a lone surrogate (text from outside Qt): SQLite takes UTF-8 only
+            raise StoreError(
+                f"the message holds a character that is not valid Unicode text (a lone surrogate "
+                f"at character {exc.start}); nothing was saved"
+            ) from exc
 
     def close(self) -> None:
         self._db.close()
@@ -205,15 +217,16 @@ class ConversationStore:
     def create(self, title: str = "New chat") -> int:
         now = time.time()
         with self._writing():
-            cur = self._db.execute("INSERT INTO conversations(title, created, updated) VALUES (?, ?, ?)",
-                                   (title, now, now))
+            cur = self._db.execute(
+                "INSERT INTO conversations(title, created, updated) VALUES (?, ?, ?)", (title, now, now)
+            )
         return int(cur.lastrowid)
 
     def list(self) -> list[Conversation]:
         try:
             rows = self._db.execute("SELECT id, title, updated FROM conversations ORDER BY updated DESC, id DESC")
             return [Conversation(*r) for r in rows]
-        except sqlite3.DatabaseError as exc:     # damage past the quick check
+        except sqlite3.DatabaseError as exc:  # damage past the quick check
             self.notices.append(f"The chat store {self.path} cannot list its conversations ({exc}).")
             return []
 
@@ -230,7 +243,8 @@ class ConversationStore:
         """The conversation's messages; a row that does not decode is skipped and noted."""
         rows = self._db.execute(
             "SELECT id, role, content, tokens, steps, summary FROM messages WHERE conversation_id=? ORDER BY id",
-            (conversation_id,))
+            (conversation_id,),
+        )
         out = []
         for mid, role, content, tokens, steps, summary in rows:
             try:
@@ -245,16 +259,23 @@ class ConversationStore:
             cur = self._db.execute(
                 "INSERT INTO messages(conversation_id, role, content, tokens, steps, summary, created) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (conversation_id, message.role, message.content,
-                 json.dumps(message.tokens) if message.tokens else None,
-                 json.dumps({str(k): v for k, v in message.steps.items()}) if message.steps else None,
-                 json.dumps(message.summary) if message.summary else None, now))
+                (
+                    conversation_id,
+                    message.role,
+                    message.content,
+                    json.dumps(message.tokens) if message.tokens else None,
+                    json.dumps({str(k): v for k, v in message.steps.items()}) if message.steps else None,
+                    json.dumps(message.summary) if message.summary else None,
+                    now,
+                ),
+            )
             self._db.execute("UPDATE conversations SET updated=? WHERE id=?", (now, conversation_id))
             # the first user message names the conversation
             if message.role == "user":
                 self._db.execute(
                     "UPDATE conversations SET title=? WHERE id=? AND title='New chat'",
-                    (title_from(message.content), conversation_id))
+                    (title_from(message.content), conversation_id),
+                )
         message.id = int(cur.lastrowid)
         return message.id
 
@@ -263,9 +284,14 @@ class ConversationStore:
         with self._writing():
             self._db.execute(
                 "UPDATE messages SET content=?, tokens=?, steps=?, summary=? WHERE id=?",
-                (message.content, json.dumps(message.tokens) if message.tokens else None,
-                 json.dumps({str(k): v for k, v in message.steps.items()}) if message.steps else None,
-                 json.dumps(message.summary) if message.summary else None, message.id))
+                (
+                    message.content,
+                    json.dumps(message.tokens) if message.tokens else None,
+                    json.dumps({str(k): v for k, v in message.steps.items()}) if message.steps else None,
+                    json.dumps(message.summary) if message.summary else None,
+                    message.id,
+                ),
+            )
 
     def delete_message(self, message_id: int) -> None:
         with self._writing():
@@ -274,8 +300,10 @@ class ConversationStore:
 
 class _Newer(Exception):
     def __init__(self, path: Path, version: int):
-        super().__init__(f"The chat store {path} was written by a newer DFlash Studio (store version {version}; this "
-                         f"one reads up to {STORE_VERSION}). It is left untouched; this session keeps no history.")
+        super().__init__(
+            f"The chat store {path} was written by a newer DFlash Studio (store version {version}; this "
+            f"one reads up to {STORE_VERSION}). It is left untouched; this session keeps no history."
+        )
 
 
 def _writable(path: Path) -> bool:
@@ -297,7 +325,7 @@ def _decode(mid, role, content, tokens, steps, summary) -> Message:
     if not isinstance(role, str) or not isinstance(content, str):
         raise TypeError("role and content must be text")
     toks = []
-    for t in (json.loads(tokens) if tokens else []):
+    for t in json.loads(tokens) if tokens else []:
         piece, source, step = t
         if not isinstance(piece, str) or not isinstance(source, str) or not isinstance(step, int):
             raise TypeError(f"token entry {t!r} is not [piece, source, step]")

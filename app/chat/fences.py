@@ -24,7 +24,7 @@ PROSE, CODE, MARKER = "prose", "code", "marker"
 class Run(NamedTuple):
     start: int
     end: int
-    kind: str      # PROSE | CODE | MARKER (a fence line, with its language tag and line break)
+    kind: str  # PROSE | CODE | MARKER (a fence line, with its language tag and line break)
 
 
 def _fence_lines(text: str) -> list[tuple[int, int, str]]:
@@ -74,7 +74,7 @@ class FenceTracker:
 
     def __init__(self):
         self.fences = 0
-        self._tail = ""          # the last two characters: a fence may straddle two pieces
+        self._tail = ""  # the last two characters: a fence may straddle two pieces
 
     def feed(self, piece: str) -> bool:
         """True when ``piece`` starts inside a code block; then counts the fences it adds."""

@@ -18,8 +18,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QPoint
-from PySide6.QtGui import (QColor, QFont, QFontDatabase, QTextBlockFormat, QTextCharFormat, QTextCursor,
-                           QTextDocumentFragment, QTextFormat)
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontDatabase,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocumentFragment,
+    QTextFormat,
+)
 from PySide6.QtWidgets import QTextBrowser, QToolTip
 
 from engine_bridge.runtime.records import FROM_DRAFT
@@ -28,14 +36,14 @@ from .conversations import Message
 from .fences import CODE, MARKER, PROSE, FenceTracker, balanced_markdown, fence_layout
 
 # Character-format properties that tag a token span.
-PROP_MESSAGE = QTextFormat.Property.UserProperty + 1    # index of the message in the transcript
+PROP_MESSAGE = QTextFormat.Property.UserProperty + 1  # index of the message in the transcript
 PROP_STEP = QTextFormat.Property.UserProperty + 2
-PROP_DRAFT = QTextFormat.Property.UserProperty + 3      # True: an accepted draft token
+PROP_DRAFT = QTextFormat.Property.UserProperty + 3  # True: an accepted draft token
 
 DRAFT_BACKGROUND = QColor("#b9f0c0")
 STEP_UNDERLINES = (QColor("#4a7fd4"), QColor("#e0902a"))
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
-FENCE_MARKER = QColor("#a0a0a0")      # a ``` line: shown, but as a marker, not as content
+FENCE_MARKER = QColor("#a0a0a0")  # a ``` line: shown, but as a marker, not as content
 
 
 @dataclass(frozen=True)
@@ -69,13 +77,13 @@ class TranscriptView(QTextBrowser):
         super().__init__(parent)
         self.setObjectName("chatTranscript")
         self.setOpenExternalLinks(True)
-        self.setUndoRedoEnabled(False)    # a growing undo stack would only cost memory
+        self.setUndoRedoEnabled(False)  # a growing undo stack would only cost memory
         self.messages: list[Message] = []
         self.highlight = True
         self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         self._live: Message | None = None
-        self._live_start = -1           # document position where the live message's header begins
-        self._parts: list[str] = []     # the live message's pieces (joined once per batch, not per token)
+        self._live_start = -1  # document position where the live message's header begins
+        self._parts: list[str] = []  # the live message's pieces (joined once per batch, not per token)
         self._fences = FenceTracker()
 
     # -- whole transcript -------------------------------------------------------------------------
@@ -107,7 +115,7 @@ class TranscriptView(QTextBrowser):
     def _render_all(self) -> None:
         self.clear()
         cur = QTextCursor(self.document())
-        cur.beginEditBlock()                  # one layout pass for the whole conversation
+        cur.beginEditBlock()  # one layout pass for the whole conversation
         for i, msg in enumerate(self.messages):
             self._render_message(cur, i, msg, live=msg is self._live)
         cur.endEditBlock()
@@ -214,15 +222,17 @@ class TranscriptView(QTextBrowser):
     def _insert_tokens(self, cur: QTextCursor, index: int, tokens) -> None:
         """A finished answer's tokens, each piece split where a code block or fence line begins or ends."""
         runs = fence_layout("".join(t[0] for t in tokens))
-        r, start = 0, 0                  # the run under the piece, where the piece begins in the answer
+        r, start = 0, 0  # the run under the piece, where the piece begins in the answer
         for piece, source, step in tokens:
             pos, end = start, start + len(piece)
             while pos < end:
                 while runs[r].end <= pos:
                     r += 1
                 cut = min(end, runs[r].end)
-                cur.insertText(piece[pos - start:cut - start],
-                               self._token_format(index, step, source == FROM_DRAFT, runs[r].kind))
+                cur.insertText(
+                    piece[pos - start : cut - start],
+                    self._token_format(index, step, source == FROM_DRAFT, runs[r].kind),
+                )
                 pos = cut
             start = end
 
@@ -269,7 +279,7 @@ class TranscriptView(QTextBrowser):
         cur.setPosition(position)
         if not cur.atBlockEnd():
             cur.movePosition(QTextCursor.MoveOperation.NextCharacter)
-        fmt = cur.charFormat()             # the format of the character before the cursor
+        fmt = cur.charFormat()  # the format of the character before the cursor
         if not fmt.hasProperty(PROP_STEP):
             return None
         step = fmt.intProperty(PROP_STEP)
@@ -300,15 +310,16 @@ class TranscriptView(QTextBrowser):
         def ours(q: int) -> bool:
             if q < 0:
                 return False
-            if doc.characterAt(q) == "\u2029":       # a block break: a "\n" of the step's text?
+            if doc.characterAt(q) == "\u2029":  # a block break: a "\n" of the step's text?
                 return ours(q - 1)
             cur = QTextCursor(doc)
             cur.setPosition(q)
             if not cur.atBlockEnd():
                 cur.movePosition(QTextCursor.MoveOperation.NextCharacter)
             f = cur.charFormat()
-            return (f.hasProperty(PROP_STEP) and f.intProperty(PROP_STEP) == step
-                    and f.intProperty(PROP_MESSAGE) == index)
+            return (
+                f.hasProperty(PROP_STEP) and f.intProperty(PROP_STEP) == step and f.intProperty(PROP_MESSAGE) == index
+            )
 
         start = position
         while ours(start - 1):
@@ -332,9 +343,16 @@ class TranscriptView(QTextBrowser):
                 frag = it.fragment()
                 fmt = frag.charFormat()
                 if frag.isValid() and fmt.hasProperty(PROP_STEP):
-                    out.append(TokenSpan(frag.position(), frag.text(), fmt.intProperty(PROP_MESSAGE),
-                                         fmt.intProperty(PROP_STEP), fmt.boolProperty(PROP_DRAFT),
-                                         fmt.hasProperty(QTextFormat.Property.BackgroundBrush)))
+                    out.append(
+                        TokenSpan(
+                            frag.position(),
+                            frag.text(),
+                            fmt.intProperty(PROP_MESSAGE),
+                            fmt.intProperty(PROP_STEP),
+                            fmt.boolProperty(PROP_DRAFT),
+                            fmt.hasProperty(QTextFormat.Property.BackgroundBrush),
+                        )
+                    )
                 it += 1
             block = block.next()
         return out

@@ -23,8 +23,7 @@ def distinct_labels(paths) -> list[str]:
     labels = []
     for i, own in enumerate(parts):
         n = min(2, len(own))
-        while n < len(own) and any(j != i and other != own and other[-n:] == own[-n:]
-                                   for j, other in enumerate(parts)):
+        while n < len(own) and any(j != i and other != own and other[-n:] == own[-n:] for j, other in enumerate(parts)):
             n += 1
         labels.append(str(PurePath(*own[-n:])) if n < len(own) else str(Path(*own)))
     return labels

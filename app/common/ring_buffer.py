@@ -14,9 +14,9 @@ class RingBuffer:
         self.capacity = capacity
         self.width = width
         self._data = np.zeros((capacity, width), dtype=np.float64)
-        self._next = 0          # slot the next row goes to
-        self._count = 0         # rows held (<= capacity)
-        self.total = 0          # rows ever appended (x coordinates keep counting past wrap-around)
+        self._next = 0  # slot the next row goes to
+        self._count = 0  # rows held (<= capacity)
+        self.total = 0  # rows ever appended (x coordinates keep counting past wrap-around)
 
     def __len__(self) -> int:
         return self._count
@@ -29,9 +29,9 @@ class RingBuffer:
 
     def extend(self, rows) -> None:
         rows = np.asarray(rows, dtype=np.float64).reshape(-1, self.width)
-        if len(rows) >= self.capacity:        # only the newest rows survive
+        if len(rows) >= self.capacity:  # only the newest rows survive
             self.total += len(rows) - self.capacity
-            rows = rows[-self.capacity:]
+            rows = rows[-self.capacity :]
             self._count = 0
             self._next = 0
         for row in rows:
@@ -41,7 +41,7 @@ class RingBuffer:
         """Rows oldest first, shape (len, width); a copy, safe to hand to a plot."""
         if self._count < self.capacity:
             return self._data[: self._count].copy()
-        return np.concatenate((self._data[self._next:], self._data[: self._next]))
+        return np.concatenate((self._data[self._next :], self._data[: self._next]))
 
     def column(self, i: int = 0) -> np.ndarray:
         return self.values()[:, i]

@@ -17,10 +17,10 @@ from PySide6.QtCore import QObject, QRunnable, QThreadPool, QTimer, Signal
 class Job(QObject):
     """One job: its signals are delivered on the UI thread (the Job lives there)."""
 
-    progress = Signal(object)        # whatever the function reports (text, (done, total), ...)
+    progress = Signal(object)  # whatever the function reports (text, (done, total), ...)
     succeeded = Signal(object)
-    failed = Signal(object)          # the exception
-    finished = Signal()              # after succeeded / failed, also when cancelled
+    failed = Signal(object)  # the exception
+    finished = Signal()  # after succeeded / failed, also when cancelled
 
     def __init__(self, name: str, parent: QObject | None = None):
         super().__init__(parent)
@@ -61,7 +61,7 @@ class _Runnable(QRunnable):
         else:
             job.succeeded.emit(result)
         finally:
-            job.done = True          # set here, on the pool thread: true even before the UI hears of it
+            job.done = True  # set here, on the pool thread: true even before the UI hears of it
             job.finished.emit()
 
 
@@ -102,7 +102,7 @@ class TaskRunner(QObject):
         return [j for j in self._jobs if not j.done]
 
     def shutdown(self, timeout_ms: int = 30000) -> bool:
-        self._closed = True          # jobs not launched yet never start
+        self._closed = True  # jobs not launched yet never start
         for job in list(self._jobs):
             job.cancel()
             if not job.launched:

@@ -17,8 +17,7 @@ DEFAULT_INTERVAL_MS = 50
 
 
 class Throttle(QObject):
-    def __init__(self, func: Callable[[], None], interval_ms: int = DEFAULT_INTERVAL_MS,
-                 parent: QObject | None = None):
+    def __init__(self, func: Callable[[], None], interval_ms: int = DEFAULT_INTERVAL_MS, parent: QObject | None = None):
         super().__init__(parent)
         self._func = func
         self._pending = False
@@ -26,7 +25,7 @@ class Throttle(QObject):
         self._timer.setSingleShot(True)
         self._timer.setInterval(interval_ms)
         self._timer.timeout.connect(self._on_timeout)
-        self.calls = 0      # how many times func ran (tests check the merging)
+        self.calls = 0  # how many times func ran (tests check the merging)
 
     def __call__(self) -> None:
         if self._timer.isActive():

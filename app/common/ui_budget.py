@@ -25,7 +25,7 @@ class CpuBudget:
         self.interval_ms = min_ms
         self._cpu = time.thread_time()
         self._wall = time.perf_counter()
-        self.share = 0.0            # the last window's measured share (for the status and tests)
+        self.share = 0.0  # the last window's measured share (for the status and tests)
 
     def update(self) -> int:
         """Call on the UI thread after each update; returns the interval to use from now on."""

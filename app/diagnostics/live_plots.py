@@ -30,19 +30,18 @@ from engine_bridge.runtime.records import PHASES
 from ..common.ring_buffer import RingBuffer
 from ..common.throttle import Throttle
 
-CAPACITY = 512           # steps on screen (older ones scroll out; the profiler keeps every step)
-SMOOTH_WINDOW = 16       # steps in the moving average
+CAPACITY = 512  # steps on screen (older ones scroll out; the profiler keeps every step)
+SMOOTH_WINDOW = 16  # steps in the moving average
 #: plots redraw at most 5 times a second (the issue's ceiling is 20; the chat text keeps 20): on a
 #: machine whose cores all decode, every millisecond the UI thread paints is taken from the engine
 REDRAW_MS = 200
-PHASE_COLOURS = {"draft": "#4a7fd4", "inject": "#9b59b6", "verify": "#e0902a",
-                 "accept": "#2ca02c", "other": "#999999"}
+PHASE_COLOURS = {"draft": "#4a7fd4", "inject": "#9b59b6", "verify": "#e0902a", "accept": "#2ca02c", "other": "#999999"}
 SHAPE_COLOURS = {"nodes": "#4a7fd4", "depth": "#e0902a", "path": "#2ca02c"}
 
 # columns of the ring buffer
 X, TOKS, ACCEPT, COMMIT, DRAFTED, ACCEPTED, WALL, NODES, DEPTH, PATH = range(10)
 PHASE0 = 10
-SERVED = PHASE0 + len(PHASES)    # 1.0: a served request's step (app.serve), 0.0: a chat turn's
+SERVED = PHASE0 + len(PHASES)  # 1.0: a served request's step (app.serve), 0.0: a chat turn's
 WIDTH = SERVED + 1
 SERVED_COLOUR = "#8e44ad"
 
@@ -71,8 +70,9 @@ def nice_ceiling(v: float) -> float:
     return float(10 * base)
 
 
-def _plot(layout: pg.GraphicsLayoutWidget, row: int, col: int, title: str, left: str, bottom: str = "step",
-          colspan: int = 1) -> pg.PlotItem:
+def _plot(
+    layout: pg.GraphicsLayoutWidget, row: int, col: int, title: str, left: str, bottom: str = "step", colspan: int = 1
+) -> pg.PlotItem:
     p = layout.addPlot(row=row, col=col, colspan=colspan, title=f"<span style='font-size:9pt'>{title}</span>")
     p.setLabel("left", left)
     p.setLabel("bottom", bottom)
@@ -80,7 +80,7 @@ def _plot(layout: pg.GraphicsLayoutWidget, row: int, col: int, title: str, left:
     p.setMenuEnabled(False)
     p.setClipToView(True)
     p.setDownsampling(auto=True, mode="peak")
-    p.disableAutoRange()            # ranges are set in LivePlots.redraw, in 1-2-5 steps
+    p.disableAutoRange()  # ranges are set in LivePlots.redraw, in 1-2-5 steps
     p.setMouseEnabled(x=False, y=False)
     return p
 
@@ -93,8 +93,8 @@ class LivePlots(QWidget):
         self._x = 0
         self.min_interval_ms = REDRAW_MS
         self.redraws = Throttle(self.redraw, interval_ms=REDRAW_MS, parent=self)
-        self._stale = False          # data arrived while hidden: draw when shown
-        self._ranges: dict = {}      # plot -> (x range, y range) last set
+        self._stale = False  # data arrived while hidden: draw when shown
+        self._ranges: dict = {}  # plot -> (x range, y range) last set
 
         # one graphics view for all plots: one paint per update instead of one per plot
         self.canvas = pg.GraphicsLayoutWidget(self)
@@ -105,8 +105,9 @@ class LivePlots(QWidget):
         self.toks_points = self.toks_plot.plot([], [], pen=pg.mkPen("#b5c9ee", width=1), name="per step")
         self.toks_smooth = self.toks_plot.plot([], [], pen=pg.mkPen("#2b5797", width=2), name="smoothed")
         # served requests' steps drawn over them (NaN elsewhere: gaps, not lines across chat turns)
-        self.toks_served = self.toks_plot.plot([], [], pen=pg.mkPen(SERVED_COLOUR, width=2), name="served",
-                                               connect="finite")
+        self.toks_served = self.toks_plot.plot(
+            [], [], pen=pg.mkPen(SERVED_COLOUR, width=2), name="served", connect="finite"
+        )
         self.accept_plot = _plot(self.canvas, 0, 1, "Accept rate", "accepted / drafted")
         self.accept_plot.setYRange(0, 1)
         self.accept_points = self.accept_plot.plot([], [], pen=pg.mkPen("#bfe5bf", width=1))
@@ -117,25 +118,37 @@ class LivePlots(QWidget):
         self.hist_plot = _plot(self.canvas, 1, 1, "Commit length histogram", "steps", "tokens committed")
         self.hist_bars = pg.BarGraphItem(x=[], height=[], width=0.8, brush="#e0902a")
         self.hist_plot.addItem(self.hist_bars)
-        self.hist_plot.getAxis("bottom").setTickSpacing(1, 1)     # commit lengths are whole tokens
+        self.hist_plot.getAxis("bottom").setTickSpacing(1, 1)  # commit lengths are whole tokens
         # the two bottom rows span both columns, so their legends fit on one line
         self.phase_plot = _plot(self.canvas, 2, 0, "Step time by phase (stacked)", "ms", colspan=2)
-        self.phase_plot.addLegend(offset=(5, 5), labelTextSize="8pt", colCount=len(PHASES),
-                                  brush=pg.mkBrush(255, 255, 255, 210), pen=pg.mkPen("#cccccc"))
+        self.phase_plot.addLegend(
+            offset=(5, 5),
+            labelTextSize="8pt",
+            colCount=len(PHASES),
+            brush=pg.mkBrush(255, 255, 255, 210),
+            pen=pg.mkPen("#cccccc"),
+        )
         self.phase_curves = {}
         # drawn from the top of the stack down, each filled to zero, so the bands stack
         for p in reversed(PHASES):
             colour = PHASE_COLOURS[p]
-            self.phase_curves[p] = self.phase_plot.plot([], [], pen=pg.mkPen(colour), fillLevel=0,
-                                                        brush=pg.mkBrush(colour), name=p)
+            self.phase_curves[p] = self.phase_plot.plot(
+                [], [], pen=pg.mkPen(colour), fillLevel=0, brush=pg.mkBrush(colour), name=p
+            )
         # a chain step is one branch: nodes == depth == drafted, so those two lines coincide
         self.shape_plot = _plot(self.canvas, 3, 0, "Draft shape", "tokens", colspan=2)
-        self.shape_plot.addLegend(offset=(5, 5), labelTextSize="8pt", colCount=3,
-                                  brush=pg.mkBrush(255, 255, 255, 210), pen=pg.mkPen("#cccccc"))
+        self.shape_plot.addLegend(
+            offset=(5, 5),
+            labelTextSize="8pt",
+            colCount=3,
+            brush=pg.mkBrush(255, 255, 255, 210),
+            pen=pg.mkPen("#cccccc"),
+        )
         # three thin lines: nodes the target verified, the draft's depth, the accepted path
         self.shape_curves = {
             key: self.shape_plot.plot([], [], pen=pg.mkPen(SHAPE_COLOURS[key], width=1), name=name)
-            for key, name in (("nodes", "nodes"), ("depth", "depth"), ("path", "accepted path"))}
+            for key, name in (("nodes", "nodes"), ("depth", "depth"), ("path", "accepted path"))
+        }
         self.summary = QLabel("no steps yet", self, objectName="plotSummary")
         # a fixed one-line label: a summary that changed width or height would re-layout the plots
         self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
@@ -205,7 +218,7 @@ class LivePlots(QWidget):
 
     # -- drawing ----------------------------------------------------------------------------------
     def _set_range(self, plot, x: tuple, y: tuple) -> None:
-        if self._ranges.get(plot) != (x, y):      # unchanged ranges keep the axes' cached pictures
+        if self._ranges.get(plot) != (x, y):  # unchanged ranges keep the axes' cached pictures
             self._ranges[plot] = (x, y)
             plot.setRange(xRange=x, yRange=y, padding=0)
 
@@ -216,13 +229,13 @@ class LivePlots(QWidget):
         else:
             x0, x1 = 0.0, 10.0
         xr = (x0, x1)
-        top = (lambda col: nice_ceiling(float(np.nanmax(col))) if len(col) and np.isfinite(col).any() else 1.0)
+        top = lambda col: nice_ceiling(float(np.nanmax(col))) if len(col) and np.isfinite(col).any() else 1.0
         self._set_range(self.toks_plot, xr, (0.0, top(v[:, TOKS])))
         self._set_range(self.accept_plot, xr, (0.0, 1.0))
         self._set_range(self.commit_plot, xr, (0.0, top(v[:, COMMIT])))
         self._set_range(self.hist_plot, (-0.5, max(len(counts), 2) - 0.5), (0.0, top(counts.astype(float))))
         self._set_range(self.phase_plot, xr, (0.0, top(stack[:, -1]) if len(stack) else 1.0))
-        self._set_range(self.shape_plot, xr, (0.0, top(v[:, NODES:PATH + 1].max(axis=1))))
+        self._set_range(self.shape_plot, xr, (0.0, top(v[:, NODES : PATH + 1].max(axis=1))))
 
     def redraw(self) -> None:
         v = self.buffer.values()
@@ -241,7 +254,7 @@ class LivePlots(QWidget):
         self.commit_smooth.setData(x, trailing_mean(v[:, COMMIT], SMOOTH_WINDOW))
         counts = np.bincount(v[:, COMMIT].astype(np.int64)) if len(v) else np.zeros(0)
         self.hist_bars.setOpts(x=np.arange(len(counts)), height=counts, width=0.8)
-        stack = np.cumsum(v[:, PHASE0:PHASE0 + len(PHASES)], axis=1)
+        stack = np.cumsum(v[:, PHASE0 : PHASE0 + len(PHASES)], axis=1)
         for j, p in enumerate(PHASES):
             self.phase_curves[p].setData(x, stack[:, j])
         for key, col in (("nodes", NODES), ("depth", DEPTH), ("path", PATH)):
@@ -250,9 +263,12 @@ class LivePlots(QWidget):
         if len(v):
             drafted, accepted = v[:, DRAFTED].sum(), v[:, ACCEPTED].sum()
             rate = f"{accepted / drafted:.0%} accepted" if drafted else "no drafts (autoregressive)"
-            served = int(v[:, SERVED].sum())      # first in the line: a narrow dock cuts its end
-            self.summary.setText(f"{self.buffer.total} steps" + (f" ({served} served, purple)" if served else "")
-                                 + f" · {self.recent_tok_per_s():.1f} tok/s (last 32) · "
-                                 f"{v[:, COMMIT].mean():.2f} tok/step · {rate}")
+            served = int(v[:, SERVED].sum())  # first in the line: a narrow dock cuts its end
+            self.summary.setText(
+                f"{self.buffer.total} steps"
+                + (f" ({served} served, purple)" if served else "")
+                + f" · {self.recent_tok_per_s():.1f} tok/s (last 32) · "
+                f"{v[:, COMMIT].mean():.2f} tok/step · {rate}"
+            )
         else:
             self.summary.setText("no steps yet")

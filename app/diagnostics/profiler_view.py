@@ -16,8 +16,7 @@ import re
 from pathlib import Path
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
-from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton, QTableView,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton, QTableView, QVBoxLayout, QWidget
 
 from engine_bridge.runtime.records import PHASES
 
@@ -26,7 +25,6 @@ from ..common.save_dialogs import ask_save_path
 #: (header, key, how to read it off a (run, StepRecord) row)
 COLUMNS = [
     ("run", "run", lambda run, r: run),
-
     ("step", "step", lambda run, r: r.step),
     ("pos", "pos", lambda run, r: r.pos),
     ("drafted", "drafted", lambda run, r: r.drafted),
@@ -35,18 +33,25 @@ COLUMNS = [
     *[(f"{p} ms", f"{p}_ms", (lambda p: lambda run, r: getattr(r, f"t_{p}") * 1000.0)(p)) for p in PHASES],
     ("wall ms", "wall_ms", lambda run, r: r.wall * 1000.0),
     ("tok/s", "tok_per_s", lambda run, r: r.tok_per_s),
-    ("tree nodes", "tree_nodes", lambda run, r: r.tree_nodes),     # 0 outside tree verification
+    ("tree nodes", "tree_nodes", lambda run, r: r.tree_nodes),  # 0 outside tree verification
     ("tree depth", "tree_depth", lambda run, r: r.tree_depth),
-    ("path len", "path_len", lambda run, r: r.path_len),           # tree mode: accepted path length
-    ("from", "source", None),                                      # "chat" or "served": kept in the row
+    ("path len", "path_len", lambda run, r: r.path_len),  # tree mode: accepted path length
+    ("from", "source", None),  # "chat" or "served": kept in the row
 ]
 KEYS = [c[1] for c in COLUMNS]
 SOURCE = KEYS.index("source")
 NUMERIC_KEYS = [k for k in KEYS if k != "source"]
 SORT_ROLE = Qt.ItemDataRole.UserRole
 
-_OPS = {">=": operator.ge, "<=": operator.le, "!=": operator.ne, "==": operator.eq, "=": operator.eq,
-        ">": operator.gt, "<": operator.lt}
+_OPS = {
+    ">=": operator.ge,
+    "<=": operator.le,
+    "!=": operator.ne,
+    "==": operator.eq,
+    "=": operator.eq,
+    ">": operator.gt,
+    "<": operator.lt,
+}
 _COND = re.compile(r"^\s*([a-z_/ ]+?)\s*(>=|<=|!=|==|=|>|<)\s*(-?[0-9.]+)\s*$", re.I)
 
 
@@ -70,7 +75,7 @@ def parse_conditions(text: str):
 class StepTableModel(QAbstractTableModel):
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.rows: list[tuple[int, object, str]] = []     # (run, StepRecord, "chat" | "served")
+        self.rows: list[tuple[int, object, str]] = []  # (run, StepRecord, "chat" | "served")
 
     def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802
         return 0 if parent.isValid() else len(self.rows)
@@ -183,7 +188,7 @@ class ProfilerView(QWidget):
         self.table = QTableView(self, objectName="profilerTable")
         self.table.setModel(self.proxy)
         self.table.setSortingEnabled(True)
-        self.table.sortByColumn(-1, Qt.SortOrder.AscendingOrder)   # arrival order until a header is clicked
+        self.table.sortByColumn(-1, Qt.SortOrder.AscendingOrder)  # arrival order until a header is clicked
         self.table.verticalHeader().setVisible(False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.setAlternatingRowColors(True)

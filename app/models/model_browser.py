@@ -18,10 +18,30 @@ import time
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QGroupBox, QHBoxLayout, QHeaderView, QLabel,
-                               QLineEdit, QListWidget, QListWidgetItem, QMessageBox, QProgressBar, QPushButton,
-                               QScrollArea, QSplitter, QTableWidget, QTableWidgetItem, QTabWidget, QTreeWidget,
-                               QTreeWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ..shell.status_bar import human_bytes
 from ..common.file_names import distinct_labels, short_path
@@ -51,7 +71,7 @@ class DownloadRow(QWidget):
         self.bar = QProgressBar(self, objectName="downloadProgress")
         self.bar.setRange(0, 0)
         self.state = QLabel("starting…", self, objectName="downloadState")
-        plain(self.name, self.state)   # Hub names are text, never markup
+        plain(self.name, self.state)  # Hub names are text, never markup
         self.cancel_button = QPushButton("Cancel", self, objectName="cancelDownloadButton")
         self.resume_button = QPushButton("Resume", self, objectName="resumeDownloadButton")
         self.resume_button.hide()
@@ -80,7 +100,7 @@ class DownloadRow(QWidget):
 
 
 class ModelBrowser(QWidget):
-    useModel = Signal(str, str)          # path, role ('target' | 'drafter')
+    useModel = Signal(str, str)  # path, role ('target' | 'drafter')
     variantsChanged = Signal()
     libraryChanged = Signal()
 
@@ -88,9 +108,9 @@ class ModelBrowser(QWidget):
         super().__init__(parent)
         self.setObjectName("modelBrowser")
         self.tasks = tasks
-        self.files = []                  # library.LibraryFile, refreshed off the UI thread
+        self.files = []  # library.LibraryFile, refreshed off the UI thread
         self.names: dict[str, str] = {}  # path -> the name shown (distinct among the library's files)
-        self.groups = []                 # library.DrafterGroup
+        self.groups = []  # library.DrafterGroup
         self.catalog = []
         self.downloads: list[DownloadRow] = []
         self._refresh_serial = 0
@@ -137,11 +157,15 @@ class ModelBrowser(QWidget):
             self.variant_type.addItem(t)
         self.variant_type.setCurrentText("q8_0")
         make = QPushButton("Make drafter variant", page, objectName="makeVariantButton")
-        make.setToolTip("Writes a quantised copy of the selected drafter into your data folder "
-                        "(variants/) and files it as a variant")
+        make.setToolTip(
+            "Writes a quantised copy of the selected drafter into your data folder "
+            "(variants/) and files it as a variant"
+        )
         forget = QPushButton("Forget", page, objectName="forgetButton")
-        forget.setToolTip("Removes the entry from the library; a file DFlash Studio made itself (a variant, a "
-                          "converted drafter) can be deleted from disk too, any other file stays")
+        forget.setToolTip(
+            "Removes the entry from the library; a file DFlash Studio made itself (a variant, a "
+            "converted drafter) can be deleted from disk too, any other file stays"
+        )
         scan.clicked.connect(self.scan)
         add.clicked.connect(self._add_file)
         use_t.clicked.connect(lambda: self._use_selected("target"))
@@ -238,6 +262,7 @@ class ModelBrowser(QWidget):
     # -- library ----------------------------------------------------------------------------------
     def refresh(self) -> Job:
         """Re-reads the library and catalog on the pool, then redraws."""
+
         def read(job):
             lib = _library()
             return lib.files(), lib.groups(), lib.catalog()
@@ -304,8 +329,9 @@ class ModelBrowser(QWidget):
     def _file_item(self, f, kind: str) -> QTreeWidgetItem:
         info = f.info
         label = {"drafter": (info.role if info else "drafter"), "quant": "quantised variant"}.get(kind, kind)
-        item = QTreeWidgetItem([self.name_of(f.path), label, f.arch or "", human_bytes(f.size) if f.size else "",
-                                f.path])
+        item = QTreeWidgetItem(
+            [self.name_of(f.path), label, f.arch or "", human_bytes(f.size) if f.size else "", f.path]
+        )
         item.setData(0, PATH_ROLE, f.path)
         item.setData(0, KIND_ROLE, kind)
         item.setToolTip(0, "\n".join(info.summary_lines()) if info else (f.error or ""))
@@ -356,17 +382,22 @@ class ModelBrowser(QWidget):
         delete = False
         if made:
             answer = QMessageBox.question(
-                self, "Forget",
+                self,
+                "Forget",
                 f"DFlash Studio made {self.name_of(path)} ({made}).\n\nDelete the file from disk too, or keep it?",
                 QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No | QMessageBox.StandardButton.Cancel,
-                QMessageBox.StandardButton.No)
+                QMessageBox.StandardButton.No,
+            )
             if answer == QMessageBox.StandardButton.Cancel:
                 return None
             delete = answer == QMessageBox.StandardButton.Yes
         job = self.tasks.start("forget", lambda job: _library().forget(path, delete_file=delete))
-        job.succeeded.connect(lambda deleted: (self.say(f"forgot {self.name_of(path)}"
-                                                        + (" and deleted the file" if deleted else "")),
-                                               self.refresh()))
+        job.succeeded.connect(
+            lambda deleted: (
+                self.say(f"forgot {self.name_of(path)}" + (" and deleted the file" if deleted else "")),
+                self.refresh(),
+            )
+        )
         job.failed.connect(lambda exc: self.say(f"could not forget {path}: {exc}", error=True))
         return job
 
@@ -397,7 +428,7 @@ class ModelBrowser(QWidget):
                     out.append((f"variant: {self.name_of(path)}", path, []))
                 elif kind == "lora":
                     out.append((f"LoRA: {self.name_of(path)} (on the base drafter)", "", [[path, 1.0]]))
-            if g.drafter.path != key:     # the chosen drafter is itself a variant: offer the head too
+            if g.drafter.path != key:  # the chosen drafter is itself a variant: offer the head too
                 out.append((f"variant: {self.name_of(g.drafter.path)}", g.drafter.path, []))
         return out
 
@@ -406,8 +437,14 @@ class ModelBrowser(QWidget):
         t = self.catalog_table
         t.setRowCount(len(self.catalog))
         for r, e in enumerate(self.catalog):
-            cells = [e.title, e.kind, e.drafter_repo, e.target_gguf_repo or f"search: {e.target_gguf_search}",
-                     ", ".join(e.recommended_quants), e.notes]
+            cells = [
+                e.title,
+                e.kind,
+                e.drafter_repo,
+                e.target_gguf_repo or f"search: {e.target_gguf_search}",
+                ", ".join(e.recommended_quants),
+                e.notes,
+            ]
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text or "")
                 item.setToolTip(f"{e.title}\n{e.notes}\nsource: {e.source}")
@@ -423,8 +460,13 @@ class ModelBrowser(QWidget):
         for r, (name, m) in enumerate(known):
             # the cheap check (size only): only verified files are ever renamed into place
             here = registry_models.cached(m)
-            cells = [name, m.file_name, human_bytes(m.size), m.licence,
-                     "in the models folder" if here else "not fetched"]
+            cells = [
+                name,
+                m.file_name,
+                human_bytes(m.size),
+                m.licence,
+                "in the models folder" if here else "not fetched",
+            ]
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setData(PATH_ROLE, name)
@@ -472,9 +514,9 @@ class ModelBrowser(QWidget):
         if e is None:
             return
         if e.drafter_format == "hf":
-            self.start_download(e.drafter_repo, None)       # a drafter folder, to convert after
+            self.start_download(e.drafter_repo, None)  # a drafter folder, to convert after
         else:
-            self.tabs.setCurrentIndex(2)                     # pick the GGUF file from the listing
+            self.tabs.setCurrentIndex(2)  # pick the GGUF file from the listing
             self.query.setText(e.drafter_repo)
             self.list_repo(e.drafter_repo)
 

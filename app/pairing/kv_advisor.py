@@ -33,7 +33,7 @@ class KVAdvisor:
 
         t, d = self.target_info, self.drafter_info
         if t is None or (which == "drafter" and d is None):
-            return "PASS", ""          # nothing to judge against yet: every choice stays open
+            return "PASS", ""  # nothing to judge against yet: every choice stays open
         if which == "target":
             row = compat.check(t, None, kv=kv, flash_attn=flash_attn).get("kv_types_target")
         else:

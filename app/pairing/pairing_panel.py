@@ -15,8 +15,19 @@ from pathlib import Path
 from typing import Callable
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QMenu, QMessageBox, QProgressBar,
-                               QPushButton, QSizePolicy, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from .compat_view import CompatReportView
 from .first_start import FirstStartOffer
@@ -43,16 +54,21 @@ def facts_text(info) -> str:
     """Key facts of a modelinfo.ModelInfo, two short lines."""
     size = info.size_bytes / 2**20
     kinds = ", ".join(sorted(info.quant_types)) if info.quant_types else "?"
-    role = {"target": "target", "dflash": "DFlash drafter", "dspark": "DSpark drafter",
-            "lora": "LoRA adapter"}.get(info.role, info.role)
+    role = {"target": "target", "dflash": "DFlash drafter", "dspark": "DSpark drafter", "lora": "LoRA adapter"}.get(
+        info.role, info.role
+    )
     first = f"{role} · {info.arch or '?'} · {info.n_params / 1e6:.1f}M params · {size:.1f} MiB · {kinds}"
     if info.is_drafter:
-        second = (f"{info.n_layer} layers · hidden {info.n_embd} · block {info.block_size} · "
-                  f"reads target layers {list(info.target_layers or ())}")
+        second = (
+            f"{info.n_layer} layers · hidden {info.n_embd} · block {info.block_size} · "
+            f"reads target layers {list(info.target_layers or ())}"
+        )
     else:
-        second = (f"{info.n_layer} layers · hidden {info.n_embd} · heads {info.n_head}/{info.n_head_kv} · "
-                  f"ctx {info.context_length} · vocab {info.vocab_size} · "
-                  f"{'chat template' if info.has_chat_template else 'no chat template'}")
+        second = (
+            f"{info.n_layer} layers · hidden {info.n_embd} · heads {info.n_head}/{info.n_head_kv} · "
+            f"ctx {info.context_length} · vocab {info.vocab_size} · "
+            f"{'chat template' if info.has_chat_template else 'no chat template'}"
+        )
     if not info.data_complete:
         second += " · TRUNCATED"
     return f"{first}\n{second}"
@@ -63,7 +79,7 @@ class ElidedLabel(QLabel):
 
     def __init__(self, text: str = "", parent=None, objectName: str = ""):
         super().__init__(parent, objectName=objectName)
-        self.setTextFormat(Qt.TextFormat.PlainText)   # paths are text, never markup
+        self.setTextFormat(Qt.TextFormat.PlainText)  # paths are text, never markup
         self._full = text
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.setMinimumWidth(40)
@@ -98,10 +114,9 @@ class ModelSlot(QFrame):
         self.setAcceptDrops(True)
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.path = ""
-        self.info = None                     # modelinfo.ModelInfo once inspected
+        self.info = None  # modelinfo.ModelInfo once inspected
         self.title = QLabel(f"<b>{role.capitalize()}</b>", self)
-        self.path_label = ElidedLabel("drop a GGUF file or a Hugging Face folder here", self,
-                                      objectName=f"{role}Path")
+        self.path_label = ElidedLabel("drop a GGUF file or a Hugging Face folder here", self, objectName=f"{role}Path")
         # what the engine runs for this slot: after "Swap drafter" that is a variant, not the chosen file
         self.loaded_label = QLabel("", self, objectName=f"{role}Loaded")
         self.loaded_label.setWordWrap(True)
@@ -111,7 +126,7 @@ class ModelSlot(QFrame):
         self.facts = QLabel("", self, objectName=f"{role}Facts")
         self.facts.setWordWrap(True)
         self.facts.setStyleSheet("color: #555;")
-        plain(self.loaded_label, self.facts)      # file and model names are text, never markup
+        plain(self.loaded_label, self.facts)  # file and model names are text, never markup
         self.facts.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.browse = QPushButton("File…", self, objectName=f"{role}BrowseButton")
         self.folder = QPushButton("Folder…", self, objectName=f"{role}FolderButton")
@@ -229,7 +244,7 @@ class PairingPanel(QWidget):
         self.demo_offer.hide()
 
         self.progress = QProgressBar(self, objectName="pairingProgress")
-        self.progress.setRange(0, 0)          # a busy bar: checks and loads report no percentage
+        self.progress.setRange(0, 0)  # a busy bar: checks and loads report no percentage
         self.progress.setTextVisible(False)
         self.progress.setMaximumHeight(8)
         self.progress.hide()
@@ -239,8 +254,10 @@ class PairingPanel(QWidget):
         self.message.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.convert_button = QPushButton("Convert drafter to GGUF", self, objectName="convertButton")
-        self.convert_button.setToolTip("Converts the Hugging Face drafter folder against the chosen target "
-                                       "(f16) into the models folder, then pairs the result")
+        self.convert_button.setToolTip(
+            "Converts the Hugging Face drafter folder against the chosen target "
+            "(f16) into the models folder, then pairs the result"
+        )
         self.convert_button.hide()
         self.convert_button.clicked.connect(self.convert_drafter)
         self.load_button = QPushButton("Load pair", self, objectName="loadButton")
@@ -269,7 +286,7 @@ class PairingPanel(QWidget):
         self.target.cleared.connect(lambda: self.set_pair("", self.drafter.path))
         self.drafter.cleared.connect(lambda: self.set_pair(self.target.path, ""))
 
-        self.check_options: dict = {}       # kv, draft_kv, flash_attn, budget, adapters (from settings)
+        self.check_options: dict = {}  # kv, draft_kv, flash_attn, budget, adapters (from settings)
         self.report = None
         self._check_serial = 0
         self._checking = False
@@ -322,7 +339,7 @@ class PairingPanel(QWidget):
 
     def _on_inspected(self, slot: ModelSlot, path: str, info) -> None:
         if slot.path != path:
-            return      # the slot changed meanwhile
+            return  # the slot changed meanwhile
         slot.info = info
         slot.set_facts(facts_text(info))
         self._update_convert_button()
@@ -331,8 +348,9 @@ class PairingPanel(QWidget):
     # -- converting an HF drafter -----------------------------------------------------------------
     def _update_convert_button(self) -> None:
         d, t = self.drafter.info, self.target.info
-        self.convert_button.setVisible(bool(d is not None and d.format == "hf" and d.is_drafter
-                                            and t is not None and t.format == "gguf"))
+        self.convert_button.setVisible(
+            bool(d is not None and d.format == "hf" and d.is_drafter and t is not None and t.format == "gguf")
+        )
 
     def convert_drafter(self):
         """Runs the library's HF -> GGUF drafter conversion on the pool, then pairs the result."""
@@ -367,21 +385,21 @@ class PairingPanel(QWidget):
         serial = self._check_serial
         self.report = None
         if not self.target.path:
-            self.report_view.set_message("WARN", "target", "no target chosen",
-                                         "drop a target GGUF on the Target slot")
+            self.report_view.set_message("WARN", "target", "no target chosen", "drop a target GGUF on the Target slot")
             self._checking = False
             self._update_load_button()
             return
         self._checking = True
         self._update_load_button()
-        job = self.tasks.start("check pair", _run_check, self.target.path, self.drafter.path or None,
-                               dict(self.check_options))
+        job = self.tasks.start(
+            "check pair", _run_check, self.target.path, self.drafter.path or None, dict(self.check_options)
+        )
         job.succeeded.connect(lambda report, n=serial: self._on_report(n, report))
         job.failed.connect(lambda exc, n=serial: self._on_check_failed(n, exc))
 
     def _on_report(self, serial: int, report) -> None:
         if serial != self._check_serial:
-            return          # a newer choice superseded this check
+            return  # a newer choice superseded this check
         self._checking = False
         self.report = report
         self.report_view.set_report(report)
@@ -392,16 +410,25 @@ class PairingPanel(QWidget):
         if serial != self._check_serial:
             return
         self._checking = False
-        self.report_view.set_message("FAIL", "check", f"the pairing check could not run: {exc}",
-                                     "make sure the engine and model library are installed")
+        self.report_view.set_message(
+            "FAIL",
+            "check",
+            f"the pairing check could not run: {exc}",
+            "make sure the engine and model library are installed",
+        )
         self._update_load_button()
         self.reportReady.emit(None)
 
     # -- loading ----------------------------------------------------------------------------------
     @property
     def can_load(self) -> bool:
-        return (bool(self.target.path) and self.report is not None and self.report.ok
-                and not self._checking and not self._engine_busy)
+        return (
+            bool(self.target.path)
+            and self.report is not None
+            and self.report.ok
+            and not self._checking
+            and not self._engine_busy
+        )
 
     def set_engine_busy(self, busy: bool, loading: bool = False) -> None:
         self._engine_busy = busy
@@ -434,9 +461,12 @@ class PairingPanel(QWidget):
     def confirm_warnings(self, warnings) -> bool:
         text = "\n".join(f"• {w.name}: {w.reason}" for w in warnings)
         answer = QMessageBox.question(
-            self, "Load despite warnings?",
+            self,
+            "Load despite warnings?",
             f"The pairing check raised {len(warnings)} warning(s):\n\n{text}\n\nLoad the pair anyway?",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
+        )
         return answer == QMessageBox.StandardButton.Yes
 
 
@@ -447,10 +477,15 @@ def _library():
 
 
 def _run_check(job, target: str, drafter: str | None, options: dict):
-    kwargs = dict(adapters=options.get("adapters", ()), kv=options.get("kv"), draft_kv=options.get("draft_kv"),
-                  flash_attn=options.get("flash_attn", "auto"), budget=options.get("budget"))
+    kwargs = dict(
+        adapters=options.get("adapters", ()),
+        kv=options.get("kv"),
+        draft_kv=options.get("draft_kv"),
+        flash_attn=options.get("flash_attn", "auto"),
+        budget=options.get("budget"),
+    )
     if drafter:
-        return _library().check_pair(target, drafter, **kwargs)    # also remembered as the pair's last check
+        return _library().check_pair(target, drafter, **kwargs)  # also remembered as the pair's last check
     from engine_bridge.models import compat
 
     return compat.check(target, None, **kwargs)
@@ -464,7 +499,7 @@ def _convert(job, hf_dir: str, target: str) -> Path:
     result = convert_hf_drafter(hf_dir, target, out, "f16", overwrite=True)
     lib = _library()
     lib.add(result.path)
-    lib.record_made(result.path, "drafter converted to GGUF")     # Forget may delete it
+    lib.record_made(result.path, "drafter converted to GGUF")  # Forget may delete it
     return result.path
 
 

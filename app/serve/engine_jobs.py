@@ -23,24 +23,35 @@ class EngineJobQueue(JobQueue):
     numbered from 1); ``on_change()`` from any thread when the counts change. Both must be cheap and
     never block (the app hands them to the UI through a StreamChannel and a queued signal)."""
 
-    def __init__(self, engine: EngineClient, facts: PairFacts, *, max_waiting: int,
-                 on_step: Callable[[int, object], None], on_change: Callable[[], None]):
+    def __init__(
+        self,
+        engine: EngineClient,
+        facts: PairFacts,
+        *,
+        max_waiting: int,
+        on_step: Callable[[int, object], None],
+        on_change: Callable[[], None],
+    ):
         lim = facts.limits
-        super().__init__(n_ctx=lim.n_ctx, n_vocab=facts.n_vocab, has_drafter=lim.has_drafter,
-                         max_waiting=max_waiting,
-                         # the drafter loaded is "base"; the app's own variant choice stays the app's
-                         variants={"base": None} if lim.has_drafter else {})
+        super().__init__(
+            n_ctx=lim.n_ctx,
+            n_vocab=facts.n_vocab,
+            has_drafter=lim.has_drafter,
+            max_waiting=max_waiting,
+            # the drafter loaded is "base"; the app's own variant choice stays the app's
+            variants={"base": None} if lim.has_drafter else {},
+        )
         self._engine = engine
         self._on_step, self._on_change = on_step, on_change
         self._runs = itertools.count(1)
-        self.run_no = 0          # the latest served run's number (its steps carry it to on_step)
+        self.run_no = 0  # the latest served run's number (its steps carry it to on_step)
 
     # -- any thread ---------------------------------------------------------------------------------
     def _submitted(self, job: Job) -> None:
         self._engine.run_on_engine(EngineTask(self._run_next))
 
     def _released(self) -> None:
-        for _ in range(self.waiting):     # turns that came while held found nothing to start
+        for _ in range(self.waiting):  # turns that came while held found nothing to start
             self._engine.run_on_engine(EngineTask(self._run_next))
 
     def _changed(self) -> None:
@@ -58,7 +69,7 @@ class EngineJobQueue(JobQueue):
     # -- the engine's thread ------------------------------------------------------------------------
     def _run_next(self, engine) -> None:
         job = self.take(block=False)
-        if job is None:          # answered by stop(), or held
+        if job is None:  # answered by stop(), or held
             return
         run = self.run_no = next(self._runs)
         self.run(engine, job, on_step=lambda rec: self._on_step(run, rec))

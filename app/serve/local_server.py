@@ -33,15 +33,14 @@ OFF, STARTING, SERVING = "off", "starting", "serving"
 def defaults_from(settings, has_drafter: bool) -> Defaults:
     """What a request that names none gets: the chat's own generation settings (app_settings)."""
     g = settings.generation_settings(has_drafter=has_drafter)
-    return Defaults(mode=g.mode, budget=g.budget, temperature=g.temperature, top_k=g.top_k, top_p=g.top_p,
-                    seed=g.seed)
+    return Defaults(mode=g.mode, budget=g.budget, temperature=g.temperature, top_k=g.top_k, top_p=g.top_p, seed=g.seed)
 
 
 class LocalServer(QObject):
-    stateChanged = Signal(str)       # OFF / STARTING / SERVING
-    failed = Signal(str)             # a sentence: why it could not start (or stopped)
-    countsChanged = Signal()         # emitted from any thread; queued to the UI
-    _factsReady = Signal(object, object)   # (PairFacts or exception, start token): engine thread -> UI
+    stateChanged = Signal(str)  # OFF / STARTING / SERVING
+    failed = Signal(str)  # a sentence: why it could not start (or stopped)
+    countsChanged = Signal()  # emitted from any thread; queued to the UI
+    _factsReady = Signal(object, object)  # (PairFacts or exception, start token): engine thread -> UI
 
     def __init__(self, engine: EngineClient, status_bar, plots, profiler, settings, parent: QObject | None = None):
         """``settings``: () -> StudioSettings, read when the server starts and when they change."""
@@ -52,22 +51,22 @@ class LocalServer(QObject):
         self.queue: EngineJobQueue | None = None
         self.options = ServerSettings()
         self.state = OFF
-        self.wanted = False              # the switch: serve whatever pair is loaded
-        self._token = 0                  # a start that is overtaken (stop, another load) is dropped
+        self.wanted = False  # the switch: serve whatever pair is loaded
+        self._token = 0  # a start that is overtaken (stop, another load) is dropped
         self.label = QLabel("", status_bar, objectName="statusServer")
-        plain(self.label)                # the URL and the model's name are text
+        plain(self.label)  # the URL and the model's name are text
         self.label.hide()
         status_bar.addPermanentWidget(self.label)
         self.steps = StreamChannel(self)
         self._drain = Throttle(self._take_steps, parent=self)
-        self.steps.ready.connect(self._on_steps)      # a slot of this object: queued from the engine's thread
+        self.steps.ready.connect(self._on_steps)  # a slot of this object: queued from the engine's thread
         # a burst of requests (a storm of 503s, many short ones) redraws the label at most every 50 ms
         self._counts = Throttle(self._show_counts, parent=self)
         self.countsChanged.connect(self._on_counts)
-        self._live: tuple[int, int, float] = (0, 0, 0.0)   # the running served run: (number, tokens, step s)
+        self._live: tuple[int, int, float] = (0, 0, 0.0)  # the running served run: (number, tokens, step s)
         self._factsReady.connect(self._on_facts)
         engine.stateChanged.connect(self._on_engine_state)
-        engine.drafterChanged.connect(lambda info: self._restart())   # the limits (max draft) may differ
+        engine.drafterChanged.connect(lambda info: self._restart())  # the limits (max draft) may differ
 
     # -- the switch ---------------------------------------------------------------------------------
     def set_enabled(self, on: bool, options: ServerSettings | None = None) -> None:
@@ -98,7 +97,7 @@ class LocalServer(QObject):
             self.label.show()
             return
         try:
-            self.options.binding()          # the key rule, said before anything starts
+            self.options.binding()  # the key rule, said before anything starts
         except ValueError as exc:
             self._fail(str(exc))
             return
@@ -122,13 +121,18 @@ class LocalServer(QObject):
         if isinstance(facts, Exception):
             self._fail(f"the pair could not be read: {facts}")
             return
-        queue = EngineJobQueue(self.engine, facts, max_waiting=self.options.queue,
-                               on_step=lambda run, rec: self.steps.push_step((run, rec)),
-                               on_change=self.countsChanged.emit)
+        queue = EngineJobQueue(
+            self.engine,
+            facts,
+            max_waiting=self.options.queue,
+            on_step=lambda run, rec: self.steps.push_step((run, rec)),
+            on_change=self.countsChanged.emit,
+        )
         try:
             binding = self.options.binding()
-            server = Server(None, binding, defaults_from(self._settings(), facts.limits.has_drafter),
-                            worker=queue, facts=facts)
+            server = Server(
+                None, binding, defaults_from(self._settings(), facts.limits.has_drafter), worker=queue, facts=facts
+            )
         except ValueError as exc:
             self._fail(str(exc))
             return
@@ -163,7 +167,7 @@ class LocalServer(QObject):
     # -- the engine's state ---------------------------------------------------------------------------
     @Slot(str)
     def _on_engine_state(self, state: str) -> None:
-        if state in (LOADING, EMPTY):        # the pair being served goes: stop; serve the next one when it comes
+        if state in (LOADING, EMPTY):  # the pair being served goes: stop; serve the next one when it comes
             self.stop()
             if self.wanted:
                 self.label.setText("server: waits for a pair")
@@ -177,7 +181,7 @@ class LocalServer(QObject):
         self._token += 1
         queue, server = self.queue, self.server
         self.queue = self.server = None
-        self._live = (0, 0, 0.0)      # the next queue numbers its runs from 1 again
+        self._live = (0, 0, 0.0)  # the next queue numbers its runs from 1 again
         if queue is not None:
             queue.stop()
         if server is not None:
@@ -197,12 +201,17 @@ class LocalServer(QObject):
         q = self.queue
         if self.state == SERVING and q is not None and self.server is not None:
             speed, said = self.served_tok_per_s()
-            self.label.setText(f"serving {self.server.url} · queue {q.waiting}/{q.max_waiting}"
-                               f"{' · busy' if q.busy else ''} · {q.served} served"
-                               + (f" · {speed:.1f} tok/s" if speed > 0 else ""))
-            self.label.setToolTip(plain_tip(f"model {self.server.app.model_ids[0]}; requests wait here in turn "
-                                            f"with chat turns (past {q.max_waiting} waiting: 503); {q.cancelled} "
-                                            f"cancelled by their clients" + (f"; {said}" if said else "")))
+            self.label.setText(
+                f"serving {self.server.url} · queue {q.waiting}/{q.max_waiting}"
+                f"{' · busy' if q.busy else ''} · {q.served} served" + (f" · {speed:.1f} tok/s" if speed > 0 else "")
+            )
+            self.label.setToolTip(
+                plain_tip(
+                    f"model {self.server.app.model_ids[0]}; requests wait here in turn "
+                    f"with chat turns (past {q.max_waiting} waiting: 503); {q.cancelled} "
+                    f"cancelled by their clients" + (f"; {said}" if said else "")
+                )
+            )
             self.label.show()
         elif self.state == STARTING:
             self.label.setText("server: starting…")
@@ -247,7 +256,7 @@ class LocalServer(QObject):
             self.profiler.add_steps(run, recs, source="served")
         self.plots.add_steps([rec for _, rec in items], served=True)
         run, tokens, wall = self._live
-        for r, rec in items:      # the running request's speed so far (runs are numbered in order)
+        for r, rec in items:  # the running request's speed so far (runs are numbered in order)
             if r != run:
                 run, tokens, wall = r, 0, 0.0
             tokens, wall = tokens + rec.committed, wall + rec.wall

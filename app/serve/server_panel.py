@@ -7,7 +7,7 @@ it is turned on (they are locked while it serves). Binding beyond 127.0.0.1 need
 from __future__ import annotations
 
 from PySide6.QtCore import QSettings, Qt
-from PySide6.QtWidgets import (QCheckBox, QFormLayout, QLabel, QLineEdit, QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import QCheckBox, QFormLayout, QLabel, QLineEdit, QSpinBox, QVBoxLayout, QWidget
 
 from ..common.plain_text import plain
 from .local_server import OFF, SERVING, STARTING, LocalServer
@@ -20,13 +20,17 @@ class ServerPanel(QWidget):
         self.setObjectName("serverPanel")
         self.server, self.qsettings = server, qsettings
         opts = ServerSettings.load(qsettings)
-        self.switch = QCheckBox("Local server: serve the loaded pair over an OpenAI-compatible API", self,
-                                objectName="serverSwitch")
-        self.switch.setToolTip("Other programs (editors, agents, chat front ends) use the pair at the URL below, "
-                               "as with `dflash-studio serve`. Their requests run in turn with your chat turns.")
+        self.switch = QCheckBox(
+            "Local server: serve the loaded pair over an OpenAI-compatible API", self, objectName="serverSwitch"
+        )
+        self.switch.setToolTip(
+            "Other programs (editors, agents, chat front ends) use the pair at the URL below, "
+            "as with `dflash-studio serve`. Their requests run in turn with your chat turns."
+        )
         self.host = QLineEdit(opts.host, self, objectName="serverHost")
-        self.host.setToolTip("127.0.0.1: this machine only. Any other address lets other machines in and "
-                             "needs an API key.")
+        self.host.setToolTip(
+            "127.0.0.1: this machine only. Any other address lets other machines in and needs an API key."
+        )
         self.port = QSpinBox(self, objectName="serverPort")
         self.port.setRange(0, 65535)
         self.port.setValue(opts.port)
@@ -42,7 +46,7 @@ class ServerPanel(QWidget):
         self.message = QLabel("", self, objectName="serverMessage")
         self.message.setWordWrap(True)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        plain(self.message)      # addresses and OS errors are text, never markup
+        plain(self.message)  # addresses and OS errors are text, never markup
 
         form = QFormLayout()
         form.addRow("Host", self.host)
@@ -60,8 +64,12 @@ class ServerPanel(QWidget):
         server.failed.connect(self._on_failed)
 
     def options(self) -> ServerSettings:
-        return ServerSettings(host=self.host.text().strip() or "127.0.0.1", port=self.port.value(),
-                              api_key=self.api_key.text(), queue=self.queue.value())
+        return ServerSettings(
+            host=self.host.text().strip() or "127.0.0.1",
+            port=self.port.value(),
+            api_key=self.api_key.text(),
+            queue=self.queue.value(),
+        )
 
     def _toggled(self, on: bool) -> None:
         opts = self.options()

@@ -16,16 +16,18 @@ QUEUE_RANGE = (1, 64)
 @dataclass(frozen=True)
 class ServerSettings:
     host: str = DEFAULT_HOST
-    port: int = DEFAULT_PORT          # 0: any free port
-    api_key: str = ""                 # '' : none (then DFLASH_API_KEY, as for the CLI)
-    queue: int = 8                    # requests that may wait for the engine; past that: 503
+    port: int = DEFAULT_PORT  # 0: any free port
+    api_key: str = ""  # '' : none (then DFLASH_API_KEY, as for the CLI)
+    queue: int = 8  # requests that may wait for the engine; past that: 503
 
     def binding(self, environ=os.environ) -> Binding:
         """The CLI's rule: any address but loopback needs a key. A ValueError says why not."""
         host = self.host.strip()
         if not is_loopback(host) and not self.api_key and not environ.get(KEY_ENV):
-            raise ValueError(f"{host} lets other machines reach the server: set an API key (clients send it as "
-                             f"'Authorization: Bearer KEY'), or keep {DEFAULT_HOST}")
+            raise ValueError(
+                f"{host} lets other machines reach the server: set an API key (clients send it as "
+                f"'Authorization: Bearer KEY'), or keep {DEFAULT_HOST}"
+            )
         return resolve_binding(host, self.port, self.api_key or None, environ)
 
     @classmethod
@@ -39,10 +41,12 @@ class ServerSettings:
                 return default
             return v if lo <= v <= hi else default
 
-        return cls(host=str(qs.value("server/host", d.host) or d.host),
-                   port=num("server/port", d.port, 0, 65535),
-                   api_key=str(qs.value("server/api_key", d.api_key) or ""),
-                   queue=num("server/queue", d.queue, *QUEUE_RANGE))
+        return cls(
+            host=str(qs.value("server/host", d.host) or d.host),
+            port=num("server/port", d.port, 0, 65535),
+            api_key=str(qs.value("server/api_key", d.api_key) or ""),
+            queue=num("server/queue", d.queue, *QUEUE_RANGE),
+        )
 
     def save(self, qs: QSettings) -> None:
         qs.setValue("server/host", self.host)

@@ -42,7 +42,10 @@ FLOAT_RANGES: dict[str, tuple[float, float]] = {
 }
 CHOICES: dict[str, tuple[str, ...]] = {
     "flash_attn": ("auto", "on", "off"),
-    "target_k": KV_TYPES, "target_v": KV_TYPES, "draft_k": KV_TYPES, "draft_v": KV_TYPES,
+    "target_k": KV_TYPES,
+    "target_v": KV_TYPES,
+    "draft_k": KV_TYPES,
+    "draft_v": KV_TYPES,
     "split_mode": ("layer", "row", "none"),
     "mode": ("chain", "tree", "ar", "auto"),
 }
@@ -59,14 +62,14 @@ def open_settings(path: str | Path | None = None) -> QSettings:
 class StudioSettings:
     # the pair
     target: str = ""
-    drafter: str = ""                          # the pair's base drafter
-    draft_variant: str = ""                    # a quantised variant in use instead ('' = base)
-    adapters: list = field(default_factory=list)   # [[path, scale], ...] on the drafter
+    drafter: str = ""  # the pair's base drafter
+    draft_variant: str = ""  # a quantised variant in use instead ('' = base)
+    adapters: list = field(default_factory=list)  # [[path, scale], ...] on the drafter
     # loading (a change needs a reload)
-    n_ctx: int = 0                             # 0: the target's own context length, capped by memory
+    n_ctx: int = 0  # 0: the target's own context length, capped by memory
     n_gpu_layers: int = -1
     flash_attn: str = "auto"
-    exact_verify: bool = False                 # batch-invariant CPU kernels: greedy output token-identical to AR
+    exact_verify: bool = False  # batch-invariant CPU kernels: greedy output token-identical to AR
     target_k: str = "f16"
     target_v: str = "f16"
     draft_k: str = "f16"
@@ -74,10 +77,10 @@ class StudioSettings:
     # several GPUs (a change needs a reload): the target's split, and the drafter's GPU (-1: the one
     # holding the target's output)
     split_mode: str = "layer"
-    tensor_split: str = ""                     # "3,1": shares per GPU ('' = by free memory)
+    tensor_split: str = ""  # "3,1": shares per GPU ('' = by free memory)
     main_gpu: int = 0
     draft_gpu: int = -1
-    rpc_servers: str = ""                      # "host:port,host:port": llama.cpp RPC servers (their devices first)
+    rpc_servers: str = ""  # "host:port,host:port": llama.cpp RPC servers (their devices first)
     # the engine in the app's process instead of a child (applies at the next load): no per-step IPC,
     # but a llama.cpp abort, a crash or the OOM killer then ends the window too (RPC always uses a child)
     engine_in_process: bool = False
@@ -89,7 +92,7 @@ class StudioSettings:
     top_p: float = 1.0
     max_tokens: int = 512
     seed: int = 0
-    token_margins: bool = False                # step records carry the target's top-2 margins (token tooltips)
+    token_margins: bool = False  # step records carry the target's top-2 margins (token tooltips)
     # view
     highlight_drafts: bool = True
 
@@ -104,14 +107,20 @@ class StudioSettings:
 
     def engine_config(self) -> EngineConfig:
         return EngineConfig(
-            target=Path(self.target), draft=Path(self.active_drafter) if self.active_drafter else None,
-            n_ctx=self.n_ctx, n_gpu_layers=self.n_gpu_layers, draft_n_gpu_layers=self.n_gpu_layers,
-            flash_attn=self.flash_attn, target_kv=KVTypes(self.target_k, self.target_v),
+            target=Path(self.target),
+            draft=Path(self.active_drafter) if self.active_drafter else None,
+            n_ctx=self.n_ctx,
+            n_gpu_layers=self.n_gpu_layers,
+            draft_n_gpu_layers=self.n_gpu_layers,
+            flash_attn=self.flash_attn,
+            target_kv=KVTypes(self.target_k, self.target_v),
             draft_kv=KVTypes(self.draft_k, self.draft_v),
             adapters=tuple((Path(p), float(s)) for p, s in self.adapters),
             target_placement=self.target_placement(),
             draft_placement=None if self.draft_gpu < 0 else Placement(split_mode="none", main_gpu=self.draft_gpu),
-            rpc_servers=self.rpc_endpoints(), exact=self.exact_verify)
+            rpc_servers=self.rpc_endpoints(),
+            exact=self.exact_verify,
+        )
 
     def rpc_endpoints(self) -> tuple[str, ...]:
         from engine_bridge.runtime.rpc import parse_endpoints
@@ -119,19 +128,26 @@ class StudioSettings:
         try:
             return parse_endpoints(self.rpc_servers)
         except ValueError:
-            return ()      # a hand-edited value the panel would not accept: no servers
+            return ()  # a hand-edited value the panel would not accept: no servers
 
     def target_placement(self) -> Placement:
         try:
             return Placement.parse(self.split_mode, self.tensor_split, self.main_gpu)
         except ValueError:
-            return Placement()      # a hand-edited value the panel would not accept: llama.cpp's default
+            return Placement()  # a hand-edited value the panel would not accept: llama.cpp's default
 
     def generation_settings(self, has_drafter: bool = True) -> GenerationSettings:
         mode = self.mode if has_drafter else "ar"
-        return GenerationSettings(mode=mode, budget=self.budget, max_tokens=self.max_tokens,
-                                  temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
-                                  seed=self.seed, record_margins=self.token_margins)
+        return GenerationSettings(
+            mode=mode,
+            budget=self.budget,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            seed=self.seed,
+            record_margins=self.token_margins,
+        )
 
     def replace(self, **changes) -> "StudioSettings":
         return dataclasses.replace(self, **changes)
@@ -201,7 +217,7 @@ def _decode(raw, default):
 
 def _checked(name: str, value):
     """(value held to the field's range or choices, a note when it changed)."""
-    if name == "n_ctx" and 0 < value < MIN_CTX:   # EngineConfig refuses these: no pair would load
+    if name == "n_ctx" and 0 < value < MIN_CTX:  # EngineConfig refuses these: no pair would load
         return MIN_CTX, f"{value} is below the smallest context {MIN_CTX}; {MIN_CTX} used"
     if name in INT_RANGES or name in FLOAT_RANGES:
         lo, hi = INT_RANGES.get(name) or FLOAT_RANGES[name]
@@ -214,9 +230,14 @@ def _checked(name: str, value):
         raise ValueError(f"not one of {', '.join(CHOICES[name])}")
     if name == "adapters":
         for entry in value:
-            if (not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str)
-                    or isinstance(entry[1], bool) or not isinstance(entry[1], (int, float))
-                    or not math.isfinite(entry[1])):
+            if (
+                not isinstance(entry, list)
+                or len(entry) != 2
+                or not isinstance(entry[0], str)
+                or isinstance(entry[1], bool)
+                or not isinstance(entry[1], (int, float))
+                or not math.isfinite(entry[1])
+            ):
                 raise ValueError(f"{entry!r} is not [path, scale]")
     return value, None
 
@@ -239,6 +260,6 @@ def config_changes(loaded: EngineConfig | None, wanted: EngineConfig) -> tuple[l
         if getattr(loaded, f.name) != getattr(wanted, f.name):
             (swap if f.name in DRAFTER_FIELDS else reload).append(f.name)
     if "draft" in swap and (loaded.draft is None or wanted.draft is None):
-        reload.append("draft")       # adding or removing the drafter changes the target's context
+        reload.append("draft")  # adding or removing the drafter changes the target's context
         swap.remove("draft")
     return reload, swap

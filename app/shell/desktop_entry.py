@@ -58,7 +58,7 @@ def install(exec_path: Path | None = None) -> tuple[Path, Path]:
     entry.parent.mkdir(parents=True, exist_ok=True)
     icon.parent.mkdir(parents=True, exist_ok=True)
     entry.write_text(render_entry(exec_path))
-    entry.chmod(0o755)          # some file managers only launch executable entries
+    entry.chmod(0o755)  # some file managers only launch executable entries
     shutil.copyfile(resource("icons", f"{APP_ID}.svg"), icon)
     _refresh_caches(entry.parent, icon.parents[2])
     return entry, icon

@@ -15,7 +15,7 @@ def make_application(argv: list[str] | None = None):
     app = QApplication.instance() or QApplication(argv if argv is not None else sys.argv[:1])
     app.setOrganizationName(ORGANIZATION)
     app.setApplicationName(APPLICATION)
-    app.setDesktopFileName("dflash-studio")     # ties the window to the installed .desktop entry
+    app.setDesktopFileName("dflash-studio")  # ties the window to the installed .desktop entry
     from .main_window import ICON
 
     if ICON.exists():

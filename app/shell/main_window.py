@@ -13,8 +13,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QIcon, QKeySequence
-from PySide6.QtWidgets import (QDockWidget, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget,
-                               QWidget)
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget, QWidget
 
 from engine_bridge.common.resources import resource
 from engine_bridge.runtime.config import KVTypes
@@ -39,7 +38,7 @@ from ..serve.server_panel import ServerPanel
 from ..training.train_panel import TrainPanel
 from .workers import EMPTY, GENERATING, LOADING, READY, EngineClient, LoadCancelled
 
-ICON = resource("icons", "dflash-studio.svg")      # the checkout's or the bundle's resources/
+ICON = resource("icons", "dflash-studio.svg")  # the checkout's or the bundle's resources/
 #: default and least widths (px) of the Pair dock, the plots dock and the tabs between them; at the
 #: default window size (1480) the pairing report shows all four columns (docs/pairing-report.png)
 PAIR_DOCK_WIDTH, PLOTS_DOCK_WIDTH = 440, 440
@@ -56,13 +55,14 @@ def _scrolling(page: QWidget) -> QScrollArea:
 
 
 class MainWindow(QMainWindow):
-    pairLoaded = Signal(object)        # workers.Loaded
-    pairLoadFailed = Signal(object)    # exception
-    answerFinished = Signal(object)    # GenerationResult
-    answerFailed = Signal(object)      # exception
+    pairLoaded = Signal(object)  # workers.Loaded
+    pairLoadFailed = Signal(object)  # exception
+    answerFinished = Signal(object)  # GenerationResult
+    answerFailed = Signal(object)  # exception
 
-    def __init__(self, qsettings: QSettings | None = None, store: ConversationStore | None = None,
-                 parent: QWidget | None = None):
+    def __init__(
+        self, qsettings: QSettings | None = None, store: ConversationStore | None = None, parent: QWidget | None = None
+    ):
         super().__init__(parent)
         self.setObjectName("mainWindow")
         self.setWindowTitle("DFlash Studio")
@@ -91,8 +91,8 @@ class MainWindow(QMainWindow):
         self.plots = LivePlots(self)
         self.profiler = ProfilerView(self)
         self.browser = ModelBrowser(self.tasks, self)
-        self.bench = BenchView(self)          # the bench helper's tab; it loads its own engine
-        self.train = TrainPanel(self)         # trains a drafter for a target; the pair loads at the end
+        self.bench = BenchView(self)  # the bench helper's tab; it loads its own engine
+        self.train = TrainPanel(self)  # trains a drafter for a target; the pair loads at the end
         self.status = StudioStatusBar(self)
         self.setStatusBar(self.status)
         self.status.set_backend(backend_text())
@@ -116,8 +116,9 @@ class MainWindow(QMainWindow):
         self.side_tabs.addTab(self.settings_panel, "Settings")
         left = QDockWidget("Pairing and settings", self, objectName="pairDock")
         left.setWidget(self.side_tabs)
-        left.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
-                         | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
+        left.setFeatures(
+            QDockWidget.DockWidgetFeature.DockWidgetMovable | QDockWidget.DockWidgetFeature.DockWidgetFloatable
+        )
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, left)
         right = QDockWidget("Live diagnostics", self, objectName="plotsDock")
         right.setWidget(self.plots)
@@ -129,18 +130,32 @@ class MainWindow(QMainWindow):
         self.tabs.setMinimumWidth(CENTRE_MIN)
         self.resizeDocks([left, right], [PAIR_DOCK_WIDTH, PLOTS_DOCK_WIDTH], Qt.Orientation.Horizontal)
 
-        for text, keys, slot in (("Quit", QKeySequence.StandardKey.Quit, self.close),
-                                 ("Stop generating", QKeySequence(Qt.Key.Key_Escape), self.stop),
-                                 ("New chat", QKeySequence.StandardKey.New, self.new_chat)):
+        for text, keys, slot in (
+            ("Quit", QKeySequence.StandardKey.Quit, self.close),
+            ("Stop generating", QKeySequence(Qt.Key.Key_Escape), self.stop),
+            ("New chat", QKeySequence.StandardKey.New, self.new_chat),
+        ):
             action = QAction(text, self)
             action.setShortcut(keys)
             action.triggered.connect(slot)
             self.addAction(action)
 
-        self.session = ChatSession(self.engine, self.store, self.chat, self.conversations, self.plots,
-                                   self.profiler, self.status, lambda: self.settings, self.qsettings, self)
+        self.session = ChatSession(
+            self.engine,
+            self.store,
+            self.chat,
+            self.conversations,
+            self.plots,
+            self.profiler,
+            self.status,
+            lambda: self.settings,
+            self.qsettings,
+            self,
+        )
         # the "Local server" switch: the loaded pair for other programs, run by the same engine worker
-        self.local_server = LocalServer(self.engine, self.status, self.plots, self.profiler, lambda: self.settings, self)
+        self.local_server = LocalServer(
+            self.engine, self.status, self.plots, self.profiler, lambda: self.settings, self
+        )
         self.server_panel = ServerPanel(self.local_server, self.qsettings, self)
         self.side_tabs.addTab(self.server_panel, "Server")
 
@@ -163,13 +178,13 @@ class MainWindow(QMainWindow):
         self.pairing.pairChanged.connect(lambda target, drafter: self.train.set_current_target(target))
         self.train.drafterTrained.connect(self.use_trained_drafter)
         self.pairing.reportReady.connect(self._on_report)
-        self.pairing.reportReady.connect(lambda report: self.browser.refresh())   # the check filed the pair
+        self.pairing.reportReady.connect(lambda report: self.browser.refresh())  # the check filed the pair
         # the bench runs the same pair: a FAIL here refuses it there, with the same reasons
         self.pairing.reportReady.connect(lambda report: self.bench.set_check(report, self.pairing.target.path))
         self.pairing.modelsInspected.connect(self._on_models_inspected)
 
         self.settings_panel.changed.connect(self._on_settings_changed)
-        self.settings_panel.changed.connect(lambda s: self.local_server.settings_changed())   # after the line above
+        self.settings_panel.changed.connect(lambda s: self.local_server.settings_changed())  # after the line above
         self.status.switchToAutoRequested.connect(self.switch_to_auto)
         self.settings_panel.applyRequested.connect(self.apply_pending)
 
@@ -184,8 +199,9 @@ class MainWindow(QMainWindow):
         self.session.answerFinished.connect(self.answerFinished)
         self.session.answerFailed.connect(self.answerFailed)
 
-        self.browser.useModel.connect(lambda path, role: (self.pairing.assign([path], role),
-                                                          self.side_tabs.setCurrentWidget(self.pairing)))
+        self.browser.useModel.connect(
+            lambda path, role: (self.pairing.assign([path], role), self.side_tabs.setCurrentWidget(self.pairing))
+        )
         self.pairing.library_entries = self.browser.library_entries
         self.browser.variantsChanged.connect(self._refresh_variants)
 
@@ -201,7 +217,7 @@ class MainWindow(QMainWindow):
         self.chat.set_highlight(self.settings.highlight_drafts)
         self._push_check_options()
         if self.settings.has_pair:
-            self._autoload = True          # reopen the last pair once its check passes
+            self._autoload = True  # reopen the last pair once its check passes
             self.pairing.set_pair(self.settings.target, self.settings.drafter)
         elif self._default_pair_present():
             # nothing configured, and the default pair (SmolLM2 + its drafter) is here: a new user
@@ -244,7 +260,7 @@ class MainWindow(QMainWindow):
 
     def use_trained_drafter(self, target: str, drafter: str) -> None:
         """The Train tab wrote a drafter: pair it with its target and load the pair (checked on load)."""
-        self.pairing.set_pair(target, drafter)          # the settings follow through pairChanged
+        self.pairing.set_pair(target, drafter)  # the settings follow through pairChanged
         self.side_tabs.setCurrentWidget(self.pairing)
         if self.engine.busy:
             self.pairing.show_message("the trained drafter is paired: press Load when the engine is free")
@@ -254,7 +270,7 @@ class MainWindow(QMainWindow):
     def load_default_pair(self) -> None:
         """The configured pair, else the demo pair; loads as soon as its check passes."""
         if self._autoload:
-            return        # a load of the configured or default pair is already on its way
+            return  # a load of the configured or default pair is already on its way
         if self.settings.has_pair:
             self._autoload = True
             if self.pairing.report is not None and self.pairing.target.path == self.settings.target:
@@ -267,9 +283,11 @@ class MainWindow(QMainWindow):
     def _on_pair_changed(self, target: str, drafter: str) -> None:
         same_drafter = drafter == self.settings.drafter
         self.settings = self.settings.replace(
-            target=target, drafter=drafter,
+            target=target,
+            drafter=drafter,
             draft_variant=self.settings.draft_variant if same_drafter else "",
-            adapters=self.settings.adapters if same_drafter else [])
+            adapters=self.settings.adapters if same_drafter else [],
+        )
         self.settings.save(self.qsettings)
         self.settings_panel.show_settings(self.settings)
         self._refresh_variants()
@@ -279,12 +297,13 @@ class MainWindow(QMainWindow):
     def _on_models_inspected(self, target_info, drafter_info) -> None:
         self.advisor.set_models(target_info, drafter_info)
         self.settings_panel.refresh_kv()
-        self.settings_panel.cap_context(_context_cap(target_info, drafter_info, self.settings,
-                                                     bool(self.settings_panel.gpu_source())))
+        self.settings_panel.cap_context(
+            _context_cap(target_info, drafter_info, self.settings, bool(self.settings_panel.gpu_source()))
+        )
 
     def _on_report(self, report) -> None:
         if self._closed:
-            return      # late replies after close: the store and widgets are gone
+            return  # late replies after close: the store and widgets are gone
         if not self._autoload or self.engine.state != EMPTY:
             return
         self._autoload = False
@@ -344,16 +363,17 @@ class MainWindow(QMainWindow):
 
     def _on_loaded(self, info) -> None:
         if self._closed:
-            return      # late replies after close: the store and widgets are gone
+            return  # late replies after close: the store and widgets are gone
         cfg = info.config
         self.setWindowTitle(f"DFlash Studio — {Path(cfg.target).name}")
         self.chat.show_template(info.chat_template)
         self.status.set_pair(str(cfg.target), str(cfg.draft) if cfg.draft else None)
         self.status.set_memory(info.memory)
         self.pairing.show_loaded(str(cfg.target), str(cfg.draft) if cfg.draft else "")
-        self.pairing.show_message("loaded: " + short_path(cfg.target)
-                                  + (f" + {short_path(cfg.draft)}" if cfg.draft else " (no drafter)"))
-        if info.llama_messages:     # llama.cpp's own log is quiet; its warnings are shown here
+        self.pairing.show_message(
+            "loaded: " + short_path(cfg.target) + (f" + {short_path(cfg.draft)}" if cfg.draft else " (no drafter)")
+        )
+        if info.llama_messages:  # llama.cpp's own log is quiet; its warnings are shown here
             self.status.showMessage("; ".join(info.llama_messages), 30000)
         self.chat.hide_reload()
         self._show_pending()
@@ -372,7 +392,7 @@ class MainWindow(QMainWindow):
 
     def _on_load_failed(self, exc) -> None:
         if self._closed:
-            return      # late replies after close: the store and widgets are gone
+            return  # late replies after close: the store and widgets are gone
         if isinstance(exc, LoadCancelled):
             self.pairing.show_message("load cancelled")
         else:
@@ -398,8 +418,9 @@ class MainWindow(QMainWindow):
     # -- settings ---------------------------------------------------------------------------------
     def _on_settings_changed(self, s: StudioSettings) -> None:
         # the pair is the pairing panel's; the panel edits everything else
-        self.settings = s.replace(target=self.settings.target, drafter=self.settings.drafter,
-                                  highlight_drafts=self.settings.highlight_drafts)
+        self.settings = s.replace(
+            target=self.settings.target, drafter=self.settings.drafter, highlight_drafts=self.settings.highlight_drafts
+        )
         self.settings.save(self.qsettings)
         self._push_check_options()
         self._show_pending()
@@ -409,10 +430,9 @@ class MainWindow(QMainWindow):
         combo = self.settings_panel.mode
         i = combo.findData("auto")
         if i >= 0:
-            combo.setCurrentIndex(i)          # the panel emits changed: saved like a user's choice
+            combo.setCurrentIndex(i)  # the panel emits changed: saved like a user's choice
         self.status.switch_to_auto.hide()
-        self.status.showMessage("verify mode is auto now: AR, chain or tree per step, whichever is fastest here",
-                                10000)
+        self.status.showMessage("verify mode is auto now: AR, chain or tree per step, whichever is fastest here", 10000)
 
     def _push_bench_pair(self) -> None:
         """The bench runs the pair and load settings chosen here (it loads them itself)."""
@@ -423,16 +443,31 @@ class MainWindow(QMainWindow):
             cfg = s.engine_config()
         except ValueError:
             return
-        fields = {f: getattr(cfg, f) for f in ("n_ctx", "n_gpu_layers", "draft_n_gpu_layers", "flash_attn",
-                                                 "target_kv", "draft_kv", "adapters", "exact")}
+        fields = {
+            f: getattr(cfg, f)
+            for f in (
+                "n_ctx",
+                "n_gpu_layers",
+                "draft_n_gpu_layers",
+                "flash_attn",
+                "target_kv",
+                "draft_kv",
+                "adapters",
+                "exact",
+            )
+        }
         self.bench.set_pair(cfg.target, cfg.draft, fields)
 
     def _push_check_options(self) -> None:
         self._push_bench_pair()
         s = self.settings
         self.pairing.set_check_options(
-            kv=KVTypes(s.target_k, s.target_v), draft_kv=KVTypes(s.draft_k, s.draft_v), flash_attn=s.flash_attn,
-            budget=s.budget if s.mode != "ar" else None, adapters=tuple((p, sc) for p, sc in s.adapters))
+            kv=KVTypes(s.target_k, s.target_v),
+            draft_kv=KVTypes(s.draft_k, s.draft_v),
+            flash_attn=s.flash_attn,
+            budget=s.budget if s.mode != "ar" else None,
+            adapters=tuple((p, sc) for p, sc in s.adapters),
+        )
 
     def _show_pending(self) -> None:
         loaded = self.engine.info.config if self.engine.info else None
@@ -488,10 +523,10 @@ class MainWindow(QMainWindow):
         self.settings.save(self.qsettings)
         self.bench.shutdown()
         self.train.shutdown()
-        self.local_server.shutdown()   # before the engine: its requests run on the engine's thread
+        self.local_server.shutdown()  # before the engine: its requests run on the engine's thread
         if not self.engine.shutdown():
             QMessageBox.warning(self, "DFlash Studio", "The engine did not stop in time.")
-        self.session.close()           # the generation stopped with the thread: keep what it committed
+        self.session.close()  # the generation stopped with the thread: keep what it committed
         self.tasks.shutdown()
         self.store.close()
 
@@ -509,7 +544,12 @@ def _context_cap(target_info, drafter_info, settings, on_gpu: bool) -> int | Non
         return None
     drafter = drafter_info if drafter_info is not None and drafter_info.format == "gguf" else None
     try:
-        return context_that_fits(target_info, drafter, KVTypes(settings.target_k, settings.target_v),
-                                 KVTypes(settings.draft_k, settings.draft_v), free)
-    except (KeyError, ValueError):      # a K/V type the estimate does not know: no cap
+        return context_that_fits(
+            target_info,
+            drafter,
+            KVTypes(settings.target_k, settings.target_v),
+            KVTypes(settings.draft_k, settings.draft_v),
+            free,
+        )
+    except (KeyError, ValueError):  # a K/V type the estimate does not know: no cap
         return None

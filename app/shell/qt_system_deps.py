@@ -158,9 +158,11 @@ def display_problem(env=os.environ) -> str | None:
     """Why the window cannot open here, or None."""
     if not needs_xcb(env) or env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"):
         return None
-    return ("no display: DISPLAY and WAYLAND_DISPLAY are unset, so the window cannot open; start it from a "
-            "desktop session (or ssh -X), or use the headless CLI (dflash-studio --help) or "
-            "dflash-studio --screenshot out.png")
+    return (
+        "no display: DISPLAY and WAYLAND_DISPLAY are unset, so the window cannot open; start it from a "
+        "desktop session (or ssh -X), or use the headless CLI (dflash-studio --help) or "
+        "dflash-studio --screenshot out.png"
+    )
 
 
 def startup_problem(env=os.environ, plugin: Path | None = None) -> str | None:
@@ -174,18 +176,27 @@ def startup_problem(env=os.environ, plugin: Path | None = None) -> str | None:
         return problem
     try:
         sonames = missing_libraries(plugin)
-    except (OSError, subprocess.CalledProcessError):   # no ldd, no PySide6: let Qt speak for itself
+    except (OSError, subprocess.CalledProcessError):  # no ldd, no PySide6: let Qt speak for itself
         return None
     if not sonames:
         return None
     packages, unknown = packages_for(sonames)
-    fix = (f"install them: {' '.join(install_command(packages, root=os.geteuid() == 0))}" if packages and not unknown
-           else "install your distribution's packages for them (apt-file search NAME)")
+    fix = (
+        f"install them: {' '.join(install_command(packages, root=os.geteuid() == 0))}"
+        if packages and not unknown
+        else "install your distribution's packages for them (apt-file search NAME)"
+    )
     return f"Qt's xcb plugin cannot load: missing system libraries {', '.join(sonames)}; {fix}"
 
 
-def check(mode: str = "run", env=os.environ, root: bool | None = None, apt: bool | None = None,
-          plugin: Path | None = None, have_xvfb: bool | None = None) -> int:
+def check(
+    mode: str = "run",
+    env=os.environ,
+    root: bool | None = None,
+    apt: bool | None = None,
+    plugin: Path | None = None,
+    have_xvfb: bool | None = None,
+) -> int:
     """0 when the app can start here (after installing what was missing, as root with apt)."""
     root = os.geteuid() == 0 if root is None else root
     apt = shutil.which("apt-get") is not None if apt is None else apt
@@ -195,22 +206,34 @@ def check(mode: str = "run", env=os.environ, root: bool | None = None, apt: bool
     if mode == "test":
         packages += [p for p in TEST_PACKAGES if p not in packages and not have_xvfb]
     if unknown:
-        print(f"dflash-studio: Qt's xcb plugin needs {', '.join(unknown)}, which no known package provides "
-              "here; install the package that ships it (apt-file search NAME)", file=sys.stderr)
+        print(
+            f"dflash-studio: Qt's xcb plugin needs {', '.join(unknown)}, which no known package provides "
+            "here; install the package that ships it (apt-file search NAME)",
+            file=sys.stderr,
+        )
         return 1
     if packages:
         if not apt:
             what = ", ".join(sonames) or ", ".join(packages)
-            print(f"dflash-studio: missing system libraries for Qt's xcb plugin: {what}; install your "
-                  f"distribution's packages for them (Debian/Ubuntu: {' '.join(packages)})", file=sys.stderr)
+            print(
+                f"dflash-studio: missing system libraries for Qt's xcb plugin: {what}; install your "
+                f"distribution's packages for them (Debian/Ubuntu: {' '.join(packages)})",
+                file=sys.stderr,
+            )
             return 1
         if not root:
-            print(f"dflash-studio: missing system packages {' '.join(packages)}; run: "
-                  f"{' '.join(install_command(packages, root=False))}", file=sys.stderr)
+            print(
+                f"dflash-studio: missing system packages {' '.join(packages)}; run: "
+                f"{' '.join(install_command(packages, root=False))}",
+                file=sys.stderr,
+            )
             return 1
         if not _apt_install(packages):
-            print(f"dflash-studio: could not install {' '.join(packages)}; run: "
-                  f"{' '.join(install_command(packages, root=True))}", file=sys.stderr)
+            print(
+                f"dflash-studio: could not install {' '.join(packages)}; run: "
+                f"{' '.join(install_command(packages, root=True))}",
+                file=sys.stderr,
+            )
             return 1
         still = missing_libraries(plugin) if sonames else []
         if still:
@@ -226,8 +249,13 @@ def check(mode: str = "run", env=os.environ, root: bool | None = None, apt: bool
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.shell.qt_system_deps", description=__doc__.splitlines()[0])
-    parser.add_argument("--for", dest="mode", choices=("run", "test"), default="run",
-                        help="run: the xcb libraries and a display; test: the xcb libraries and Xvfb")
+    parser.add_argument(
+        "--for",
+        dest="mode",
+        choices=("run", "test"),
+        default="run",
+        help="run: the xcb libraries and a display; test: the xcb libraries and Xvfb",
+    )
     return check(parser.parse_args(argv).mode)
 
 

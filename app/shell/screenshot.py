@@ -51,7 +51,7 @@ class ScreenshotRun(QObject):
     def _loaded(self, info) -> None:
         chat = self.window.chat
         chat.input.setPlainText(self.prompt)
-        chat.send_button.click()          # the same path a user's click takes
+        chat.send_button.click()  # the same path a user's click takes
 
     def _answered(self, result) -> None:
         w = self.window
@@ -112,8 +112,10 @@ def pairing_report_shot(app, out, target: str, drafter: str, timeout_s: int = 60
     from .main_window import MainWindow
 
     tmp = tempfile.TemporaryDirectory(prefix="dflash-screenshot-")
-    window = MainWindow(qsettings=open_settings(Path(tmp.name) / "settings.ini"),
-                        store=ConversationStore(Path(tmp.name) / "chat.sqlite3"))
+    window = MainWindow(
+        qsettings=open_settings(Path(tmp.name) / "settings.ini"),
+        store=ConversationStore(Path(tmp.name) / "chat.sqlite3"),
+    )
     window.resize(*SIZE)
     window.show()
     failures: list[str] = []
@@ -129,7 +131,7 @@ def pairing_report_shot(app, out, target: str, drafter: str, timeout_s: int = 60
     def reported(report) -> None:
         if report is None:
             failures.append("the pairing check could not run")
-        QTimer.singleShot(300, grab)      # the report's rows take their wrapped heights first
+        QTimer.singleShot(300, grab)  # the report's rows take their wrapped heights first
 
     window.pairing.reportReady.connect(reported)
     QTimer.singleShot(timeout_s * 1000, lambda: (failures.append(f"timed out after {timeout_s} s"), app.exit(1)))
@@ -149,8 +151,10 @@ if __name__ == "__main__":  # pragma: no cover - how docs/pairing-report.png is 
 
     from engine_bridge.models import demo, registry_models
 
-    ap = argparse.ArgumentParser(prog="python -m app.shell.screenshot",
-                                 description="docs/pairing-report.png: the Pair tab's report at the default size")
+    ap = argparse.ArgumentParser(
+        prog="python -m app.shell.screenshot",
+        description="docs/pairing-report.png: the Pair tab's report at the default size",
+    )
     ap.add_argument("out", help="PNG to write")
     ap.add_argument("--target", default=None, help="default: SmolLM2 (fetched) or the reference target")
     ap.add_argument("--drafter", default=None, help="default: the reference pair's drafter (it does not fit SmolLM2)")

@@ -18,16 +18,34 @@ from typing import Callable
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QStandardItemModel
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QFrame, QGroupBox, QHBoxLayout,
-                               QLabel, QLineEdit, QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QFrame,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
 from engine_bridge.common.placement import Placement
 from engine_bridge.runtime.config import KV_TYPES, EngineConfig
 
 from .app_settings import FLOAT_RANGES, INT_RANGES, StudioSettings
 
-MODE_LABELS = {"chain": "chain (DFlash)", "tree": "tree (DFlash)", "ar": "autoregressive (target only)",
-               "auto": "auto (fastest here: AR, chain or tree)"}
+MODE_LABELS = {
+    "chain": "chain (DFlash)",
+    "tree": "tree (DFlash)",
+    "ar": "autoregressive (target only)",
+    "auto": "auto (fastest here: AR, chain or tree)",
+}
 WARN_MARK = " ⚠"
 
 
@@ -48,9 +66,9 @@ KVVerdict = Callable[[str, str, str, str], tuple[str, str]]
 
 
 class SettingsPanel(QScrollArea):
-    changed = Signal(object)           # StudioSettings
-    applyRequested = Signal()          # the banner's button: reload or swap, as the banner says
-    rpcProbed = Signal(object)         # (endpoints, devices, problems) from the probe thread
+    changed = Signal(object)  # StudioSettings
+    applyRequested = Signal()  # the banner's button: reload or swap, as the banner says
+    rpcProbed = Signal(object)  # (endpoints, devices, problems) from the probe thread
 
     def __init__(self, settings: StudioSettings, parent=None):
         super().__init__(parent)
@@ -81,10 +99,14 @@ class SettingsPanel(QScrollArea):
         modes = ["chain"] + (["tree"] if tree_supported() else []) + ["ar", "auto"]
         for m in modes:
             self.mode.addItem(MODE_LABELS[m], m)
-        self.mode.setToolTip("How drafts are verified. Tree verification appears here once the engine supports it.\n"
-                             "auto measures what a step costs on this machine (a few seconds, once per pair) and "
-                             "picks AR, chain or tree and the budget that is fastest with this pair's acceptance.")
-        self.budget = _spin(gen, "budgetSpin", *INT_RANGES["budget"], "draft tokens per step (chain); node budget (tree)")
+        self.mode.setToolTip(
+            "How drafts are verified. Tree verification appears here once the engine supports it.\n"
+            "auto measures what a step costs on this machine (a few seconds, once per pair) and "
+            "picks AR, chain or tree and the budget that is fastest with this pair's acceptance."
+        )
+        self.budget = _spin(
+            gen, "budgetSpin", *INT_RANGES["budget"], "draft tokens per step (chain); node budget (tree)"
+        )
         self.temperature = _dspin(gen, "temperatureSpin", *FLOAT_RANGES["temperature"], 0.05, 2, "0 = greedy")
         self.top_k = _spin(gen, "topKSpin", *INT_RANGES["top_k"], "0 = off")
         self.top_p = _dspin(gen, "topPSpin", *FLOAT_RANGES["top_p"], 0.05, 2, "1 = off")
@@ -98,26 +120,36 @@ class SettingsPanel(QScrollArea):
         gf.addRow("Max tokens", self.max_tokens)
         gf.addRow("Seed", self.seed)
         self.margins = QCheckBox("the target's top-2 margin in token tooltips", gen, objectName="tokenMarginsCheck")
-        self.margins.setToolTip("Each committed token's tooltip shows how far the target's pick led its runner-up "
-                                "(logits): a parting from the target alone at a small margin is a near-tie of "
-                                "rounding. Reads the target's logits on the host every step: a little slower.")
+        self.margins.setToolTip(
+            "Each committed token's tooltip shows how far the target's pick led its runner-up "
+            "(logits): a parting from the target alone at a small margin is a near-tie of "
+            "rounding. Reads the target's logits on the host every step: a little slower."
+        )
         gf.addRow("Token margins", self.margins)
 
         # -- loading
         load = QGroupBox("Loading (a change needs a reload)", body)
         lf = QFormLayout(load)
-        self.n_ctx = _spin(load, "nCtxSpin", *INT_RANGES["n_ctx"], "context size in tokens (0: the model's own length, "
-                           "capped by memory)")
+        self.n_ctx = _spin(
+            load,
+            "nCtxSpin",
+            *INT_RANGES["n_ctx"],
+            "context size in tokens (0: the model's own length, capped by memory)",
+        )
         self.n_ctx.setSpecialValueText("model's own")
         self.n_ctx.setSingleStep(1024)
-        self.gpu_layers = _spin(load, "gpuLayersSpin", *INT_RANGES["n_gpu_layers"], "-1 = all layers (ignored by CPU builds)")
+        self.gpu_layers = _spin(
+            load, "gpuLayersSpin", *INT_RANGES["n_gpu_layers"], "-1 = all layers (ignored by CPU builds)"
+        )
         self.flash_attn = QComboBox(load, objectName="flashAttnCombo")
         for fa in ("auto", "on", "off"):
             self.flash_attn.addItem(fa, fa)
         self.exact = QCheckBox("token-identical to the target alone", load, objectName="exactVerifyCheck")
-        self.exact.setToolTip("The exact verify: every verified row is computed as a one-token decode computes it "
-                              "(batch-invariant CPU kernels), so greedy speculative output is the target's own, "
-                              "token for token. CPU only (GPU layers 0); a little slower: docs/benchmarks.md.")
+        self.exact.setToolTip(
+            "The exact verify: every verified row is computed as a one-token decode computes it "
+            "(batch-invariant CPU kernels), so greedy speculative output is the target's own, "
+            "token for token. CPU only (GPU layers 0); a little slower: docs/benchmarks.md."
+        )
         self.kv = {}
         for which in ("target", "drafter"):
             for part in ("k", "v"):
@@ -134,30 +166,43 @@ class SettingsPanel(QScrollArea):
         lf.addRow("Drafter K cache", self.kv[("drafter", "k")])
         lf.addRow("Drafter V cache", self.kv[("drafter", "v")])
         self.in_process = QCheckBox("Run the engine in the app's process", load, objectName="inProcessCheck")
-        self.in_process.setToolTip("Off (default): the engine runs in a child process, so a llama.cpp abort, a crash "
-                                   "or the out-of-memory killer ends only it, and the window offers a reload. On: no "
-                                   "inter-process streaming, but any of those ends the app. Applies at the next load.")
+        self.in_process.setToolTip(
+            "Off (default): the engine runs in a child process, so a llama.cpp abort, a crash "
+            "or the out-of-memory killer ends only it, and the window offers a reload. On: no "
+            "inter-process streaming, but any of those ends the app. Applies at the next load."
+        )
         lf.addRow(self.in_process)
 
         # -- several GPUs: llama.cpp's split of the target, the drafter's GPU, and what each GPU holds
         gpu = QGroupBox("Several GPUs and RPC servers (a change needs a reload)", body)
         uf = QFormLayout(gpu)
         self.split_mode = QComboBox(gpu, objectName="splitModeCombo")
-        for mode, label in (("layer", "layer (whole layers per GPU)"), ("row", "row (rows of each matrix)"),
-                            ("none", "none (all on the main GPU)")):
+        for mode, label in (
+            ("layer", "layer (whole layers per GPU)"),
+            ("row", "row (rows of each matrix)"),
+            ("none", "none (all on the main GPU)"),
+        ):
             self.split_mode.addItem(label, mode)
         self.tensor_split = QLineEdit(gpu, objectName="tensorSplitEdit")
         self.tensor_split.setPlaceholderText("by free memory")
         self.tensor_split.setToolTip("share of the target's layers (or rows) per GPU, e.g. 3,1")
-        self.main_gpu = _spin(gpu, "mainGpuSpin", *INT_RANGES["main_gpu"], "split none: the GPU; row: the GPU for the rest")
-        self.draft_gpu = _spin(gpu, "draftGpuSpin", *INT_RANGES["draft_gpu"],
-                               "the drafter's GPU; -1: the one holding the target's output (its features come from there)")
+        self.main_gpu = _spin(
+            gpu, "mainGpuSpin", *INT_RANGES["main_gpu"], "split none: the GPU; row: the GPU for the rest"
+        )
+        self.draft_gpu = _spin(
+            gpu,
+            "draftGpuSpin",
+            *INT_RANGES["draft_gpu"],
+            "the drafter's GPU; -1: the one holding the target's output (its features come from there)",
+        )
         self.draft_gpu.setSpecialValueText("beside the target's output")
         self.rpc_edit = QLineEdit(gpu, objectName="rpcServersEdit")
         self.rpc_edit.setPlaceholderText("none (host:port, ...)")
-        self.rpc_edit.setToolTip("llama.cpp RPC servers (`dflash-studio rpc-server` on each machine): their devices "
-                                 "take layers first, before this machine's GPUs; the engine then runs in a child "
-                                 "process, so a lost server ends it, not the app")
+        self.rpc_edit.setToolTip(
+            "llama.cpp RPC servers (`dflash-studio rpc-server` on each machine): their devices "
+            "take layers first, before this machine's GPUs; the engine then runs in a child "
+            "process, so a lost server ends it, not the app"
+        )
         self.split_error = QLabel("", gpu, objectName="splitError")
         self.split_error.setStyleSheet("color: #b00020;")
         self.split_error.setWordWrap(True)
@@ -184,8 +229,10 @@ class SettingsPanel(QScrollArea):
         var = QGroupBox("Drafter", body)
         vf = QFormLayout(var)
         self.variant = QComboBox(var, objectName="draftVariantCombo")
-        self.variant.setToolTip("The base drafter, a quantised variant of it, or the base with a LoRA adapter "
-                                "(from the library). Applied by swapping the drafter, without reloading the target.")
+        self.variant.setToolTip(
+            "The base drafter, a quantised variant of it, or the base with a LoRA adapter "
+            "(from the library). Applied by swapping the drafter, without reloading the target."
+        )
         vf.addRow("Draft variant", self.variant)
 
         lay = QVBoxLayout(body)
@@ -196,10 +243,18 @@ class SettingsPanel(QScrollArea):
         lay.addWidget(var)
         lay.addStretch(1)
 
-        self._variants: list[tuple[str, str, list]] = []    # (label, draft_variant, adapters)
+        self._variants: list[tuple[str, str, list]] = []  # (label, draft_variant, adapters)
         self.show_settings(settings)
-        for w in (self.budget, self.top_k, self.max_tokens, self.seed, self.n_ctx, self.gpu_layers, self.main_gpu,
-                  self.draft_gpu):
+        for w in (
+            self.budget,
+            self.top_k,
+            self.max_tokens,
+            self.seed,
+            self.n_ctx,
+            self.gpu_layers,
+            self.main_gpu,
+            self.draft_gpu,
+        ):
             w.valueChanged.connect(self._edited)
         self.tensor_split.editingFinished.connect(self._edited)
         self.rpc_edit.editingFinished.connect(self._edited)
@@ -249,17 +304,22 @@ class SettingsPanel(QScrollArea):
         headers, under the panel's split), with the pairing check's verdict when it cannot fit."""
         endpoints = self.settings.rpc_endpoints()
         if endpoints != self._rpc_probed_for:
-            self._probe_rpc(endpoints)      # answers through rpcProbed, which refreshes again
+            self._probe_rpc(endpoints)  # answers through rpcProbed, which refreshes again
         try:
             gpus = self.rpc_devices + self.gpu_source()
         except Exception as exc:  # noqa: BLE001 - the device list is advice; the app stays up
             self.devices_view.setText(f"GPUs: not read ({exc})")
             return
         if not gpus:
-            self.devices_view.setText("\n".join(self.rpc_problems + ["No GPU to offload to: every layer runs on the CPU."]))
+            self.devices_view.setText(
+                "\n".join(self.rpc_problems + ["No GPU to offload to: every layer runs on the CPU."])
+            )
             return
-        lines = [f"GPU{i}  {g.get('description') or g.get('name')}: {g['memory_free'] / 2**30:.2f} GiB free of "
-                 f"{g.get('memory_total', g['memory_free']) / 2**30:.2f}" for i, g in enumerate(gpus)]
+        lines = [
+            f"GPU{i}  {g.get('description') or g.get('name')}: {g['memory_free'] / 2**30:.2f} GiB free of "
+            f"{g.get('memory_total', g['memory_free']) / 2**30:.2f}"
+            for i, g in enumerate(gpus)
+        ]
         lines += self.rpc_problems
         s = self.settings
         if s.target:
@@ -268,9 +328,18 @@ class SettingsPanel(QScrollArea):
 
             cfg = s.engine_config()
             try:
-                _, fits = compat.split_plan(cfg.target, cfg.draft, gpus, cfg.target_placement, cfg.draft_placement,
-                                            n_gpu_layers=cfg.n_gpu_layers, draft_n_gpu_layers=cfg.draft_n_gpu_layers,
-                                            n_ctx=cfg.n_ctx or None, kv=cfg.target_kv, draft_kv=cfg.draft_kv)
+                _, fits = compat.split_plan(
+                    cfg.target,
+                    cfg.draft,
+                    gpus,
+                    cfg.target_placement,
+                    cfg.draft_placement,
+                    n_gpu_layers=cfg.n_gpu_layers,
+                    draft_n_gpu_layers=cfg.draft_n_gpu_layers,
+                    n_ctx=cfg.n_ctx or None,
+                    kv=cfg.target_kv,
+                    draft_kv=cfg.draft_kv,
+                )
             except Exception as exc:  # noqa: BLE001 - an unreadable file: the panel stays up and says so
                 lines.append(f"Not planned: {exc}")
             else:
@@ -299,9 +368,9 @@ class SettingsPanel(QScrollArea):
                     busy = " (a pair loaded on it holds the server)" if exc.reason == "busy" else ""
                     problems.append(f"{ep}: {exc.reason}{busy}: {exc}")
             try:
-                self.rpcProbed.emit((endpoints, devices, problems))     # queued to the UI thread
+                self.rpcProbed.emit((endpoints, devices, problems))  # queued to the UI thread
             except RuntimeError:
-                pass        # the panel was closed while the probe waited on a host
+                pass  # the panel was closed while the probe waited on a host
 
         threading.Thread(target=work, name="rpc-probe", daemon=True).start()
 
@@ -309,7 +378,7 @@ class SettingsPanel(QScrollArea):
     def _on_rpc_probed(self, answer) -> None:
         endpoints, devices, problems = answer
         if endpoints != self._rpc_probed_for:
-            return      # an older probe, overtaken by an edit
+            return  # an older probe, overtaken by an edit
         self.rpc_devices, self.rpc_problems = devices, problems
         self.refresh_devices()
 
@@ -343,9 +412,12 @@ class SettingsPanel(QScrollArea):
         cap = top if tokens is None else max(16, min(top, tokens))
         self.n_ctx.setMaximum(cap)
         base = "context size in tokens (0: the model's own length, capped by memory)"
-        self.n_ctx.setToolTip(base if cap == top else
-                              f"{base}; at most {cap:,} here: a larger KV cache and the weights would not fit "
-                              "in the memory available")
+        self.n_ctx.setToolTip(
+            base
+            if cap == top
+            else f"{base}; at most {cap:,} here: a larger KV cache and the weights would not fit "
+            "in the memory available"
+        )
 
     def refresh_kv(self) -> None:
         """Disables the K/V types that cannot run with the current K (or V) choice, with reasons."""
@@ -363,11 +435,15 @@ class SettingsPanel(QScrollArea):
                     verdicts = [self._verdict(which, kc.itemData(i), vc.itemData(j), fa) for j in range(vc.count())]
                     ok = [v for v in verdicts if v[0] != "FAIL"]
                     if ok:
-                        _set_item(kc, i, "WARN" if all(v[0] == "WARN" for v in ok) else "PASS",
-                                  "" if any(v[0] == "PASS" for v in ok) else ok[0][1])
+                        _set_item(
+                            kc,
+                            i,
+                            "WARN" if all(v[0] == "WARN" for v in ok) else "PASS",
+                            "" if any(v[0] == "PASS" for v in ok) else ok[0][1],
+                        )
                     else:
                         _set_item(kc, i, "FAIL", verdicts[0][1])
-                if not _enabled(vc, vc.currentIndex()):          # the chosen V no longer works
+                if not _enabled(vc, vc.currentIndex()):  # the chosen V no longer works
                     for prefer in (k, "f16"):
                         j = vc.findData(prefer)
                         if j >= 0 and _enabled(vc, j):
@@ -395,7 +471,7 @@ class SettingsPanel(QScrollArea):
         try:
             Placement.parse(self.split_mode.currentData(), split_text, self.main_gpu.value())
         except ValueError as exc:
-            self.split_error.setText(str(exc))      # kept out of the settings until it reads
+            self.split_error.setText(str(exc))  # kept out of the settings until it reads
             self.split_error.show()
             split_text = self.settings.tensor_split
         else:
@@ -410,32 +486,60 @@ class SettingsPanel(QScrollArea):
             self.split_error.show()
             rpc_text = self.settings.rpc_servers
         s = self.settings.replace(
-            mode=self.mode.currentData(), budget=self.budget.value(), temperature=self.temperature.value(),
-            top_k=self.top_k.value(), top_p=self.top_p.value(), max_tokens=self.max_tokens.value(),
-            seed=self.seed.value(), n_ctx=self.n_ctx.value(), n_gpu_layers=self.gpu_layers.value(),
-            flash_attn=self.flash_attn.currentData(), exact_verify=self.exact.isChecked(),
+            mode=self.mode.currentData(),
+            budget=self.budget.value(),
+            temperature=self.temperature.value(),
+            top_k=self.top_k.value(),
+            top_p=self.top_p.value(),
+            max_tokens=self.max_tokens.value(),
+            seed=self.seed.value(),
+            n_ctx=self.n_ctx.value(),
+            n_gpu_layers=self.gpu_layers.value(),
+            flash_attn=self.flash_attn.currentData(),
+            exact_verify=self.exact.isChecked(),
             token_margins=self.margins.isChecked(),
-            target_k=self.kv[("target", "k")].currentData(), target_v=self.kv[("target", "v")].currentData(),
-            draft_k=self.kv[("drafter", "k")].currentData(), draft_v=self.kv[("drafter", "v")].currentData(),
-            draft_variant=variant, adapters=[list(a) for a in adapters],
-            split_mode=self.split_mode.currentData(), tensor_split=split_text, main_gpu=self.main_gpu.value(),
-            draft_gpu=self.draft_gpu.value(), rpc_servers=rpc_text, engine_in_process=self.in_process.isChecked())
+            target_k=self.kv[("target", "k")].currentData(),
+            target_v=self.kv[("target", "v")].currentData(),
+            draft_k=self.kv[("drafter", "k")].currentData(),
+            draft_v=self.kv[("drafter", "v")].currentData(),
+            draft_variant=variant,
+            adapters=[list(a) for a in adapters],
+            split_mode=self.split_mode.currentData(),
+            tensor_split=split_text,
+            main_gpu=self.main_gpu.value(),
+            draft_gpu=self.draft_gpu.value(),
+            rpc_servers=rpc_text,
+            engine_in_process=self.in_process.isChecked(),
+        )
         self.settings = s
-        if self.sender() in (self.split_mode, self.tensor_split, self.main_gpu, self.draft_gpu, self.n_ctx,
-                             self.gpu_layers, self.rpc_edit):
+        if self.sender() in (
+            self.split_mode,
+            self.tensor_split,
+            self.main_gpu,
+            self.draft_gpu,
+            self.n_ctx,
+            self.gpu_layers,
+            self.rpc_edit,
+        ):
             self.refresh_devices()
         self.changed.emit(s)
 
     def show_pending(self, reload_fields: list[str], swap_fields: list[str]) -> None:
         """The banner: what differs from the loaded engine, and how the button applies it."""
         if reload_fields:
-            self.banner_text.setText("Changed since the pair was loaded: " + ", ".join(_field_names(reload_fields))
-                                     + ". These take effect after a reload.")
+            self.banner_text.setText(
+                "Changed since the pair was loaded: "
+                + ", ".join(_field_names(reload_fields))
+                + ". These take effect after a reload."
+            )
             self.apply_button.setText("Reload now")
             self.banner.show()
         elif swap_fields:
-            self.banner_text.setText("Changed: " + ", ".join(_field_names(swap_fields))
-                                     + ". Applied by swapping the drafter (the target stays loaded).")
+            self.banner_text.setText(
+                "Changed: "
+                + ", ".join(_field_names(swap_fields))
+                + ". Applied by swapping the drafter (the target stays loaded)."
+            )
             self.apply_button.setText("Swap drafter")
             self.banner.show()
         else:
@@ -448,9 +552,21 @@ def _offload_gpus() -> list[dict]:
     return offload_gpus(EngineConfig(target="x"))
 
 
-FIELD_NAMES = {"rpc_servers": "RPC servers", "target_placement": "GPU split", "draft_placement": "drafter GPU", "n_ctx": "context size", "n_gpu_layers": "GPU layers", "draft_n_gpu_layers": "GPU layers",
-               "flash_attn": "flash attention", "exact": "exact verify", "target_kv": "target K/V cache", "draft_kv": "drafter K/V cache",
-               "draft": "drafter", "adapters": "LoRA adapters", "target": "target"}
+FIELD_NAMES = {
+    "rpc_servers": "RPC servers",
+    "target_placement": "GPU split",
+    "draft_placement": "drafter GPU",
+    "n_ctx": "context size",
+    "n_gpu_layers": "GPU layers",
+    "draft_n_gpu_layers": "GPU layers",
+    "flash_attn": "flash attention",
+    "exact": "exact verify",
+    "target_kv": "target K/V cache",
+    "draft_kv": "drafter K/V cache",
+    "draft": "drafter",
+    "adapters": "LoRA adapters",
+    "target": "target",
+}
 
 
 def _field_names(fields: list[str]) -> list[str]:

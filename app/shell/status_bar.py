@@ -50,7 +50,7 @@ class StudioStatusBar(QStatusBar):
         self.speed = QLabel("– tok/s", self, objectName="statusTokPerS")
         self.memory = QLabel("", self, objectName="statusMemory")
         self.break_even = QLabel("", self, objectName="statusBreakEven")
-        plain(self.backend, self.pair, self.break_even)   # file and model names are text
+        plain(self.backend, self.pair, self.break_even)  # file and model names are text
         # fixed widths for the live figures: a label that resized on every update would re-layout the bar
         self.speed.setMinimumWidth(90)
         self.memory.setMinimumWidth(90)
@@ -58,8 +58,10 @@ class StudioStatusBar(QStatusBar):
         self.switch_to_auto = QPushButton("switch to auto", self, objectName="switchToAutoButton")
         self.switch_to_auto.setFlat(True)
         self.switch_to_auto.setStyleSheet("color: #1a5fb4; text-decoration: underline; padding: 0 2px;")
-        self.switch_to_auto.setToolTip("Verify mode 'auto' picks AR, chain or tree and the budget per step from what "
-                                       "a step costs on this machine: the target alone when speculation does not pay")
+        self.switch_to_auto.setToolTip(
+            "Verify mode 'auto' picks AR, chain or tree and the budget per step from what "
+            "a step costs on this machine: the target alone when speculation does not pay"
+        )
         self.switch_to_auto.hide()
         self.switch_to_auto.clicked.connect(self.switchToAutoRequested)
         for w in (self.backend, self.pair, self.speed, self.break_even, self.switch_to_auto, self.memory):
@@ -87,8 +89,10 @@ class StudioStatusBar(QStatusBar):
         weights = sum(v for k, v in memory.items() if k.endswith("_weights"))
         context = sum(v for k, v in memory.items() if k.endswith("_context"))
         self.memory.setText(f"mem {human_bytes(memory.get('process_rss', 0))}")
-        self.memory.setToolTip(f"process resident: {human_bytes(memory.get('process_rss', 0))}\n"
-                               f"weights: {human_bytes(weights)}\ncontexts (KV): {human_bytes(context)}")
+        self.memory.setToolTip(
+            f"process resident: {human_bytes(memory.get('process_rss', 0))}\n"
+            f"weights: {human_bytes(weights)}\ncontexts (KV): {human_bytes(context)}"
+        )
 
     def set_break_even(self, commit: float, break_even: float, label: str = "", mode: str = "") -> None:
         """Measured commit length vs the break-even one (engine_bridge.runtime.breakeven) for ``label``
@@ -101,18 +105,26 @@ class StudioStatusBar(QStatusBar):
             self.break_even.setToolTip("")
             return
         pays = commit > break_even
-        measured = f"{commit:.2f}" if commit > 0 else "–"      # 0: not measured yet
+        measured = f"{commit:.2f}" if commit > 0 else "–"  # 0: not measured yet
         numbers = f"commit {measured} / break-even {break_even:.2f}"
         if commit > 0 and not pays:
-            self.break_even.setText(f"speculation is slower here: {speed_ratio(commit, break_even)}"
-                                    + (f" ({label})" if label else "") + (" —" if mode != "auto" else ""))
+            self.break_even.setText(
+                f"speculation is slower here: {speed_ratio(commit, break_even)}"
+                + (f" ({label})" if label else "")
+                + (" —" if mode != "auto" else "")
+            )
             self.switch_to_auto.setVisible(mode != "auto")
         else:
             self.break_even.setText(numbers + (f" ({label})" if label else ""))
         self.break_even.setStyleSheet("color: #1a7f37;" if pays else "color: #b35900;")
-        cost = (f"A {label or 'speculative'} step costs as much time as {break_even:.2f} autoregressive steps "
-                f"here, so it must commit more than {break_even:.2f} tokens to be faster than the target alone.")
-        seen = (f"Measured: {commit:.2f} tokens per step — speculation {'pays' if pays else 'does not pay'}."
-                if commit > 0 else "Its commit length is not measured yet.")
+        cost = (
+            f"A {label or 'speculative'} step costs as much time as {break_even:.2f} autoregressive steps "
+            f"here, so it must commit more than {break_even:.2f} tokens to be faster than the target alone."
+        )
+        seen = (
+            f"Measured: {commit:.2f} tokens per step — speculation {'pays' if pays else 'does not pay'}."
+            if commit > 0
+            else "Its commit length is not measured yet."
+        )
         hint = "" if pays else " Verify mode 'auto' switches to autoregressive when it does not."
         self.break_even.setToolTip(f"{numbers}\n{cost}\n{seen}{hint}")

@@ -37,15 +37,15 @@ class LoadRequest:
     config: EngineConfig
     check: bool = True
     cancel: threading.Event = field(default_factory=threading.Event)
-    in_process: bool = False        # the engine in the app's process: no IPC, but an abort ends the app
+    in_process: bool = False  # the engine in the app's process: no IPC, but an abort ends the app
 
 
 @dataclass(frozen=True)
 class GenerateRequest:
     request_id: int
     settings: GenerationSettings
-    messages: tuple[dict, ...] | None = None   # rendered with the target's chat template
-    prompt: str | None = None                  # used as is when there are no messages
+    messages: tuple[dict, ...] | None = None  # rendered with the target's chat template
+    prompt: str | None = None  # used as is when there are no messages
     cancel: threading.Event = field(default_factory=threading.Event)
 
 
@@ -66,7 +66,7 @@ class Loaded:
     describe: dict
     memory: dict
     chat_template: str | None
-    llama_messages: tuple = ()      # llama.cpp's warnings from the load (engine_bridge.runtime.llama_log)
+    llama_messages: tuple = ()  # llama.cpp's warnings from the load (engine_bridge.runtime.llama_log)
 
 
 class LoadCancelled(Exception):
@@ -75,15 +75,15 @@ class LoadCancelled(Exception):
 
 class EngineWorker(QObject):
     progress = Signal(str)
-    loaded = Signal(object)                 # Loaded
-    loadFailed = Signal(object)             # exception
-    generated = Signal(int, object)         # request id, GenerationResult
-    generateFailed = Signal(int, object)    # request id, exception
-    drafterChanged = Signal(object)         # Loaded (after swap_drafter / set_adapters)
+    loaded = Signal(object)  # Loaded
+    loadFailed = Signal(object)  # exception
+    generated = Signal(int, object)  # request id, GenerationResult
+    generateFailed = Signal(int, object)  # request id, exception
+    drafterChanged = Signal(object)  # Loaded (after swap_drafter / set_adapters)
     drafterFailed = Signal(object)
-    memoryChanged = Signal(object)          # Engine.memory()
+    memoryChanged = Signal(object)  # Engine.memory()
     unloaded = Signal()
-    lost = Signal(object)                   # the engine's process died (EngineProcessError / RpcError)
+    lost = Signal(object)  # the engine's process died (EngineProcessError / RpcError)
 
     def __init__(self, channel: StreamChannel):
         super().__init__()
@@ -111,19 +111,25 @@ class EngineWorker(QObject):
         if req.cancel.is_set():
             self.loadFailed.emit(LoadCancelled("load cancelled"))
             return
-        self._close_engine()   # free the old pair's memory before loading the new one
+        self._close_engine()  # free the old pair's memory before loading the new one
         try:
             # in a child process (always with RPC servers): an abort, a crash or a lost server ends
             # that process, not the app; a cancel kills it mid-load
-            eng = open_engine(req.config, preflight=PAIR_PREFLIGHT, check=req.check, progress=self.progress.emit,
-                              isolate=not req.in_process, cancel=req.cancel)
+            eng = open_engine(
+                req.config,
+                preflight=PAIR_PREFLIGHT,
+                check=req.check,
+                progress=self.progress.emit,
+                isolate=not req.in_process,
+                cancel=req.cancel,
+            )
         except EngineLoadCancelled:
             self.loadFailed.emit(LoadCancelled("load cancelled"))
             return
         except Exception as exc:  # noqa: BLE001 - every failure becomes a message in the UI
             self.loadFailed.emit(exc)
             return
-        if req.cancel.is_set():   # llama.cpp cannot be interrupted mid-load: discard the result
+        if req.cancel.is_set():  # llama.cpp cannot be interrupted mid-load: discard the result
             eng.close()
             self.loadFailed.emit(LoadCancelled("load cancelled"))
             return
@@ -143,11 +149,16 @@ class EngineWorker(QObject):
                 raise RuntimeError("no pair is loaded")
             # only the template makes control tokens: a message holding <|im_end|> stays text
             prompt = self.engine.tokenize_chat(list(req.messages)) if req.messages else req.prompt
-            res = self.engine.generate(prompt, req.settings, on_token=self._channel.push_token,
-                                       on_step=self._channel.push_step, cancel=req.cancel)
+            res = self.engine.generate(
+                prompt,
+                req.settings,
+                on_token=self._channel.push_token,
+                on_step=self._channel.push_step,
+                cancel=req.cancel,
+            )
         except Exception as exc:  # noqa: BLE001
             self.generateFailed.emit(req.request_id, exc)
-            self._gone(exc)     # its process is gone (an abort, a kill, an RPC server lost): unload
+            self._gone(exc)  # its process is gone (an abort, a kill, an RPC server lost): unload
             return
         self.generated.emit(req.request_id, res)
         try:
@@ -158,11 +169,12 @@ class EngineWorker(QObject):
     @Slot(object)
     def run_task(self, task: EngineTask) -> None:
         task.run(self.engine)
-        if getattr(self.engine, "dead", None):   # as after a chat turn: its process is gone, unload
+        if getattr(self.engine, "dead", None):  # as after a chat turn: its process is gone, unload
             from engine_bridge.runtime.engine_process import EngineProcessError
 
-            self._gone(self.engine.death or EngineProcessError(f"The engine stopped: {self.engine.dead}. "
-                                                              "Reload the pair."))
+            self._gone(
+                self.engine.death or EngineProcessError(f"The engine stopped: {self.engine.dead}. Reload the pair.")
+            )
 
     @Slot(str)
     def swap_drafter(self, path: str) -> None:
@@ -228,7 +240,7 @@ class EngineClient(QObject):
     drafterChanged = Signal(object)
     drafterFailed = Signal(object)
     memoryChanged = Signal(object)
-    engineLost = Signal(object)     # the engine's process died (the exception names how); reload() brings it back
+    engineLost = Signal(object)  # the engine's process died (the exception names how); reload() brings it back
 
     # requests, delivered to the worker's thread (queued: the worker lives there)
     _load = Signal(object)
@@ -271,7 +283,7 @@ class EngineClient(QObject):
         self._pending_load: LoadRequest | None = None
         self._current: GenerateRequest | None = None
         self.info: Loaded | None = None
-        self.last_load: LoadRequest | None = None     # what reload() loads again (its drafter kept current)
+        self.last_load: LoadRequest | None = None  # what reload() loads again (its drafter kept current)
         self._closed = False
         self._thread.start()
 

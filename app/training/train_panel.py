@@ -23,8 +23,20 @@ from pathlib import Path
 
 import pyqtgraph as pg
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, Signal, Slot
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPlainTextEdit,
-                               QProgressBar, QPushButton, QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ..common.plain_text import plain, plain_tip
 from ..common.throttle import Throttle
@@ -32,10 +44,15 @@ from ..common.throttle import Throttle
 #: the loss curve redraws at most 5 times a second (the live plots' rate; training steps may come faster)
 REDRAW_MS = 200
 DEVICES = ("auto", "cuda", "cpu")
-LOG_LINES = 500          # the log view keeps the newest lines (the run folder's train-log.txt has all)
-PROGRESS_STEPS = 1000    # the progress bar's resolution
-STAGE_NAMES = {"prepare": "preparing prompts", "generate": "generating answers", "train": "training",
-               "export": "exporting", "evaluate": "evaluating"}
+LOG_LINES = 500  # the log view keeps the newest lines (the run folder's train-log.txt has all)
+PROGRESS_STEPS = 1000  # the progress bar's resolution
+STAGE_NAMES = {
+    "prepare": "preparing prompts",
+    "generate": "generating answers",
+    "train": "training",
+    "export": "exporting",
+    "evaluate": "evaluating",
+}
 
 
 @dataclass(frozen=True)
@@ -46,11 +63,11 @@ class TrainRequest:
     out: Path
     layers: int = 3
     block_size: int = 16
-    seconds: float = 540.0             # training time budget
-    gen_seconds: float = 180.0         # time budget for generating the target's responses
+    seconds: float = 540.0  # training time budget
+    gen_seconds: float = 180.0  # time budget for generating the target's responses
     device: str = "auto"
-    work: Path | None = None           # where data and checkpoints go (default: next to out, "<stem>.train")
-    prompts: Path | None = None        # the user's extra training prompts (JSONL), beside the shipped set
+    work: Path | None = None  # where data and checkpoints go (default: next to out, "<stem>.train")
+    prompts: Path | None = None  # the user's extra training prompts (JSONL), beside the shipped set
     #: further trainer options (name, value): prompts per category, max_steps, batch, ... (tests: tiny runs)
     extra: tuple = ()
 
@@ -74,16 +91,28 @@ def start_training(req: TrainRequest, on_event, cancel: threading.Event) -> Path
     from engine_bridge.training import train_chat, train_for_target
 
     device = resolve_device(req.device)
-    train_chat.pick_device(device)       # no CUDA for "cuda": say so before minutes of preparation
-    train_for_target.run(req.target, req.out, stages=("prepare", "train", "export"), work=req.work,
-                         device=device, n_layer=req.layers, block_size=req.block_size, seconds=req.seconds,
-                         gen_seconds=req.gen_seconds, extra_prompts=req.prompts, progress=on_event, cancel=cancel,
-                         log=lambda line: on_event({"log": str(line)}), **dict(req.extra))
+    train_chat.pick_device(device)  # no CUDA for "cuda": say so before minutes of preparation
+    train_for_target.run(
+        req.target,
+        req.out,
+        stages=("prepare", "train", "export"),
+        work=req.work,
+        device=device,
+        n_layer=req.layers,
+        block_size=req.block_size,
+        seconds=req.seconds,
+        gen_seconds=req.gen_seconds,
+        extra_prompts=req.prompts,
+        progress=on_event,
+        cancel=cancel,
+        log=lambda line: on_event({"log": str(line)}),
+        **dict(req.extra),
+    )
     if cancel.is_set() or not req.out.exists():
         return None
     from engine_bridge.models.library import Library
 
-    Library().record_made(req.out, "trained drafter")      # the library's Forget may delete it
+    Library().record_made(req.out, "trained drafter")  # the library's Forget may delete it
     return req.out
 
 
@@ -94,8 +123,9 @@ def check_prompt_file(path: Path) -> int:
     from engine_bridge.training.chat_data import read_extra_prompts
 
     rows = read_extra_prompts(path)
-    decontam.require_clean([r["text"] for r in rows], [f"{path.name} line {r['line']}" for r in rows],
-                           what=f"the prompts of {path.name}")
+    decontam.require_clean(
+        [r["text"] for r in rows], [f"{path.name} line {r['line']}" for r in rows], what=f"the prompts of {path.name}"
+    )
     return len(rows)
 
 
@@ -141,8 +171,8 @@ class TrainWorker(QObject):
     """Runs one training on its thread; every result goes back as a queued signal."""
 
     event = Signal(object)
-    finished = Signal(object)       # Path of the drafter
-    failed = Signal(object)         # the exception
+    finished = Signal(object)  # Path of the drafter
+    failed = Signal(object)  # the exception
     cancelled = Signal()
 
     def __init__(self, request: TrainRequest, cancel: threading.Event):
@@ -167,7 +197,7 @@ class TrainWorker(QObject):
 class TrainPanel(QWidget):
     trainingStarted = Signal()
     progressed = Signal(object)
-    drafterTrained = Signal(str, str)     # target, drafter
+    drafterTrained = Signal(str, str)  # target, drafter
     trainingFailed = Signal(str)
     trainingCancelled = Signal()
 
@@ -181,10 +211,10 @@ class TrainPanel(QWidget):
         self._current_target = ""
         #: trainer options the form does not show (prompts per category, batch, max_steps, ...)
         self.extra_options: dict = {}
-        self.steps: list[float] = []          # the loss curves' points
+        self.steps: list[float] = []  # the loss curves' points
         self.losses: list[float] = []
         self.val_losses: list[float] = []
-        self.events = 0                       # events received in this run
+        self.events = 0  # events received in this run
         self.last_event = None
         self._started_at = 0.0
         self.redraws = Throttle(self._draw_loss, interval_ms=REDRAW_MS, parent=self)
@@ -195,11 +225,12 @@ class TrainPanel(QWidget):
 
     # -- layout -------------------------------------------------------------------------------------
     def _build(self) -> None:
-        self.target_edit = QLineEdit(objectName="trainTargetEdit", placeholderText="target GGUF (llama family, qwen2, qwen3)")
+        self.target_edit = QLineEdit(
+            objectName="trainTargetEdit", placeholderText="target GGUF (llama family, qwen2, qwen3)"
+        )
         self.browse_button = QPushButton("Browse…", objectName="trainBrowseButton")
         self.browse_button.clicked.connect(self._browse)
-        self.current_button = QPushButton("Current pair's target", objectName="trainCurrentTargetButton",
-                                          enabled=False)
+        self.current_button = QPushButton("Current pair's target", objectName="trainCurrentTargetButton", enabled=False)
         self.current_button.clicked.connect(lambda: self.target_edit.setText(self._current_target))
         target_row = QHBoxLayout()
         target_row.addWidget(self.target_edit, 1)
@@ -211,24 +242,31 @@ class TrainPanel(QWidget):
         self.block_combo = QComboBox(objectName="trainBlockCombo")
         self.block_combo.addItems(["16", "8"])
         self.block_combo.setToolTip("the drafter's block size: the longest draft one step can propose")
-        self.seconds_spin = QSpinBox(objectName="trainSecondsSpin", minimum=5, maximum=7 * 24 * 3600, value=540,
-                                     suffix=" s", singleStep=60)
-        self.seconds_spin.setToolTip("time budget for training; the learning rate follows the clock, so the "
-                                     "run ends annealed when it is spent")
-        self.gen_seconds_spin = QSpinBox(objectName="trainGenSecondsSpin", minimum=5, maximum=7 * 24 * 3600,
-                                         value=180, suffix=" s", singleStep=60)
-        self.gen_seconds_spin.setToolTip("time budget for the target's own answers to the training prompts "
-                                         "(the drafter learns to predict them)")
+        self.seconds_spin = QSpinBox(
+            objectName="trainSecondsSpin", minimum=5, maximum=7 * 24 * 3600, value=540, suffix=" s", singleStep=60
+        )
+        self.seconds_spin.setToolTip(
+            "time budget for training; the learning rate follows the clock, so the run ends annealed when it is spent"
+        )
+        self.gen_seconds_spin = QSpinBox(
+            objectName="trainGenSecondsSpin", minimum=5, maximum=7 * 24 * 3600, value=180, suffix=" s", singleStep=60
+        )
+        self.gen_seconds_spin.setToolTip(
+            "time budget for the target's own answers to the training prompts (the drafter learns to predict them)"
+        )
         self.device_combo = QComboBox(objectName="trainDeviceCombo")
         self.device_combo.addItems(list(DEVICES))
         self.device_combo.setToolTip("cuda needs a CUDA device and PyTorch built for it; auto picks it when present")
         self.out_edit = QLineEdit(objectName="trainOutEdit", placeholderText="default: <models>/<target>-dflash.gguf")
-        self.prompts_edit = QLineEdit(objectName="trainPromptsEdit",
-                                      placeholderText="optional: one JSON object per line, {\"text\": ...}")
-        self.prompts_edit.setToolTip("extra training prompts of your own, added to the shipped prompt set; each line "
-                                     "{\"text\": ...} (or \"prompt\", or \"messages\") with an optional \"category\" "
-                                     "(chat, instructions, writing, code, math, reasoning). Prompts that overlap a "
-                                     "public benchmark (MT-Bench, GSM8K, HumanEval, ...) are refused.")
+        self.prompts_edit = QLineEdit(
+            objectName="trainPromptsEdit", placeholderText='optional: one JSON object per line, {"text": ...}'
+        )
+        self.prompts_edit.setToolTip(
+            "extra training prompts of your own, added to the shipped prompt set; each line "
+            '{"text": ...} (or "prompt", or "messages") with an optional "category" '
+            "(chat, instructions, writing, code, math, reasoning). Prompts that overlap a "
+            "public benchmark (MT-Bench, GSM8K, HumanEval, ...) are refused."
+        )
         self.prompts_button = QPushButton("Browse…", objectName="trainPromptsBrowseButton")
         self.prompts_button.clicked.connect(self._browse_prompts)
         prompts_row = QHBoxLayout()
@@ -293,14 +331,22 @@ class TrainPanel(QWidget):
             self.target_edit.setText(path)
 
     def _browse(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Choose the target GGUF", str(Path(self.target_edit.text()).parent),
-                                              "GGUF models (*.gguf);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(
+            self,
+            "Choose the target GGUF",
+            str(Path(self.target_edit.text()).parent),
+            "GGUF models (*.gguf);;All files (*)",
+        )
         if path:
             self.target_edit.setText(path)
 
     def _browse_prompts(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Choose a prompt file", str(Path(self.prompts_edit.text()).parent),
-                                              "JSON lines (*.jsonl);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(
+            self,
+            "Choose a prompt file",
+            str(Path(self.prompts_edit.text()).parent),
+            "JSON lines (*.jsonl);;All files (*)",
+        )
         if path:
             self.prompts_edit.setText(path)
 
@@ -320,10 +366,17 @@ class TrainPanel(QWidget):
         if self.prompts_edit.text().strip():
             prompts = Path(self.prompts_edit.text().strip()).expanduser()
             check_prompt_file(prompts)
-        fields = dict(target=target, out=out, prompts=prompts, layers=self.layers_spin.value(),
-                      block_size=int(self.block_combo.currentText()), seconds=float(self.seconds_spin.value()),
-                      gen_seconds=float(self.gen_seconds_spin.value()), device=self.device_combo.currentText(),
-                      extra=tuple(self.extra_options.items()))
+        fields = dict(
+            target=target,
+            out=out,
+            prompts=prompts,
+            layers=self.layers_spin.value(),
+            block_size=int(self.block_combo.currentText()),
+            seconds=float(self.seconds_spin.value()),
+            gen_seconds=float(self.gen_seconds_spin.value()),
+            device=self.device_combo.currentText(),
+            extra=tuple(self.extra_options.items()),
+        )
         fields.update(overrides)
         return TrainRequest(**fields)
 
@@ -338,7 +391,7 @@ class TrainPanel(QWidget):
             return False
         from engine_bridge.training import unavailable
 
-        why = unavailable()          # the one-file bundle carries no PyTorch
+        why = unavailable()  # the one-file bundle carries no PyTorch
         if why:
             self._status(why, error=True)
             return False
@@ -358,7 +411,7 @@ class TrainPanel(QWidget):
         self.redraws.cancel()
         self.curve.setData([], [])
         self.val_curve.setData([], [])
-        self.progress_bar.setRange(0, 0)        # busy until the trainer says how far it has to go
+        self.progress_bar.setRange(0, 0)  # busy until the trainer says how far it has to go
         self._thread = QThread()
         self._thread.setObjectName("trainThread")
         self._worker = TrainWorker(req, self._cancel)
@@ -402,8 +455,16 @@ class TrainPanel(QWidget):
     def _set_running(self, on: bool) -> None:
         self.start_button.setEnabled(not on)
         self.cancel_button.setEnabled(on)
-        for w in (self.target_edit, self.browse_button, self.layers_spin, self.block_combo, self.seconds_spin,
-                  self.gen_seconds_spin, self.device_combo, self.out_edit):
+        for w in (
+            self.target_edit,
+            self.browse_button,
+            self.layers_spin,
+            self.block_combo,
+            self.seconds_spin,
+            self.gen_seconds_spin,
+            self.device_combo,
+            self.out_edit,
+        ):
             w.setEnabled(not on)
         self.current_button.setEnabled(not on and bool(self._current_target))
 
@@ -421,7 +482,7 @@ class TrainPanel(QWidget):
             return
         frac = progress_fraction(event)
         if frac is None:
-            self.progress_bar.setRange(0, 0)            # a stage that cannot say how far it is
+            self.progress_bar.setRange(0, 0)  # a stage that cannot say how far it is
         else:
             self.progress_bar.setRange(0, PROGRESS_STEPS)
             self.progress_bar.setValue(int(frac * PROGRESS_STEPS))
@@ -474,8 +535,10 @@ class TrainPanel(QWidget):
     def _on_cancelled(self) -> None:
         self.redraws.flush()
         self.stage_label.setText("cancelled")
-        self._status(f"training cancelled; no drafter was written (the generated data and the last checkpoint "
-                     f"stay in {work_folder(self._request)}: the same name and options resume from them)")
+        self._status(
+            f"training cancelled; no drafter was written (the generated data and the last checkpoint "
+            f"stay in {work_folder(self._request)}: the same name and options resume from them)"
+        )
         self.trainingCancelled.emit()
 
     @Slot()
@@ -488,7 +551,7 @@ class TrainPanel(QWidget):
         self._worker.deleteLater()
         self._thread = self._worker = None
         self._set_running(False)
-        if self.progress_bar.maximum() == 0:     # a busy bar must not keep spinning after the run
+        if self.progress_bar.maximum() == 0:  # a busy bar must not keep spinning after the run
             self.progress_bar.setRange(0, 1)
 
     def _status(self, text: str, error: bool = False) -> None:

@@ -42,20 +42,20 @@ WIDTHS = (2, 4, 8, 16, 32)
 
 @dataclass
 class ShapeDrift:
-    shape: str                 # "chain 8", "tree 16"
-    positions: int = 0         # generated positions compared
+    shape: str  # "chain 8", "tree 16"
+    positions: int = 0  # generated positions compared
     max_abs_logit: float = 0.0
     max_margin_shift: float = 0.0
-    flips: int = 0             # positions whose argmax differed from AR's
+    flips: int = 0  # positions whose argmax differed from AR's
     max_flipped_gap: float = 0.0
 
 
 @dataclass
 class DriftReport:
     device: str
-    precision: str             # the target's weights and the KV cache types
+    precision: str  # the target's weights and the KV cache types
     prompts: int
-    tokens: int                # generated per prompt
+    tokens: int  # generated per prompt
     shapes: list[ShapeDrift] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -72,20 +72,26 @@ class DriftReport:
     @classmethod
     def from_dict(cls, d: dict) -> "DriftReport":
         shapes = [ShapeDrift(**s) for s in d.get("shapes", [])]
-        return cls(d["device"], d["precision"], int(d["prompts"]), int(d["tokens"]), shapes,
-                   float(d.get("seconds", 0.0)))
+        return cls(
+            d["device"], d["precision"], int(d["prompts"]), int(d["tokens"]), shapes, float(d.get("seconds", 0.0))
+        )
 
     def table(self) -> str:
-        rows = ["| shape | positions | max abs logit diff | max margin shift | flips | largest flipped gap |",
-                "|---|---|---|---|---|---|"]
+        rows = [
+            "| shape | positions | max abs logit diff | max margin shift | flips | largest flipped gap |",
+            "|---|---|---|---|---|---|",
+        ]
         for s in self.shapes:
-            rows.append(f"| {s.shape} | {s.positions} | {s.max_abs_logit:.4g} | {s.max_margin_shift:.4g} | "
-                        f"{s.flips} | {s.max_flipped_gap:.4g} |")
+            rows.append(
+                f"| {s.shape} | {s.positions} | {s.max_abs_logit:.4g} | {s.max_margin_shift:.4g} | "
+                f"{s.flips} | {s.max_flipped_gap:.4g} |"
+            )
         return "\n".join(rows)
 
 
-def chain_batches(prompt_len: int, generated: list[int], prompt_tokens: list[int], width: int,
-                  siblings=None) -> list[VerifyBatch]:
+def chain_batches(
+    prompt_len: int, generated: list[int], prompt_tokens: list[int], width: int, siblings=None
+) -> list[VerifyBatch]:
     """Verify batches of ``width`` rows that commit ``generated`` in order: the root (the last
     committed token) and the next path nodes. With ``siblings`` (position -> a token other than the
     path's), each depth also gets that token as a rejected sibling in its own sequence: a tree of
@@ -100,22 +106,32 @@ def chain_batches(prompt_len: int, generated: list[int], prompt_tokens: list[int
         else:
             d = min(width // 2, n - first - 1)
             sib_depths = list(range(min(width - 1 - d, d)))
-        path = toks[pos + 1:pos + 1 + d]
+        path = toks[pos + 1 : pos + 1 + d]
         # sequence 0 is the path's leaf; sibling at depth j is a leaf of its own (sequence j + 1),
         # a child of the path node at depth j - 1, so path nodes above it hold its sequence too
         tokens = list(path) + [int(siblings[first + j]) for j in sib_depths]
         depth = list(range(d)) + sib_depths
         seqs = [tuple([0] + [j + 1 for j in sib_depths if j > i]) for i in range(d)]
         seqs += [(j + 1,) for j in sib_depths]
-        out.append(VerifyBatch(first=first, pos=pos, last=toks[pos], n_seqs=1 + len(sib_depths),
-                               tokens=tuple(tokens), depth=tuple(depth), seqs=tuple(seqs),
-                               rows=tuple(range(d + 1))))
+        out.append(
+            VerifyBatch(
+                first=first,
+                pos=pos,
+                last=toks[pos],
+                n_seqs=1 + len(sib_depths),
+                tokens=tuple(tokens),
+                depth=tuple(depth),
+                seqs=tuple(seqs),
+                rows=tuple(range(d + 1)),
+            )
+        )
         first += d + 1
     return out
 
 
-def branch_batches(prompt_len: int, generated: list[int], prompt_tokens: list[int], width: int,
-                   wrong) -> list[VerifyBatch]:
+def branch_batches(
+    prompt_len: int, generated: list[int], prompt_tokens: list[int], width: int, wrong
+) -> list[VerifyBatch]:
     """Verify batches whose seeded chain is wrong from its first node (``wrong``: position -> a
     token other than the answer's) and whose accepted path is a branch added after it: every
     step's path lies off the chain, behind the chain's rejected cells, as when a tree wins through
@@ -125,15 +141,24 @@ def branch_batches(prompt_len: int, generated: list[int], prompt_tokens: list[in
     while first < n:
         pos = prompt_len - 1 + first
         d = min((width - 1) // 2, n - first - 1)
-        c = max(1, width - 1 - d) if d else 0          # the wrong chain, as deep as the rows allow
+        c = max(1, width - 1 - d) if d else 0  # the wrong chain, as deep as the rows allow
         chain = [int(wrong[min(first + j, n - 1)]) for j in range(c)]
-        path = toks[pos + 1:pos + 1 + d]
+        path = toks[pos + 1 : pos + 1 + d]
         tokens = chain + list(path)
         depth = list(range(c)) + list(range(d))
         seqs = [(0,)] * c + [(1,)] * d
-        out.append(VerifyBatch(first=first, pos=pos, last=toks[pos], n_seqs=2 if c and d else 1,
-                               tokens=tuple(tokens), depth=tuple(depth), seqs=tuple(seqs),
-                               rows=(0,) + tuple(c + 1 + j for j in range(d))))
+        out.append(
+            VerifyBatch(
+                first=first,
+                pos=pos,
+                last=toks[pos],
+                n_seqs=2 if c and d else 1,
+                tokens=tuple(tokens),
+                depth=tuple(depth),
+                seqs=tuple(seqs),
+                rows=(0,) + tuple(c + 1 + j for j in range(d)),
+            )
+        )
         first += d + 1
     return out
 
@@ -155,8 +180,7 @@ def _compare(ref: np.ndarray, got: np.ndarray, acc: ShapeDrift) -> None:
         acc.max_flipped_gap = max(acc.max_flipped_gap, float(gap_ref[flipped].max()))
 
 
-def measure(engine, prompts: list[list[int]], tokens: int = 64, widths=WIDTHS,
-            progress=None) -> DriftReport:
+def measure(engine, prompts: list[list[int]], tokens: int = 64, widths=WIDTHS, progress=None) -> DriftReport:
     """Decodes each prompt's greedy AR answer (``tokens`` long) in every shape and compares.
     ``prompts`` are token lists (the chat template applied). Leaves the engine's KV empty."""
     t0 = time.perf_counter()
@@ -164,7 +188,7 @@ def measure(engine, prompts: list[list[int]], tokens: int = 64, widths=WIDTHS,
     shapes = [ShapeDrift(f"{kind} {w}") for w in widths for kind in kinds]
     for n, prompt in enumerate(prompts):
         gen, ref = engine.greedy_logits(prompt, tokens)
-        sib = [int(np.argsort(-r, kind="stable")[1]) for r in ref]    # the target's runner-up: a likely draft
+        sib = [int(np.argsort(-r, kind="stable")[1]) for r in ref]  # the target's runner-up: a likely draft
         for w in widths:
             for kind in kinds:
                 if kind != "chain" and (not engine.tree_capable or w > engine.tree_max_nodes or w < 3):
@@ -178,9 +202,14 @@ def measure(engine, prompts: list[list[int]], tokens: int = 64, widths=WIDTHS,
         if progress:
             progress(n + 1, len(prompts))
     engine.reset()
-    return DriftReport(device=device_name(engine), precision=precision_of(engine), prompts=len(prompts),
-                       tokens=tokens, shapes=[s for s in shapes if s.positions],
-                       seconds=round(time.perf_counter() - t0, 1))
+    return DriftReport(
+        device=device_name(engine),
+        precision=precision_of(engine),
+        prompts=len(prompts),
+        tokens=tokens,
+        shapes=[s for s in shapes if s.positions],
+        seconds=round(time.perf_counter() - t0, 1),
+    )
 
 
 def device_name(engine) -> str:

@@ -23,7 +23,7 @@ def write_report(report: dict, *, json_path=None, csv_path=None, md_path=None, h
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             _write_atomically(p, render(report))
-        except OSError as exc:     # named by the report's path, whatever part of it failed
+        except OSError as exc:  # named by the report's path, whatever part of it failed
             why = exc.strerror or str(exc)
             if exc.filename and str(exc.filename) != str(p):
                 why += f" ({exc.filename})"

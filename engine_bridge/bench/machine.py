@@ -40,8 +40,12 @@ def gpus() -> list[dict]:
     if not exe:
         return []
     try:
-        out = subprocess.run([exe, "--query-gpu=name,driver_version,memory.total,compute_cap",
-                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            [exe, "--query-gpu=name,driver_version,memory.total,compute_cap", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return []
     if out.returncode != 0:
@@ -50,8 +54,14 @@ def gpus() -> list[dict]:
     for line in out.stdout.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) >= 3:
-            found.append({"name": parts[0], "driver": parts[1], "memory_mib": parts[2],
-                          "compute_cap": parts[3] if len(parts) > 3 else ""})
+            found.append(
+                {
+                    "name": parts[0],
+                    "driver": parts[1],
+                    "memory_mib": parts[2],
+                    "compute_cap": parts[3] if len(parts) > 3 else "",
+                }
+            )
     return found
 
 
@@ -59,17 +69,26 @@ def llama_devices() -> list[dict]:
     """The devices llama.cpp itself sees (what the run could actually use)."""
     try:
         from ..runtime.llama_ffi import devices
+
         return devices()
-    except Exception:   # an older FFI without device listing: the report just lacks it
+    except Exception:  # an older FFI without device listing: the report just lacks it
         return []
 
 
 def machine_info() -> dict:
     g = gpus()
     devs = llama_devices()
-    if not g:   # no nvidia-smi (AMD, Apple, a container): fall back to llama.cpp's GPU devices
-        g = [{"name": d["description"] or d["name"], "driver": "", "memory_mib": str(d["memory_total"] // 2**20),
-              "compute_cap": ""} for d in devs if d["type"] in ("gpu", "igpu")]
+    if not g:  # no nvidia-smi (AMD, Apple, a container): fall back to llama.cpp's GPU devices
+        g = [
+            {
+                "name": d["description"] or d["name"],
+                "driver": "",
+                "memory_mib": str(d["memory_total"] // 2**20),
+                "compute_cap": "",
+            }
+            for d in devs
+            if d["type"] in ("gpu", "igpu")
+        ]
     return {
         "os": platform.platform(),
         "python": sys.version.split()[0],
@@ -88,5 +107,5 @@ def build_info() -> dict:
     from ..runtime.llama_ffi import build_info as ffi_build_info
 
     info = dict(ffi_build_info())
-    info["build_commit"] = info["llama_cpp_commit"]   # llama-bench's name for it
+    info["build_commit"] = info["llama_cpp_commit"]  # llama-bench's name for it
     return info

@@ -32,8 +32,9 @@ from .schema import SCHEMA_ID, check_report
 from ..runtime.records import PHASES
 
 #: Per-repetition quantities: (report key, unit shown in tables).
-METRICS = {"ts": "tok/s", "ttft_ms": "ms", "prefill_ts": "tok/s", "acceptance_rate": "",
-           "mean_commit_len": "tok"} | {f"phase_{p}_ms": "ms" for p in PHASES}
+METRICS = {"ts": "tok/s", "ttft_ms": "ms", "prefill_ts": "tok/s", "acceptance_rate": "", "mean_commit_len": "tok"} | {
+    f"phase_{p}_ms": "ms" for p in PHASES
+}
 SPEC_ONLY = ("acceptance_rate",)
 
 
@@ -110,8 +111,7 @@ def _lossless(result: BenchResult, row: BenchRow, prompt_id: str | None = None) 
 
 
 def _ts_samples(ms: list[Measurement]) -> list[float]:
-    return [m.summary["n_generated"] / m.summary["t_generate"] if m.summary["t_generate"] > 0 else 0.0
-            for m in ms]
+    return [m.summary["n_generated"] / m.summary["t_generate"] if m.summary["t_generate"] > 0 else 0.0 for m in ms]
 
 
 # -- the report -----------------------------------------------------------------------------------
@@ -134,8 +134,11 @@ def build_report(result: BenchResult, baseline: str | int | None = None) -> dict
         if row.kind == "spec":
             # speed-up against the AR row of the same load (same K/V types, same engine)
             sp = st.ratio_ci(rep_values[row.id]["ts"], rep_values.get(row.ar_row, {}).get("ts", []))
-            rd.update(speedup=sp.ratio if sp else None, speedup_ci_lo=sp.ci_lo if sp else None,
-                      speedup_ci_hi=sp.ci_hi if sp else None)
+            rd.update(
+                speedup=sp.ratio if sp else None,
+                speedup_ci_lo=sp.ci_lo if sp else None,
+                speedup_ci_hi=sp.ci_hi if sp else None,
+            )
         prompts_out.extend(_prompt_dicts(result, row))
     _auto_against_best(rows_out)
     base = _pick_baseline(rows_out, baseline)
@@ -157,11 +160,17 @@ def build_report(result: BenchResult, baseline: str | int | None = None) -> dict
         "tool": {"name": "dflash-studio", "version": _tool_version()},
         "machine": result.machine,
         "build": result.build,
-        "settings": spec.to_dict() | {
+        "settings": spec.to_dict()
+        | {
             "baseline_row": base["id"] if base else None,
-            "statistics": {"interval": "percentile bootstrap of the mean", "level": st.LEVEL,
-                           "n_boot": st.N_BOOT, "seed": st.BOOT_SEED, "sd": "sample (n - 1)",
-                           "delta_rule": f"'{st.REAL}' when |delta| > sqrt(sd_row^2 + sd_baseline^2)"},
+            "statistics": {
+                "interval": "percentile bootstrap of the mean",
+                "level": st.LEVEL,
+                "n_boot": st.N_BOOT,
+                "seed": st.BOOT_SEED,
+                "sd": "sample (n - 1)",
+                "delta_rule": f"'{st.REAL}' when |delta| > sqrt(sd_row^2 + sd_baseline^2)",
+            },
         },
         "rows": rows_out,
         "prompts": prompts_out,
@@ -178,8 +187,11 @@ def _auto_against_best(rows: list[dict]) -> None:
     for r in rows:
         if r["verify_mode"] != "auto" or not r["avg_ts"]:
             continue
-        fixed = [f for f in rows if f["verify_mode"] != "auto" and f["avg_ts"]
-                 and (f["ar_row"] == r["ar_row"] or f["id"] == r["ar_row"])]
+        fixed = [
+            f
+            for f in rows
+            if f["verify_mode"] != "auto" and f["avg_ts"] and (f["ar_row"] == r["ar_row"] or f["id"] == r["ar_row"])
+        ]
         if fixed:
             best = max(fixed, key=lambda f: f["avg_ts"])
             r["auto_vs_best"], r["best_fixed"] = r["avg_ts"] / best["avg_ts"], best["id"]
@@ -188,9 +200,19 @@ def _auto_against_best(rows: list[dict]) -> None:
 def auto_table(report: dict) -> tuple[list[str], list[list[str]]]:
     """auto's rows against the best fixed row of their load (empty without an auto row)."""
     by_id = {r["id"]: r for r in report["rows"]}
-    rows = [[r["id"], r["label"], fmt(r["avg_ts"]), by_id[r["best_fixed"]]["label"],
-             fmt(by_id[r["best_fixed"]]["avg_ts"]), fmt(r["auto_vs_best"], 3), fmt(r["speedup"], 3)]
-            for r in report["rows"] if r.get("auto_vs_best") is not None]
+    rows = [
+        [
+            r["id"],
+            r["label"],
+            fmt(r["avg_ts"]),
+            by_id[r["best_fixed"]]["label"],
+            fmt(by_id[r["best_fixed"]]["avg_ts"]),
+            fmt(r["auto_vs_best"], 3),
+            fmt(r["speedup"], 3),
+        ]
+        for r in report["rows"]
+        if r.get("auto_vs_best") is not None
+    ]
     return ["row", "configuration", "tok/s", "best fixed", "its tok/s", "auto ÷ best fixed", "auto ÷ AR"], rows
 
 
@@ -206,8 +228,7 @@ def _tool_version() -> str:
 
 
 def _summary_args(d: dict) -> dict:
-    return dict(n=d["n"], mean=d["mean"], sd=d["sd"], ci_lo=d["ci_lo"], ci_hi=d["ci_hi"],
-                samples=tuple(d["samples"]))
+    return dict(n=d["n"], mean=d["mean"], sd=d["sd"], ci_lo=d["ci_lo"], ci_hi=d["ci_hi"], samples=tuple(d["samples"]))
 
 
 def _pick_baseline(rows: list[dict], baseline) -> dict | None:
@@ -226,47 +247,60 @@ def _pick_baseline(rows: list[dict], baseline) -> dict | None:
     raise ValueError(f"no row {baseline!r}; rows: {', '.join(r['id'] for r in rows)}")
 
 
-def _row_dict(result: BenchResult, row: BenchRow, reps: dict[int, list[Measurement]],
-              values: dict[str, list]) -> dict:
+def _row_dict(result: BenchResult, row: BenchRow, reps: dict[int, list[Measurement]], values: dict[str, list]) -> dict:
     spec = result.spec
     e = spec.engine
     stats = _stats_block(values)
     first = next(iter(reps.values()), [])
-    per_rep_sum = lambda key: (round(st.mean([sum(m.summary[key] for m in ms) for ms in reps.values()]))
-                               if reps else 0)
+    per_rep_sum = lambda key: round(st.mean([sum(m.summary[key] for m in ms) for ms in reps.values()])) if reps else 0
     all_ms = result.of_row(row.id)
     hist = Counter(c for m in all_ms for c in m.commit_lens)
     lossless, bad = _lossless(result, row)
     ts = stats["ts"]
     model = row.model or {}
     return {
-        "id": row.id, "label": row.label, "kind": row.kind, "status": row.status, "error": row.error,
-        "notes": list(row.notes), "ar_row": row.ar_row, "n_reps": len(reps),
+        "id": row.id,
+        "label": row.label,
+        "kind": row.kind,
+        "status": row.status,
+        "error": row.error,
+        "notes": list(row.notes),
+        "ar_row": row.ar_row,
+        "n_reps": len(reps),
         # llama-bench names
         "build_commit": result.build.get("build_commit", "unknown"),
         "gpu_info": result.machine.get("gpu_info", ""),
         "model_filename": model.get("model_filename", e.target.name),
         "model_size": model.get("model_size", 0),
         "n_params": model.get("n_params", 0),
-        "type_k": row.target_kv.k, "type_v": row.target_kv.v,
-        "n_gpu_layers": e.n_gpu_layers, "flash_attn": e.flash_attn,
+        "type_k": row.target_kv.k,
+        "type_v": row.target_kv.v,
+        "n_gpu_layers": e.n_gpu_layers,
+        "flash_attn": e.flash_attn,
         "n_prompt": sum(m.summary["n_prompt"] for m in first),
         "n_gen": per_rep_sum("n_generated"),
         "avg_ts": ts["mean"] if ts else None,
         "stddev_ts": ts["sd"] if ts else None,
         "samples_ts": list(ts["samples"]) if ts else [],
         # DFlash
-        "ts_ci_lo": ts["ci_lo"] if ts else None, "ts_ci_hi": ts["ci_hi"] if ts else None,
+        "ts_ci_lo": ts["ci_lo"] if ts else None,
+        "ts_ci_hi": ts["ci_hi"] if ts else None,
         "draft_filename": model.get("draft_filename", e.draft.name if e.draft else "") if row.kind == "spec" else "",
-        "budget": row.budget, "verify_mode": row.verify_mode,
+        "budget": row.budget,
+        "verify_mode": row.verify_mode,
         "draft_variant": variant_label(row.draft_variant) if row.kind == "spec" else "",
-        "draft_n": per_rep_sum("n_drafted"), "draft_n_accepted": per_rep_sum("n_accepted"),
+        "draft_n": per_rep_sum("n_drafted"),
+        "draft_n_accepted": per_rep_sum("n_accepted"),
         "acceptance_rate": _mean_of(stats, "acceptance_rate"),
         "mean_commit_len": _mean_of(stats, "mean_commit_len"),
-        "ttft_ms": _mean_of(stats, "ttft_ms"), "prefill_ts": _mean_of(stats, "prefill_ts"),
+        "ttft_ms": _mean_of(stats, "ttft_ms"),
+        "prefill_ts": _mean_of(stats, "prefill_ts"),
         **{f"phase_{p}_ms": _mean_of(stats, f"phase_{p}_ms") for p in PHASES},
-        "speedup": None, "speedup_ci_lo": None, "speedup_ci_hi": None,
-        "lossless": lossless, "lossless_mismatches": bad,
+        "speedup": None,
+        "speedup_ci_lo": None,
+        "speedup_ci_hi": None,
+        "lossless": lossless,
+        "lossless_mismatches": bad,
         "commit_hist": {str(k): hist[k] for k in sorted(hist)},
         "stats": stats,
     }
@@ -281,16 +315,29 @@ def _prompt_dicts(result: BenchResult, row: BenchRow) -> list[dict]:
             continue
         vals = [aggregate([m], row.kind == "spec") for m in ms]
         stats = _stats_block({k: [v[k] for v in vals] for k in METRICS})
-        assert stats["ts"] is not None      # every measurement has a tok/s
-        d = {"row_id": row.id, "row_label": row.label, "prompt_id": p.id, "n_reps": len(ms),
-             "n_prompt": ms[0].summary["n_prompt"], "n_gen": round(st.mean([m.summary["n_generated"] for m in ms])),
-             "avg_ts": stats["ts"]["mean"], "stddev_ts": stats["ts"]["sd"], "samples_ts": list(stats["ts"]["samples"]),
-             "ts_ci_lo": stats["ts"]["ci_lo"], "ts_ci_hi": stats["ts"]["ci_hi"],
-             "ttft_ms": _mean_of(stats, "ttft_ms"), "prefill_ts": _mean_of(stats, "prefill_ts"),
-             "acceptance_rate": _mean_of(stats, "acceptance_rate"),
-             "mean_commit_len": _mean_of(stats, "mean_commit_len"),
-             "speedup": None, "speedup_ci_lo": None, "speedup_ci_hi": None, "lossless": None,
-             "stats": stats}
+        assert stats["ts"] is not None  # every measurement has a tok/s
+        d = {
+            "row_id": row.id,
+            "row_label": row.label,
+            "prompt_id": p.id,
+            "n_reps": len(ms),
+            "n_prompt": ms[0].summary["n_prompt"],
+            "n_gen": round(st.mean([m.summary["n_generated"] for m in ms])),
+            "avg_ts": stats["ts"]["mean"],
+            "stddev_ts": stats["ts"]["sd"],
+            "samples_ts": list(stats["ts"]["samples"]),
+            "ts_ci_lo": stats["ts"]["ci_lo"],
+            "ts_ci_hi": stats["ts"]["ci_hi"],
+            "ttft_ms": _mean_of(stats, "ttft_ms"),
+            "prefill_ts": _mean_of(stats, "prefill_ts"),
+            "acceptance_rate": _mean_of(stats, "acceptance_rate"),
+            "mean_commit_len": _mean_of(stats, "mean_commit_len"),
+            "speedup": None,
+            "speedup_ci_lo": None,
+            "speedup_ci_hi": None,
+            "lossless": None,
+            "stats": stats,
+        }
         if row.kind == "spec":
             sp = st.ratio_ci(_ts_samples(ms), _ts_samples([m for m in ar_ms if m.prompt_id == p.id]))
             if sp:
@@ -304,12 +351,24 @@ def _prompt_dicts(result: BenchResult, row: BenchRow) -> list[dict]:
 
 def _run_dict(m: Measurement) -> dict:
     s = m.summary
-    return {"row_id": m.row_id, "prompt_id": m.prompt_id, "rep": m.rep, "seed": m.seed,
-            "n_prompt": s["n_prompt"], "n_gen": s["n_generated"], "n_steps": s["n_steps"],
-            "draft_n": s["n_drafted"], "draft_n_accepted": s["n_accepted"], "t_prefill": s["t_prefill"],
-            "t_first_token": s["t_first_token"], "t_generate": s["t_generate"], "ts": s["tok_per_s"],
-            "budget_effective": s["budget_effective"], "finish_reason": s["finish_reason"],
-            "divergence": m.divergence}
+    return {
+        "row_id": m.row_id,
+        "prompt_id": m.prompt_id,
+        "rep": m.rep,
+        "seed": m.seed,
+        "n_prompt": s["n_prompt"],
+        "n_gen": s["n_generated"],
+        "n_steps": s["n_steps"],
+        "draft_n": s["n_drafted"],
+        "draft_n_accepted": s["n_accepted"],
+        "t_prefill": s["t_prefill"],
+        "t_first_token": s["t_first_token"],
+        "t_generate": s["t_generate"],
+        "ts": s["tok_per_s"],
+        "budget_effective": s["budget_effective"],
+        "finish_reason": s["finish_reason"],
+        "divergence": m.divergence,
+    }
 
 
 def _finite(obj):
@@ -336,9 +395,23 @@ def _interval(lo, hi, digits: int = 2) -> str:
     return "–" if lo is None or hi is None else f"[{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
-SUMMARY_HEADERS = ["row", "configuration", "status", "tok/s", "sd", "95% CI", "speed-up", "speed-up 95% CI",
-                   "TTFT ms", "prefill tok/s", "accept", "commit len", "Δ tok/s vs baseline", "verdict",
-                   "lossless"]
+SUMMARY_HEADERS = [
+    "row",
+    "configuration",
+    "status",
+    "tok/s",
+    "sd",
+    "95% CI",
+    "speed-up",
+    "speed-up 95% CI",
+    "TTFT ms",
+    "prefill tok/s",
+    "accept",
+    "commit len",
+    "Δ tok/s vs baseline",
+    "verdict",
+    "lossless",
+]
 
 
 def summary_table(report: dict) -> tuple[list[str], list[list[str]]]:
@@ -346,12 +419,25 @@ def summary_table(report: dict) -> tuple[list[str], list[list[str]]]:
     for r in report["rows"]:
         verdict = r["delta_flag"] or ("baseline" if r["is_baseline"] else "–")
         status = r["status"] if not r["error"] else f"{r['status']}: {r['error']}"
-        rows.append([r["id"], r["label"], status, fmt(r["avg_ts"]), fmt(r["stddev_ts"]),
-                     _interval(r["ts_ci_lo"], r["ts_ci_hi"]), fmt(r["speedup"], 3),
-                     _interval(r["speedup_ci_lo"], r["speedup_ci_hi"], 3), fmt(r["ttft_ms"]),
-                     fmt(r["prefill_ts"], 1), fmt(r["acceptance_rate"], 3), fmt(r["mean_commit_len"], 3),
-                     "–" if r["delta_ts"] is None or r["is_baseline"] else f"{r['delta_ts']:+.2f}", verdict,
-                     fmt(r["lossless"])])
+        rows.append(
+            [
+                r["id"],
+                r["label"],
+                status,
+                fmt(r["avg_ts"]),
+                fmt(r["stddev_ts"]),
+                _interval(r["ts_ci_lo"], r["ts_ci_hi"]),
+                fmt(r["speedup"], 3),
+                _interval(r["speedup_ci_lo"], r["speedup_ci_hi"], 3),
+                fmt(r["ttft_ms"]),
+                fmt(r["prefill_ts"], 1),
+                fmt(r["acceptance_rate"], 3),
+                fmt(r["mean_commit_len"], 3),
+                "–" if r["delta_ts"] is None or r["is_baseline"] else f"{r['delta_ts']:+.2f}",
+                verdict,
+                fmt(r["lossless"]),
+            ]
+        )
     return SUMMARY_HEADERS, rows
 
 
@@ -359,21 +445,46 @@ PHASE_HEADERS = ["row", "configuration"] + [f"{p} ms/step" for p in PHASES]
 
 
 def phase_table(report: dict) -> tuple[list[str], list[list[str]]]:
-    rows = [[r["id"], r["label"]] + [fmt(r[f"phase_{p}_ms"], 3) for p in PHASES]
-            for r in report["rows"] if r["avg_ts"] is not None]
+    rows = [
+        [r["id"], r["label"]] + [fmt(r[f"phase_{p}_ms"], 3) for p in PHASES]
+        for r in report["rows"]
+        if r["avg_ts"] is not None
+    ]
     return PHASE_HEADERS, rows
 
 
-PROMPT_HEADERS = ["row", "prompt", "tok/s", "sd", "95% CI", "speed-up", "speed-up 95% CI", "TTFT ms", "accept",
-                  "commit len", "lossless"]
+PROMPT_HEADERS = [
+    "row",
+    "prompt",
+    "tok/s",
+    "sd",
+    "95% CI",
+    "speed-up",
+    "speed-up 95% CI",
+    "TTFT ms",
+    "accept",
+    "commit len",
+    "lossless",
+]
 
 
 def prompt_table(report: dict) -> tuple[list[str], list[list[str]]]:
-    rows = [[p["row_id"], p["prompt_id"], fmt(p["avg_ts"]), fmt(p["stddev_ts"]),
-             _interval(p["ts_ci_lo"], p["ts_ci_hi"]), fmt(p["speedup"], 3),
-             _interval(p["speedup_ci_lo"], p["speedup_ci_hi"], 3), fmt(p["ttft_ms"]),
-             fmt(p["acceptance_rate"], 3), fmt(p["mean_commit_len"], 3), _lossless_cell(p)]
-            for p in report["prompts"]]
+    rows = [
+        [
+            p["row_id"],
+            p["prompt_id"],
+            fmt(p["avg_ts"]),
+            fmt(p["stddev_ts"]),
+            _interval(p["ts_ci_lo"], p["ts_ci_hi"]),
+            fmt(p["speedup"], 3),
+            _interval(p["speedup_ci_lo"], p["speedup_ci_hi"], 3),
+            fmt(p["ttft_ms"]),
+            fmt(p["acceptance_rate"], 3),
+            fmt(p["mean_commit_len"], 3),
+            _lossless_cell(p),
+        ]
+        for p in report["prompts"]
+    ]
     return PROMPT_HEADERS, rows
 
 
@@ -392,23 +503,39 @@ def context_lines(report: dict) -> list[tuple[str, str]]:
     gpus = "; ".join(f"{g['name']} ({g['memory_mib']} MiB, driver {g['driver']})" for g in m.get("gpus", [])) or "none"
     return [
         ("status", f"{report['status']} ({report['created']}, {report['duration_s']:.1f} s)"),
-        ("machine", f"{m.get('cpu', '?')}, {m.get('n_cpus', '?')} CPUs, "
-                    f"{m.get('memory_bytes', 0) / 2**30:.1f} GiB RAM, {m.get('os', '?')}, Python {m.get('python', '?')}"),
+        (
+            "machine",
+            f"{m.get('cpu', '?')}, {m.get('n_cpus', '?')} CPUs, "
+            f"{m.get('memory_bytes', 0) / 2**30:.1f} GiB RAM, {m.get('os', '?')}, Python {m.get('python', '?')}",
+        ),
         ("GPU", gpus),
-        ("build", f"llama.cpp {b.get('build_commit', '?')}, llama-cpp-python {b.get('llama_cpp_python', '?')}, "
-                  f"backend {b.get('backend', '?')}, cmake {b.get('cmake_args', '') or '–'}"),
-        ("target", e["target"]), ("drafter", e["draft"]),
-        ("engine", f"n_ctx {e['n_ctx']}, n_batch {e['n_batch']}, n_ubatch {e['n_ubatch']}, threads "
-                   f"{e['n_threads'] or 'all'}, n_gpu_layers {e['n_gpu_layers']}, flash_attn {e['flash_attn']}, "
-                   f"target K/V {e['target_kv']}, draft K/V {e['draft_kv']}"),
+        (
+            "build",
+            f"llama.cpp {b.get('build_commit', '?')}, llama-cpp-python {b.get('llama_cpp_python', '?')}, "
+            f"backend {b.get('backend', '?')}, cmake {b.get('cmake_args', '') or '–'}",
+        ),
+        ("target", e["target"]),
+        ("drafter", e["draft"]),
+        (
+            "engine",
+            f"n_ctx {e['n_ctx']}, n_batch {e['n_batch']}, n_ubatch {e['n_ubatch']}, threads "
+            f"{e['n_threads'] or 'all'}, n_gpu_layers {e['n_gpu_layers']}, flash_attn {e['flash_attn']}, "
+            f"target K/V {e['target_kv']}, draft K/V {e['draft_kv']}",
+        ),
         ("suite", f"{s['suite']['name']} ({s['suite']['n_prompts']} prompts, sha256 {s['suite']['sha256'][:16]}…)"),
-        ("generation", f"{s['reps']} reps (seeds {s['seeds']}), max_tokens {s['max_tokens']}, temperature "
-                       f"{s['temperature']}, budget {s['budget']}, verify {s['verify_mode']}, p_min {s['p_min']}, "
-                       f"warm-up {'on' if s['warmup'] else 'off'}"),
+        (
+            "generation",
+            f"{s['reps']} reps (seeds {s['seeds']}), max_tokens {s['max_tokens']}, temperature "
+            f"{s['temperature']}, budget {s['budget']}, verify {s['verify_mode']}, p_min {s['p_min']}, "
+            f"warm-up {'on' if s['warmup'] else 'off'}",
+        ),
         ("sweep", ", ".join(f"{k}={','.join(v)}" for k, v in s["sweep"].items()) or "none"),
-        ("statistics", f"mean ± sample sd over repetitions; {int(s['statistics']['level'] * 100)}% percentile "
-                       f"bootstrap ({s['statistics']['n_boot']} resamples, seed {s['statistics']['seed']}); "
-                       f"{s['statistics']['delta_rule']}; baseline row {s['baseline_row']}"),
+        (
+            "statistics",
+            f"mean ± sample sd over repetitions; {int(s['statistics']['level'] * 100)}% percentile "
+            f"bootstrap ({s['statistics']['n_boot']} resamples, seed {s['statistics']['seed']}); "
+            f"{s['statistics']['delta_rule']}; baseline row {s['baseline_row']}",
+        ),
     ]
 
 
@@ -424,10 +551,12 @@ def advice_lines(report: dict) -> list[str]:
         ar_ts, row_ts, commit = ts.get(r["ar_row"]), r["avg_ts"], r["mean_commit_len"]
         if r["kind"] != "spec" or not ar_ts or not row_ts or not commit:
             continue
-        key = (f"{r['id']} {r['label']}", 0)      # a row: its id and label name it
+        key = (f"{r['id']} {r['label']}", 0)  # a row: its id and label name it
         costs[key], commits[key] = commit * ar_ts / row_ts, commit
-        lines.append(f"{r['id']} {r['label']}: break-even commit {costs[key]:.2f}, measured {commit:.2f} -> "
-                     + ("pays" if commit > costs[key] else "does not pay"))
+        lines.append(
+            f"{r['id']} {r['label']}: break-even commit {costs[key]:.2f}, measured {commit:.2f} -> "
+            + ("pays" if commit > costs[key] else "does not pay")
+        )
     if costs:
         lines.append("advice: " + advice(costs, commits, margin=0.0))
     return lines
@@ -439,14 +568,53 @@ def to_json(report: dict) -> str:
 
 
 #: CSV columns: the row's flat fields, then every metric's sd and interval.
-CSV_COLUMNS = [
-    "id", "label", "kind", "status", "error", "build_commit", "gpu_info", "model_filename", "model_size", "n_params",
-    "type_k", "type_v", "n_gpu_layers", "flash_attn", "n_prompt", "n_gen", "avg_ts", "stddev_ts", "samples_ts",
-    "ts_ci_lo", "ts_ci_hi", "draft_filename", "budget", "verify_mode", "draft_variant", "draft_n",
-    "draft_n_accepted", "acceptance_rate", "mean_commit_len", "ttft_ms", "prefill_ts",
-] + [f"phase_{p}_ms" for p in PHASES] + [
-    "speedup", "speedup_ci_lo", "speedup_ci_hi", "lossless", "delta_ts", "delta_flag", "is_baseline", "n_reps",
-] + [f"{k}_{q}" for k in METRICS if k != "ts" for q in ("sd", "ci_lo", "ci_hi")]
+CSV_COLUMNS = (
+    [
+        "id",
+        "label",
+        "kind",
+        "status",
+        "error",
+        "build_commit",
+        "gpu_info",
+        "model_filename",
+        "model_size",
+        "n_params",
+        "type_k",
+        "type_v",
+        "n_gpu_layers",
+        "flash_attn",
+        "n_prompt",
+        "n_gen",
+        "avg_ts",
+        "stddev_ts",
+        "samples_ts",
+        "ts_ci_lo",
+        "ts_ci_hi",
+        "draft_filename",
+        "budget",
+        "verify_mode",
+        "draft_variant",
+        "draft_n",
+        "draft_n_accepted",
+        "acceptance_rate",
+        "mean_commit_len",
+        "ttft_ms",
+        "prefill_ts",
+    ]
+    + [f"phase_{p}_ms" for p in PHASES]
+    + [
+        "speedup",
+        "speedup_ci_lo",
+        "speedup_ci_hi",
+        "lossless",
+        "delta_ts",
+        "delta_flag",
+        "is_baseline",
+        "n_reps",
+    ]
+    + [f"{k}_{q}" for k in METRICS if k != "ts" for q in ("sd", "ci_lo", "ci_hi")]
+)
 
 
 def to_csv(report: dict) -> str:
@@ -514,12 +682,10 @@ def to_markdown(report: dict) -> str:
         parts += ["Notes:", ""] + notes + [""]
     auto_rows = auto_table(report)
     if auto_rows[1]:
-        parts += ["## auto against the best fixed configuration", "",
-                  md_table(*auto_rows, escape_html=True), ""]
+        parts += ["## auto against the best fixed configuration", "", md_table(*auto_rows, escape_html=True), ""]
     advice = advice_lines(report)
     if advice:
         parts += ["## Does speculation pay?", ""] + [f"- {esc(a)}" for a in advice] + [""]
     parts += ["## Step phases (mean per step)", "", md_table(*phase_table(report), escape_html=True), ""]
     parts += ["## Per prompt", "", md_table(*prompt_table(report), escape_html=True), ""]
     return "\n".join(parts)
-

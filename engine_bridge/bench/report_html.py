@@ -73,8 +73,12 @@ def plot_commit_hist(report: dict) -> bytes:
         w = 0.8 / len(rows)
         for i, r in enumerate(rows):
             total = sum(r["commit_hist"].values())
-            ax.bar([n - 0.4 + w * (i + 0.5) for n in lens],
-                   [r["commit_hist"].get(str(n), 0) / total for n in lens], width=w, label=f"{r['id']}: {r['label']}")
+            ax.bar(
+                [n - 0.4 + w * (i + 0.5) for n in lens],
+                [r["commit_hist"].get(str(n), 0) / total for n in lens],
+                width=w,
+                label=f"{r['id']}: {r['label']}",
+            )
         ax.set_xticks(lens)
         ax.set_xlabel("tokens committed in one step")
         ax.set_ylabel("share of steps")
@@ -131,18 +135,29 @@ def to_html(report: dict) -> str:
     figs = []
     for key, caption in PLOTS.items():
         data = base64.b64encode(PLOTTERS[key](report)).decode("ascii")
-        figs.append(f'<figure id="plot-{key}"><img alt="{e(caption)}" src="data:image/png;base64,{data}">'
-                    f"<figcaption>{e(caption)}</figcaption></figure>")
+        figs.append(
+            f'<figure id="plot-{key}"><img alt="{e(caption)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{e(caption)}</figcaption></figure>"
+        )
     notes = "".join(f"<li>{e(r['id'])}: {e(n)}</li>" for r in report["rows"] for n in r["notes"])
-    return "\n".join([
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>DFlash Studio bench — {e(report['settings']['suite']['name'])}</title>",
-        f"<style>{CSS}</style></head><body>",
-        "<h1>DFlash Studio bench</h1>", f"<dl>{ctx}</dl>",
-        "<h2>Results</h2>", _table(headers, rows, flag_col=headers.index("verdict")),
-        f"<ul>{notes}</ul>" if notes else "",
-        *figs,
-        "<h2>Step phases (mean per step)</h2>", _table(*phase_table(report)),
-        "<h2>Per prompt</h2>", _table(*prompt_table(report)),
-        f'<p><small>schema {e(report["schema"])} · dflash-studio {e(report["tool"]["version"])}</small></p>',
-        "</body></html>", ""])
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            f"<title>DFlash Studio bench — {e(report['settings']['suite']['name'])}</title>",
+            f"<style>{CSS}</style></head><body>",
+            "<h1>DFlash Studio bench</h1>",
+            f"<dl>{ctx}</dl>",
+            "<h2>Results</h2>",
+            _table(headers, rows, flag_col=headers.index("verdict")),
+            f"<ul>{notes}</ul>" if notes else "",
+            *figs,
+            "<h2>Step phases (mean per step)</h2>",
+            _table(*phase_table(report)),
+            "<h2>Per prompt</h2>",
+            _table(*prompt_table(report)),
+            f"<p><small>schema {e(report['schema'])} · dflash-studio {e(report['tool']['version'])}</small></p>",
+            "</body></html>",
+            "",
+        ]
+    )

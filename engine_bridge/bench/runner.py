@@ -36,9 +36,14 @@ from ..common.errors import EngineError, UnsupportedSettingError
 
 #: Sweep axes and the names they may also be given on the command line.
 AXES = ("budget", "verify_mode", "type_k", "type_v", "draft_variant")
-AXIS_ALIASES = {"verify": "verify_mode", "mode": "verify_mode", "draft": "draft_variant",
-                "variant": "draft_variant", "kv": "kv"}
-SPEC_MODES = ("chain", "tree", "auto")   # auto: the engine picks per step, the budget its cap
+AXIS_ALIASES = {
+    "verify": "verify_mode",
+    "mode": "verify_mode",
+    "draft": "draft_variant",
+    "variant": "draft_variant",
+    "kv": "kv",
+}
+SPEC_MODES = ("chain", "tree", "auto")  # auto: the engine picks per step, the budget its cap
 BASE_VARIANT = "base"
 
 
@@ -136,7 +141,7 @@ class BenchConfig:
     verify_mode: str
     target_kv: KVTypes
     draft_variant: str
-    swept: tuple[str, ...] = ()      # the axes that vary, so labels show only what differs
+    swept: tuple[str, ...] = ()  # the axes that vary, so labels show only what differs
 
     @property
     def label(self) -> str:
@@ -182,24 +187,46 @@ class BenchSpec:
             raise ValueError(f"verify_mode must be one of {', '.join(SPEC_MODES)}")
 
     def settings(self, mode: str, budget: int, rep: int) -> GenerationSettings:
-        return GenerationSettings(mode=mode, budget=budget, p_min=self.p_min, max_tokens=self.max_tokens,
-                                  temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
-                                  seed=self.base_seed + rep)
+        return GenerationSettings(
+            mode=mode,
+            budget=budget,
+            p_min=self.p_min,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            seed=self.base_seed + rep,
+        )
 
     def to_dict(self) -> dict:
         e = self.engine
         return {
-            "suite": self.suite.describe(), "reps": self.reps, "max_tokens": self.max_tokens,
-            "budget": self.budget, "verify_mode": self.verify_mode, "p_min": self.p_min,
-            "temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p,
-            "base_seed": self.base_seed, "seeds": [self.base_seed + r for r in range(self.reps)],
-            "warmup": self.warmup, "check_pair": self.check_pair,
+            "suite": self.suite.describe(),
+            "reps": self.reps,
+            "max_tokens": self.max_tokens,
+            "budget": self.budget,
+            "verify_mode": self.verify_mode,
+            "p_min": self.p_min,
+            "temperature": self.temperature,
+            "top_k": self.top_k,
+            "top_p": self.top_p,
+            "base_seed": self.base_seed,
+            "seeds": [self.base_seed + r for r in range(self.reps)],
+            "warmup": self.warmup,
+            "check_pair": self.check_pair,
             "sweep": {k: [str(v) for v in vs] for k, vs in self.sweep.items()},
             "engine": {
-                "target": str(e.target), "draft": str(e.draft), "n_ctx": e.n_ctx, "n_batch": e.n_batch,
-                "n_ubatch": e.n_ubatch, "n_threads": e.n_threads, "n_gpu_layers": e.n_gpu_layers,
-                "draft_n_gpu_layers": e.draft_n_gpu_layers, "flash_attn": e.flash_attn,
-                "target_kv": str(e.target_kv), "draft_kv": str(e.draft_kv),
+                "target": str(e.target),
+                "draft": str(e.draft),
+                "n_ctx": e.n_ctx,
+                "n_batch": e.n_batch,
+                "n_ubatch": e.n_ubatch,
+                "n_threads": e.n_threads,
+                "n_gpu_layers": e.n_gpu_layers,
+                "draft_n_gpu_layers": e.draft_n_gpu_layers,
+                "flash_attn": e.flash_attn,
+                "target_kv": str(e.target_kv),
+                "draft_kv": str(e.draft_kv),
                 "adapters": [[str(p), s] for p, s in e.adapters],
             },
         }
@@ -216,10 +243,16 @@ def expand_sweep(spec: BenchSpec) -> list[BenchConfig]:
     for i, combo in enumerate(itertools.product(*values) if axes else [()]):
         point = dict(zip(axes, combo))
         kv = point.get("kv") or KVTypes(point.get("type_k", base_kv.k), point.get("type_v", base_kv.v))
-        configs.append(BenchConfig(
-            id=f"c{i}", budget=point.get("budget", spec.budget),
-            verify_mode=point.get("verify_mode", spec.verify_mode), target_kv=kv,
-            draft_variant=point.get("draft_variant", BASE_VARIANT), swept=swept))
+        configs.append(
+            BenchConfig(
+                id=f"c{i}",
+                budget=point.get("budget", spec.budget),
+                verify_mode=point.get("verify_mode", spec.verify_mode),
+                target_kv=kv,
+                draft_variant=point.get("draft_variant", BASE_VARIANT),
+                swept=swept,
+            )
+        )
     return configs
 
 
@@ -232,9 +265,9 @@ class Measurement:
     prompt_id: str
     rep: int
     seed: int
-    summary: dict                # RunSummary.to_dict()
-    phase_means: dict            # seconds per step, by phase
-    commit_lens: list[int]       # tokens committed by each step
+    summary: dict  # RunSummary.to_dict()
+    phase_means: dict  # seconds per step, by phase
+    commit_lens: list[int]  # tokens committed by each step
     tokens: list[int]
     text: str
     # greedy speculative runs that part from AR: where, and the target's top-2 margin there
@@ -247,17 +280,17 @@ class BenchRow:
     """A row of the report: the AR baseline of a reload group, or one speculative configuration."""
 
     id: str
-    kind: str                    # "ar" | "spec"
+    kind: str  # "ar" | "spec"
     label: str
-    verify_mode: str             # "ar" | "chain" | "tree"
-    budget: int                  # 0 for AR
+    verify_mode: str  # "ar" | "chain" | "tree"
+    budget: int  # 0 for AR
     target_kv: KVTypes
     draft_variant: str
-    ar_row: str                  # the AR row this row's speed-up and losslessness refer to
-    status: str = "pending"      # pending | ok | failed | cancelled
+    ar_row: str  # the AR row this row's speed-up and losslessness refer to
+    status: str = "pending"  # pending | ok | failed | cancelled
     error: str = ""
     notes: list[str] = field(default_factory=list)
-    model: dict = field(default_factory=dict)   # filenames, sizes, parameter counts
+    model: dict = field(default_factory=dict)  # filenames, sizes, parameter counts
 
 
 @dataclass
@@ -277,11 +310,11 @@ class BenchResult:
 
 @dataclass(frozen=True)
 class BenchProgress:
-    done: int                    # timed generations finished (or skipped by a failed row)
+    done: int  # timed generations finished (or skipped by a failed row)
     total: int
     elapsed_s: float
-    eta_s: float | None          # None until the first generation has been timed
-    stage: str                   # load | warmup | run | failed | done | cancelled
+    eta_s: float | None  # None until the first generation has been timed
+    stage: str  # load | warmup | run | failed | done | cancelled
     row_id: str = ""
     row_label: str = ""
     prompt_id: str = ""
@@ -306,17 +339,18 @@ def plan_rows(spec: BenchSpec) -> list[tuple[BenchRow, BenchConfig | None]]:
     plan: list[tuple[BenchRow, BenchConfig | None]] = []
     for gi, (kv, cfgs) in enumerate(groups.items()):
         ar_id = f"ar{gi}" if multi_kv else "ar"
-        plan.append((BenchRow(ar_id, "ar", "autoregressive" + (f" kv={kv}" if multi_kv else ""), "ar", 0,
-                              kv, "", ar_id), None))
+        plan.append(
+            (BenchRow(ar_id, "ar", "autoregressive" + (f" kv={kv}" if multi_kv else ""), "ar", 0, kv, "", ar_id), None)
+        )
         order = list(dict.fromkeys(c.draft_variant for c in cfgs))
         for c in sorted(cfgs, key=lambda c: order.index(c.draft_variant)):
-            plan.append((BenchRow(c.id, "spec", c.label, c.verify_mode, c.budget, kv, c.draft_variant,
-                                  ar_id), c))
+            plan.append((BenchRow(c.id, "spec", c.label, c.verify_mode, c.budget, kv, c.draft_variant, ar_id), c))
     return plan
 
 
-def run_bench(spec: BenchSpec, on_progress: Callable[[BenchProgress], None] | None = None,
-              cancel: threading.Event | None = None) -> BenchResult:
+def run_bench(
+    spec: BenchSpec, on_progress: Callable[[BenchProgress], None] | None = None, cancel: threading.Event | None = None
+) -> BenchResult:
     """Runs the whole bench on this thread; see the module docstring."""
     return _Runner(spec, on_progress, cancel).run()
 
@@ -334,9 +368,10 @@ class _Runner:
         self.done = 0
         self.measured = 0
         self.t0 = time.perf_counter()
-        self.result = BenchResult(spec, [r for r, _ in self.plan], [], machine_info(), build_info(),
-                                  started_at=time.time())
-        self.variant: str | None = BASE_VARIANT   # what the loaded engine's drafter is now
+        self.result = BenchResult(
+            spec, [r for r, _ in self.plan], [], machine_info(), build_info(), started_at=time.time()
+        )
+        self.variant: str | None = BASE_VARIANT  # what the loaded engine's drafter is now
 
     # -- progress -------------------------------------------------------------------------------
     def _say(self, stage: str, row: BenchRow | None = None, **kw) -> None:
@@ -346,8 +381,11 @@ class _Runner:
         # Elapsed per *timed* generation, loads and warm-ups included (they recur per row and
         # group); units skipped by a failed row take no time, so they must not dilute the rate.
         eta = elapsed / self.measured * (self.total - self.done) if self.measured else None
-        self.on_progress(BenchProgress(self.done, self.total, elapsed, eta, stage,
-                                       row.id if row else "", row.label if row else "", **kw))
+        self.on_progress(
+            BenchProgress(
+                self.done, self.total, elapsed, eta, stage, row.id if row else "", row.label if row else "", **kw
+            )
+        )
 
     def _skip(self, row: BenchRow, status: str, error: str = "", units: int | None = None) -> None:
         row.status, row.error = status, error
@@ -395,7 +433,7 @@ class _Runner:
                     try:
                         self._apply_variant(eng, cfg.draft_variant)
                     except (EngineError, OSError, ValueError) as exc:
-                        self.variant = None   # the drafter may be half-swapped: re-apply next time
+                        self.variant = None  # the drafter may be half-swapped: re-apply next time
                         self._skip(row, "failed", f"draft variant {variant_label(cfg.draft_variant)}: {exc}")
                         continue
                     row.model = self._model_facts(eng)
@@ -444,13 +482,24 @@ class _Runner:
 
     @staticmethod
     def _model_facts(eng) -> dict:
-        facts = {"model_filename": eng.config.target.name, "model_path": str(eng.config.target),
-                 "model_size": eng.target.size_bytes, "n_params": eng.target.n_params,
-                 "draft_filename": "", "draft_size": 0, "draft_n_params": 0, "adapters": []}
+        facts = {
+            "model_filename": eng.config.target.name,
+            "model_path": str(eng.config.target),
+            "model_size": eng.target.size_bytes,
+            "n_params": eng.target.n_params,
+            "draft_filename": "",
+            "draft_size": 0,
+            "draft_n_params": 0,
+            "adapters": [],
+        }
         if eng.drafter is not None:
-            facts.update(draft_filename=eng.drafter.path.name, draft_path=str(eng.drafter.path),
-                         draft_size=eng.drafter.model.size_bytes, draft_n_params=eng.drafter.model.n_params,
-                         adapters=[[str(p), s] for p, s in eng.config.adapters])
+            facts.update(
+                draft_filename=eng.drafter.path.name,
+                draft_path=str(eng.drafter.path),
+                draft_size=eng.drafter.model.size_bytes,
+                draft_n_params=eng.drafter.model.n_params,
+                adapters=[[str(p), s] for p, s in eng.config.adapters],
+            )
         return facts
 
     def _generate(self, eng, text: str, settings: GenerationSettings):
@@ -462,8 +511,14 @@ class _Runner:
         timed generation; the next one resets the KV anyway)."""
         from ..runtime import near_tie
 
-        ref = next((m.tokens for m in self.result.measurements
-                    if m.row_id == row.ar_row and m.prompt_id == prompt_id and m.rep == rep), None)
+        ref = next(
+            (
+                m.tokens
+                for m in self.result.measurements
+                if m.row_id == row.ar_row and m.prompt_id == prompt_id and m.rep == rep
+            ),
+            None,
+        )
         if ref is None:
             return None
         part = near_tie.parting(eng, eng.tokenize(text), ref, tokens, replay=True)
@@ -486,12 +541,21 @@ class _Runner:
                         return
                     res = self._generate(eng, text, spec.settings(mode, budget, rep))
                     if res.summary.finish_reason == "cancelled":
-                        continue   # an interrupted generation is not a measurement; the check above ends the row
+                        continue  # an interrupted generation is not a measurement; the check above ends the row
                     s = res.summary
                     if s.budget_note and s.budget_note not in row.notes:
                         row.notes.append(s.budget_note)
-                    m = Measurement(row.id, p.id, rep, spec.base_seed + rep, s.to_dict(), res.phase_means(),
-                                    [st.committed for st in res.steps], list(res.tokens), res.text)
+                    m = Measurement(
+                        row.id,
+                        p.id,
+                        rep,
+                        spec.base_seed + rep,
+                        s.to_dict(),
+                        res.phase_means(),
+                        [st.committed for st in res.steps],
+                        list(res.tokens),
+                        res.text,
+                    )
                     if row.kind == "spec" and spec.temperature <= 0:
                         m.divergence = self._divergence(eng, row, p.id, rep, text, m.tokens)
                     self.result.measurements.append(m)
@@ -506,7 +570,7 @@ class _Runner:
         except EngineError as exc:
             self._skip(row, "failed", f"{type(exc).__name__}: {exc}", units=units - finished)
             return
-        if finished < units:   # the last generation was interrupted
+        if finished < units:  # the last generation was interrupted
             self._skip(row, "cancelled", units=units - finished)
             return
         row.status = "ok"

@@ -48,8 +48,9 @@ def _percentiles(stats: np.ndarray, level: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def bootstrap_ci(xs: Sequence[float], *, n_boot: int = N_BOOT, level: float = LEVEL,
-                 seed: int = BOOT_SEED) -> tuple[float, float]:
+def bootstrap_ci(
+    xs: Sequence[float], *, n_boot: int = N_BOOT, level: float = LEVEL, seed: int = BOOT_SEED
+) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean. One sample gives the degenerate (x, x)."""
     a = np.asarray(xs, dtype=float)
     if a.size == 0:
@@ -99,8 +100,9 @@ class Ratio:
         return asdict(self)
 
 
-def ratio_ci(num: Sequence[float], den: Sequence[float], *, n_boot: int = N_BOOT, level: float = LEVEL,
-             seed: int = BOOT_SEED) -> Ratio | None:
+def ratio_ci(
+    num: Sequence[float], den: Sequence[float], *, n_boot: int = N_BOOT, level: float = LEVEL, seed: int = BOOT_SEED
+) -> Ratio | None:
     """Speed-up = mean(num) / mean(den); the interval resamples both sides independently.
 
     Independent resampling is right here: speculative rep r and autoregressive rep r share a

@@ -35,7 +35,7 @@ class SuiteError(ValueError):
 class Prompt:
     id: str
     text: str | None = None
-    messages: tuple[tuple[str, str], ...] | None = None   # (role, content) pairs
+    messages: tuple[tuple[str, str], ...] | None = None  # (role, content) pairs
 
     @property
     def kind(self) -> str:
@@ -56,7 +56,7 @@ class Prompt:
 @dataclass(frozen=True)
 class Suite:
     name: str
-    source: str             # file path
+    source: str  # file path
     sha256: str
     prompts: tuple[Prompt, ...]
 
@@ -67,13 +67,21 @@ class Suite:
         return Suite(self.name, self.source, self.sha256, self.prompts[:n])
 
     def describe(self) -> dict:
-        return {"name": self.name, "source": self.source, "sha256": self.sha256,
-                "n_prompts": len(self.prompts), "prompt_ids": [p.id for p in self.prompts]}
+        return {
+            "name": self.name,
+            "source": self.source,
+            "sha256": self.sha256,
+            "n_prompts": len(self.prompts),
+            "prompt_ids": [p.id for p in self.prompts],
+        }
 
 
 #: public benchmark suites (resources/prompts/public/, README.md there): measured, never trained on
-PUBLIC_SUITES = {"mt-bench": "public/mt_bench.jsonl", "gsm8k": "public/gsm8k_test.jsonl",
-                 "humaneval": "public/humaneval.jsonl"}
+PUBLIC_SUITES = {
+    "mt-bench": "public/mt_bench.jsonl",
+    "gsm8k": "public/gsm8k_test.jsonl",
+    "humaneval": "public/humaneval.jsonl",
+}
 
 
 def builtin_dir() -> Path:
@@ -81,8 +89,10 @@ def builtin_dir() -> Path:
 
 
 def builtin_names() -> list[str]:
-    return sorted([p.stem for p in builtin_dir().glob("*.jsonl")]
-                  + [n for n, rel in PUBLIC_SUITES.items() if (builtin_dir() / rel).is_file()])
+    return sorted(
+        [p.stem for p in builtin_dir().glob("*.jsonl")]
+        + [n for n, rel in PUBLIC_SUITES.items() if (builtin_dir() / rel).is_file()]
+    )
 
 
 def load_suite(name_or_path: str | os.PathLike) -> Suite:
@@ -94,8 +104,10 @@ def load_suite(name_or_path: str | os.PathLike) -> Suite:
         name = str(name_or_path)
         cand = builtin_dir() / PUBLIC_SUITES.get(name, f"{name}.jsonl")
         if not cand.exists():
-            raise SuiteError(f"unknown suite {str(name_or_path)!r}: built-in suites are "
-                             f"{', '.join(builtin_names())}, or give a .jsonl file")
+            raise SuiteError(
+                f"unknown suite {str(name_or_path)!r}: built-in suites are "
+                f"{', '.join(builtin_names())}, or give a .jsonl file"
+            )
         p = cand
     if not p.is_file():
         raise SuiteError(f"{p}: no such file")

@@ -19,15 +19,21 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 
 def register(sub) -> None:
     b = sub.add_parser(
-        "bench", help="bench speculative decoding against the autoregressive baseline",
+        "bench",
+        help="bench speculative decoding against the autoregressive baseline",
         description="Runs the autoregressive baseline and speculative decoding on the same prompts, "
-                    "N repetitions with fixed seeds (warm-up excluded), and reports tok/s, TTFT, prefill, "
-                    "acceptance and commit length with mean ± sd and bootstrap 95% intervals, the "
-                    "speed-up, a losslessness check, and each row's delta vs a baseline row.",
+        "N repetitions with fixed seeds (warm-up excluded), and reports tok/s, TTFT, prefill, "
+        "acceptance and commit length with mean ± sd and bootstrap 95% intervals, the "
+        "speed-up, a losslessness check, and each row's delta vs a baseline row.",
         epilog="exit codes: 0 done; 1 a row failed or the pair was refused; 2 a file or argument could not be "
-               "read; 130 cancelled (what finished is still reported)")
+        "read; 130 cancelled (what finished is still reported)",
+    )
     add_engine_args(b)
-    b.add_argument("--suite", default="code", help="built-in suite (code, math, chat; public: mt-bench, gsm8k, humaneval) or a JSONL file")
+    b.add_argument(
+        "--suite",
+        default="code",
+        help="built-in suite (code, math, chat; public: mt-bench, gsm8k, humaneval) or a JSONL file",
+    )
     b.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N prompts of the suite")
     b.add_argument("--reps", type=int, default=3, help="timed repetitions per prompt (default 3)")
     b.add_argument("--max-tokens", type=int, default=64, help="tokens generated per prompt (default 64)")
@@ -38,11 +44,20 @@ def register(sub) -> None:
     b.add_argument("--top-k", type=int, default=40, help="sample among the K most likely tokens (0: all; default 40)")
     b.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling threshold (default 1.0: off)")
     b.add_argument("--seed", type=int, default=0, help="base seed: repetition r uses seed + r")
-    b.add_argument("--sweep", action="append", default=[], metavar="AXIS=V1,V2",
-                   help="sweep an axis (repeatable; product of all): budget, verify_mode, kv (K/V pair), "
-                        "type_k, type_v, draft_variant (base | drafter.gguf | lora:PATH@SCALE)")
-    b.add_argument("--baseline", default=None, metavar="ROW",
-                   help="row every delta is measured against: id, label or index (default: the AR row)")
+    b.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="AXIS=V1,V2",
+        help="sweep an axis (repeatable; product of all): budget, verify_mode, kv (K/V pair), "
+        "type_k, type_v, draft_variant (base | drafter.gguf | lora:PATH@SCALE)",
+    )
+    b.add_argument(
+        "--baseline",
+        default=None,
+        metavar="ROW",
+        help="row every delta is measured against: id, label or index (default: the AR row)",
+    )
     b.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up generation per row")
     b.add_argument("--out", "--json", dest="json_path", metavar="PATH", help="write the JSON report")
     b.add_argument("--csv", dest="csv_path", metavar="PATH", help="write the rows as CSV")
@@ -94,10 +109,22 @@ def run(args) -> int:
     try:
         cfg = config_from_args(args)
         suite = load_suite(args.suite).head(args.limit)
-        spec = BenchSpec(engine=cfg, suite=suite, reps=args.reps, max_tokens=args.max_tokens, budget=args.budget,
-                         verify_mode=args.verify, p_min=args.p_min, temperature=args.temp, top_k=args.top_k,
-                         top_p=args.top_p, base_seed=args.seed, warmup=not args.no_warmup,
-                         check_pair=not args.no_check, sweep=parse_sweep(args.sweep))
+        spec = BenchSpec(
+            engine=cfg,
+            suite=suite,
+            reps=args.reps,
+            max_tokens=args.max_tokens,
+            budget=args.budget,
+            verify_mode=args.verify,
+            p_min=args.p_min,
+            temperature=args.temp,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            base_seed=args.seed,
+            warmup=not args.no_warmup,
+            check_pair=not args.no_check,
+            sweep=parse_sweep(args.sweep),
+        )
     except (SuiteError, SweepError, ValueError, FileNotFoundError) as exc:
         print(f"dflash-studio bench: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -109,7 +136,7 @@ def run(args) -> int:
     def work():
         try:
             box["result"] = run_bench(spec, on_progress=_Progress(args.quiet), cancel=cancel)
-        except BaseException as exc:   # handed to the main thread, which reports it
+        except BaseException as exc:  # handed to the main thread, which reports it
             box["error"] = exc
         finally:
             finished.set()
@@ -127,30 +154,33 @@ def run(args) -> int:
                 raise
             interrupted = True
             cancel.set()
-            print("\ndflash-studio bench: cancelling (Ctrl-C again to abort without reports)",
-                  file=sys.stderr, flush=True)
+            print(
+                "\ndflash-studio bench: cancelling (Ctrl-C again to abort without reports)", file=sys.stderr, flush=True
+            )
     if "error" in box:
         print(f"dflash-studio bench: {box['error']}", file=sys.stderr)
         return EXIT_FAIL
     result = box["result"]
     try:
         report = build_report(result, baseline=args.baseline)
-    except ValueError as exc:   # an unknown --baseline row: report against the default instead
+    except ValueError as exc:  # an unknown --baseline row: report against the default instead
         print(f"dflash-studio bench: {exc}; using the first row as baseline", file=sys.stderr)
         report = build_report(result)
     print(md_table(*summary_table(report)))
     for r in report["rows"]:
         for n in r["notes"]:
             print(f"note {r['id']}: {n}")
-    for line in advice_lines(report):      # break-even per row and the advice
+    for line in advice_lines(report):  # break-even per row and the advice
         print(line)
     try:
-        for path in write_report(report, json_path=args.json_path, csv_path=args.csv_path, md_path=args.md_path,
-                                 html_path=args.html_path):
+        for path in write_report(
+            report, json_path=args.json_path, csv_path=args.csv_path, md_path=args.md_path, html_path=args.html_path
+        ):
             print(f"wrote {path}", file=sys.stderr)
-    except OSError as exc:      # a full disk, a folder that cannot be written: the tables above stand
-        print(f"dflash-studio bench: could not write {exc.filename or 'a report'}: {exc.strerror or exc}",
-              file=sys.stderr)
+    except OSError as exc:  # a full disk, a folder that cannot be written: the tables above stand
+        print(
+            f"dflash-studio bench: could not write {exc.filename or 'a report'}: {exc.strerror or exc}", file=sys.stderr
+        )
         return EXIT_FAIL
     if result.cancelled:
         return EXIT_CANCELLED

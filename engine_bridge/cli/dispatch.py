@@ -15,14 +15,14 @@ from .. import __version__
 
 #: Modules that contribute subcommands, in help order.
 COMMAND_MODULES = (
-    "engine_bridge.cli.engine",     # generate, doctor
+    "engine_bridge.cli.engine",  # generate, doctor
     "engine_bridge.cli.calibrate",  # calibrate (cli.calibrate uses cli.engine's options, not the reverse)
-    "engine_bridge.cli.models",     # inspect, check, convert, quantize, pull, search, library
-    "engine_bridge.cli.bench",      # bench
+    "engine_bridge.cli.models",  # inspect, check, convert, quantize, pull, search, library
+    "engine_bridge.cli.bench",  # bench
     "engine_bridge.models.registry_models",  # fetch-default
-    "engine_bridge.cli.train",      # train-drafter
-    "engine_bridge.cli.rpc",        # rpc-server, rpc-devices
-    "engine_bridge.cli.serve",      # serve
+    "engine_bridge.cli.train",  # train-drafter
+    "engine_bridge.cli.rpc",  # rpc-server, rpc-devices
+    "engine_bridge.cli.serve",  # serve
 )
 
 
@@ -39,23 +39,32 @@ def build_parser() -> argparse.ArgumentParser:
         # COMMAND is optional (none starts the app); argparse's own usage line would make it look required
         usage="%(prog)s [-h] [--version] [--screenshot PATH] [COMMAND [ARGS ...]]",
         description="DFlash speculative decoding on llama.cpp: pair, chat, profile, bench.\n"
-                    "With no COMMAND it starts the desktop app; every COMMAND runs headless.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "With no COMMAND it starts the desktop app; every COMMAND runs headless.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"dflash-studio {__version__}",
-                        help="print the version and exit")
-    parser.add_argument("--screenshot", metavar="PATH",
-                        help="start the app offscreen on the default pair, run one prompt, save a PNG, exit")
+    parser.add_argument(
+        "--version", action="version", version=f"dflash-studio {__version__}", help="print the version and exit"
+    )
+    parser.add_argument(
+        "--screenshot",
+        metavar="PATH",
+        help="start the app offscreen on the default pair, run one prompt, save a PNG, exit",
+    )
     # prog: a command's own usage line reads "dflash-studio check ...", not the top-level usage
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="dflash-studio",
-                                title="commands (optional: without one the desktop app starts)")
+    sub = parser.add_subparsers(
+        dest="command",
+        metavar="COMMAND",
+        prog="dflash-studio",
+        title="commands (optional: without one the desktop app starts)",
+    )
     for name in COMMAND_MODULES:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name != name:   # a real import error inside the module must surface
+            if exc.name != name:  # a real import error inside the module must surface
                 raise
-            continue               # a partial checkout still gets the other commands
+            continue  # a partial checkout still gets the other commands
         module.register(sub)
     return parser
 

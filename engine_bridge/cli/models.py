@@ -22,22 +22,28 @@ def register(sub) -> None:
     from ..runtime.config import KV_TYPES
 
     kv_choices = ", ".join(KV_TYPES)
-    p = sub.add_parser("inspect", help="what a GGUF file or HF folder holds (headers only)",
-                       description="Reads the headers of a GGUF file (or an HF folder's config) and prints its "
-                                   "role (target, DFlash or DSpark drafter, LoRA adapter), architecture, "
-                                   "dimensions, vocabulary and what a drafter needs from its target.",
-                       epilog="exit codes: 0 done; 2 the file could not be read")
+    p = sub.add_parser(
+        "inspect",
+        help="what a GGUF file or HF folder holds (headers only)",
+        description="Reads the headers of a GGUF file (or an HF folder's config) and prints its "
+        "role (target, DFlash or DSpark drafter, LoRA adapter), architecture, "
+        "dimensions, vocabulary and what a drafter needs from its target.",
+        epilog="exit codes: 0 done; 2 the file could not be read",
+    )
     p.add_argument("path", help="a GGUF file or a Hugging Face model folder")
     p.add_argument("--json", action="store_true", help="print everything read as JSON")
     p.set_defaults(func=cmd_inspect)
 
-    p = sub.add_parser("check", help="does this drafter fit this target? (exit 0 pass, 1 FAIL, 2 unreadable)",
-                       description="Runs the pairing checks on a target (and a drafter, adapters, K/V cache types) "
-                                   "from the GGUF headers alone, without loading either model: every check is "
-                                   "PASS, WARN or FAIL with a reason and a fix. A pair with a FAIL would be "
-                                   "refused by the engine (llama.cpp would abort or misbehave).",
-                       epilog="exit codes: 0 every check passed or warned; 1 at least one FAIL; 2 a file or "
-                              "argument could not be read")
+    p = sub.add_parser(
+        "check",
+        help="does this drafter fit this target? (exit 0 pass, 1 FAIL, 2 unreadable)",
+        description="Runs the pairing checks on a target (and a drafter, adapters, K/V cache types) "
+        "from the GGUF headers alone, without loading either model: every check is "
+        "PASS, WARN or FAIL with a reason and a fix. A pair with a FAIL would be "
+        "refused by the engine (llama.cpp would abort or misbehave).",
+        epilog="exit codes: 0 every check passed or warned; 1 at least one FAIL; 2 a file or "
+        "argument could not be read",
+    )
     p.add_argument("target", help="target GGUF")
     p.add_argument("draft", nargs="?", help="drafter GGUF (DFlash or DSpark); without it only the target is checked")
     p.add_argument("--adapter", action="append", default=[], metavar="PATH", help="LoRA adapter (repeatable)")
@@ -45,39 +51,58 @@ def register(sub) -> None:
     p.add_argument("--kv-v", default="f16", metavar="TYPE", help=f"target V cache type: {kv_choices} (default f16)")
     p.add_argument("--draft-kv-k", default=None, metavar="TYPE", help="drafter K cache type (default: --kv-k)")
     p.add_argument("--draft-kv-v", default=None, metavar="TYPE", help="drafter V cache type (default: --kv-v)")
-    p.add_argument("--flash-attn", choices=("auto", "on", "off"), default="auto",
-                   help="flash attention as it will run (default auto; a quantised V cache needs it)")
+    p.add_argument(
+        "--flash-attn",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="flash attention as it will run (default auto; a quantised V cache needs it)",
+    )
     p.add_argument("--budget", type=int, default=None, help="draft tokens per step you intend to use")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("convert", help="HF DFlash drafter folder + target GGUF -> drafter GGUF",
-                       description="Converts a Hugging Face DFlash drafter (config.json + safetensors) into the "
-                                   "GGUF llama.cpp loads, taking the vocabulary and embeddings from the target.",
-                       epilog=EXITS)
+    p = sub.add_parser(
+        "convert",
+        help="HF DFlash drafter folder + target GGUF -> drafter GGUF",
+        description="Converts a Hugging Face DFlash drafter (config.json + safetensors) into the "
+        "GGUF llama.cpp loads, taking the vocabulary and embeddings from the target.",
+        epilog=EXITS,
+    )
     p.add_argument("hf_dir", help="the drafter's Hugging Face folder")
     p.add_argument("--target", required=True, help="the target GGUF the drafter will run with")
     p.add_argument("--out", required=True, help="the drafter GGUF to write")
-    p.add_argument("--type", default="f16", choices=("f32", "f16", "bf16", "q8_0", "q4_0"),
-                   help="weight type (default f16)")
+    p.add_argument(
+        "--type", default="f16", choices=("f32", "f16", "bf16", "q8_0", "q4_0"), help="weight type (default f16)"
+    )
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
     p.set_defaults(func=cmd_convert)
 
-    p = sub.add_parser("quantize", help="write a drafter variant (f16, q8_0, q4_0)",
-                       description="Writes a drafter GGUF again with another weight type: a variant the engine "
-                                   "switches to without reloading the target.", epilog=EXITS)
+    p = sub.add_parser(
+        "quantize",
+        help="write a drafter variant (f16, q8_0, q4_0)",
+        description="Writes a drafter GGUF again with another weight type: a variant the engine "
+        "switches to without reloading the target.",
+        epilog=EXITS,
+    )
     p.add_argument("drafter", help="the drafter GGUF to quantise")
-    p.add_argument("--type", default="q8_0", choices=("f32", "f16", "bf16", "q8_0", "q4_0"),
-                   help="weight type of the variant (default q8_0)")
+    p.add_argument(
+        "--type",
+        default="q8_0",
+        choices=("f32", "f16", "bf16", "q8_0", "q4_0"),
+        help="weight type of the variant (default q8_0)",
+    )
     p.add_argument("--out", default=None, help="default: next to the drafter, the type in its name")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
     p.set_defaults(func=cmd_quantize)
 
-    p = sub.add_parser("pull", help="download a GGUF file or a drafter folder from the Hugging Face Hub",
-                       description="Downloads with progress, resume (run it again after Ctrl-C) and sha256 "
-                                   "verification into the library's models folder.",
-                       epilog="exit codes: 0 done; 1 the download failed or the repo holds no model folder; "
-                              "2 an unsafe file name; 130 cancelled (run it again to resume)")
+    p = sub.add_parser(
+        "pull",
+        help="download a GGUF file or a drafter folder from the Hugging Face Hub",
+        description="Downloads with progress, resume (run it again after Ctrl-C) and sha256 "
+        "verification into the library's models folder.",
+        epilog="exit codes: 0 done; 1 the download failed or the repo holds no model folder; "
+        "2 an unsafe file name; 130 cancelled (run it again to resume)",
+    )
     p.add_argument("repo", help="Hub repo id, e.g. z-lab/Qwen3-8B-DFlash-b16")
     p.add_argument("file", nargs="?", help="file in the repo (without: the drafter folder, or a list of GGUFs)")
     p.add_argument("--revision", default="main", help="branch, tag or commit (default main)")
@@ -85,21 +110,30 @@ def register(sub) -> None:
     p.add_argument("--offline", action="store_true", help="use only what is already downloaded")
     p.set_defaults(func=cmd_pull)
 
-    p = sub.add_parser("search", help="search the Hugging Face Hub",
-                       description="Lists Hub repos matching a query, most downloaded first.",
-                       epilog="exit codes: 0 done; 1 the Hub could not be asked")
+    p = sub.add_parser(
+        "search",
+        help="search the Hugging Face Hub",
+        description="Lists Hub repos matching a query, most downloaded first.",
+        epilog="exit codes: 0 done; 1 the Hub could not be asked",
+    )
     p.add_argument("query", help="words to search for")
     p.add_argument("--limit", type=int, default=20, help="most repos to list (default 20)")
     p.add_argument("--gguf", action="store_true", help="only repos with GGUF files")
     p.add_argument("--json", action="store_true", help="print the hits as JSON")
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("library", help="the model library: list, scan, pairs, groups, catalog",
-                       description="The library of model files the app knows (SQLite in the data folder).",
-                       epilog="exit codes: 0 done")
-    p.add_argument("action", choices=("list", "scan", "pairs", "groups", "catalog"),
-                   help="list: known files; scan: add a folder's files; pairs: which target + drafter fit; "
-                        "groups: drafters with their variants; catalog: known public pairs")
+    p = sub.add_parser(
+        "library",
+        help="the model library: list, scan, pairs, groups, catalog",
+        description="The library of model files the app knows (SQLite in the data folder).",
+        epilog="exit codes: 0 done",
+    )
+    p.add_argument(
+        "action",
+        choices=("list", "scan", "pairs", "groups", "catalog"),
+        help="list: known files; scan: add a folder's files; pairs: which target + drafter fit; "
+        "groups: drafters with their variants; catalog: known public pairs",
+    )
     p.add_argument("folder", nargs="?", help="scan: folder to add (default: the models folder)")
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.set_defaults(func=cmd_library)
@@ -135,8 +169,15 @@ def cmd_check(args) -> int:
     except ValueError as exc:
         _err(str(exc))
         return EXIT_UNREADABLE
-    report = compat.check(args.target, args.draft, adapters=args.adapter, kv=kv, draft_kv=dkv,
-                          flash_attn=args.flash_attn, budget=args.budget)
+    report = compat.check(
+        args.target,
+        args.draft,
+        adapters=args.adapter,
+        kv=kv,
+        draft_kv=dkv,
+        flash_attn=args.flash_attn,
+        budget=args.budget,
+    )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
@@ -160,7 +201,7 @@ def cmd_convert(args) -> int:
     except ConversionError as exc:
         _err(f"conversion refused: {exc}")
         return EXIT_FAIL
-    except OSError as exc:          # an output folder that cannot be written (a read-only install)
+    except OSError as exc:  # an output folder that cannot be written (a read-only install)
         _err(f"could not write {args.out}: {exc.strerror or exc}")
         return EXIT_FAIL
     for note in res.notes:
@@ -181,7 +222,7 @@ def cmd_quantize(args) -> int:
     except ConversionError as exc:
         _err(f"quantisation refused: {exc}")
         return EXIT_FAIL
-    except OSError as exc:          # next to a drafter in a read-only install, say: --out goes elsewhere
+    except OSError as exc:  # next to a drafter in a read-only install, say: --out goes elsewhere
         _err(f"could not write {out}: {exc.strerror or exc}" + ("" if args.out else "; give --out PATH"))
         return EXIT_FAIL
     print(f"wrote {path} ({args.type})")
@@ -198,13 +239,26 @@ def cmd_pull(args) -> int:
     show = hub.progress_printer()
     try:
         if args.file:
-            path = hub.download_file(args.repo, args.file, models, revision=args.revision, progress=show,
-                                     cancel=cancel, offline=args.offline or None)
+            path = hub.download_file(
+                args.repo,
+                args.file,
+                models,
+                revision=args.revision,
+                progress=show,
+                cancel=cancel,
+                offline=args.offline or None,
+            )
         else:
             files = [] if args.offline else hub.list_files(args.repo, args.revision)
             if args.offline or any(f.path == "config.json" for f in files):
-                path = hub.download_folder(args.repo, models, revision=args.revision, progress=show, cancel=cancel,
-                                           offline=args.offline or None)
+                path = hub.download_folder(
+                    args.repo,
+                    models,
+                    revision=args.revision,
+                    progress=show,
+                    cancel=cancel,
+                    offline=args.offline or None,
+                )
             else:
                 ggufs = [f for f in files if f.is_gguf]
                 _err(f"{args.repo} holds no model folder; name one of its GGUF files:")
@@ -261,8 +315,10 @@ def cmd_library(args) -> int:
             print(json.dumps([e.__dict__ for e in entries], indent=2))
         for e in [] if args.json else entries:
             gguf = e.target_gguf_repo or f"search: {e.target_gguf_search}"
-            print(f"{e.id:32} {e.kind:7} drafter {e.drafter_repo}  target {e.target_repo} ({gguf}; "
-                  f"{', '.join(e.recommended_quants)})")
+            print(
+                f"{e.id:32} {e.kind:7} drafter {e.drafter_repo}  target {e.target_repo} ({gguf}; "
+                f"{', '.join(e.recommended_quants)})"
+            )
         return EXIT_OK
     if args.action == "pairs":
         recs = lib.pairs()
@@ -284,8 +340,12 @@ def cmd_library(args) -> int:
     if args.action == "list" and not files:
         files = lib.scan()
     if args.json:
-        print(json.dumps([{"path": f.path, "role": f.role, "arch": f.arch, "size": f.size, "error": f.error}
-                          for f in files], indent=2))
+        print(
+            json.dumps(
+                [{"path": f.path, "role": f.role, "arch": f.arch, "size": f.size, "error": f.error} for f in files],
+                indent=2,
+            )
+        )
     else:
         for f in files:
             what = f"{f.role or 'unreadable':8} {f.arch or '':10}" if not f.error else f"error    {f.error}"

@@ -18,7 +18,7 @@ class IncompatiblePairError(EngineError):
         super().__init__(message)
         self.report = report
 
-    def __reduce__(self):   # keeps the report across a process boundary (runtime.engine_process)
+    def __reduce__(self):  # keeps the report across a process boundary (runtime.engine_process)
         return (type(self), (str(self), self.report))
 
     @property

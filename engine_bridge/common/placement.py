@@ -17,9 +17,9 @@ MAX_DEVICES = 16
 
 @dataclass(frozen=True)
 class Placement:
-    split_mode: str = "layer"                 # none: all on main_gpu; layer: whole layers per GPU; row: rows of each matrix
-    tensor_split: tuple[float, ...] = ()      # share per GPU (empty: llama.cpp splits by free memory)
-    main_gpu: int = 0                         # split none: the GPU; row: the GPU for the non-matrix work
+    split_mode: str = "layer"  # none: all on main_gpu; layer: whole layers per GPU; row: rows of each matrix
+    tensor_split: tuple[float, ...] = ()  # share per GPU (empty: llama.cpp splits by free memory)
+    main_gpu: int = 0  # split none: the GPU; row: the GPU for the non-matrix work
 
     def __post_init__(self):
         if self.split_mode not in SPLIT_MODES:
@@ -33,15 +33,18 @@ class Placement:
             raise ValueError(f"main GPU must be >= 0, not {self.main_gpu}")
 
     @classmethod
-    def parse(cls, split_mode: str | None = None, tensor_split: str | None = None,
-              main_gpu: int | None = None) -> "Placement":
+    def parse(
+        cls, split_mode: str | None = None, tensor_split: str | None = None, main_gpu: int | None = None
+    ) -> "Placement":
         """From the CLI's / settings' strings: tensor_split as "3,1" or "3/1"."""
         shares: tuple[float, ...] = ()
         if tensor_split:
             try:
                 shares = tuple(float(x) for x in tensor_split.replace("/", ",").split(",") if x.strip())
             except ValueError:
-                raise ValueError(f"tensor split must be numbers separated by commas (e.g. 3,1), not {tensor_split!r}") from None
+                raise ValueError(
+                    f"tensor split must be numbers separated by commas (e.g. 3,1), not {tensor_split!r}"
+                ) from None
         return cls(split_mode=split_mode or "layer", tensor_split=shares, main_gpu=main_gpu or 0)
 
     @property

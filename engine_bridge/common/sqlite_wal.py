@@ -59,7 +59,7 @@ def move_aside(path: str | os.PathLike) -> str:
     while os.path.exists(aside):
         aside, n = f"{path}.unreadable-{stamp}-{n}", n + 1
     os.replace(path, aside)
-    for suffix in ("-wal", "-shm"):         # the journal belongs to the moved file
+    for suffix in ("-wal", "-shm"):  # the journal belongs to the moved file
         if os.path.exists(path + suffix):
             os.replace(path + suffix, aside + suffix)
     return aside
@@ -79,7 +79,7 @@ def migrate(db: sqlite3.Connection, to_version: int, step) -> int:
         return found
     if db.in_transaction:
         db.commit()
-    db.execute("BEGIN IMMEDIATE")          # waits (the busy timeout) for another opener's migration
+    db.execute("BEGIN IMMEDIATE")  # waits (the busy timeout) for another opener's migration
     try:
         found = version(db)
         for v in range(found, to_version):

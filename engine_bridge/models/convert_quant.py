@@ -22,7 +22,11 @@ from .gguf_header import read_header
 
 Q = GGMLQuantizationType
 OUT_TYPES: dict[str, GGMLQuantizationType] = {
-    "f32": Q.F32, "f16": Q.F16, "bf16": Q.BF16, "q8_0": Q.Q8_0, "q4_0": Q.Q4_0,
+    "f32": Q.F32,
+    "f16": Q.F16,
+    "bf16": Q.BF16,
+    "q8_0": Q.Q8_0,
+    "q4_0": Q.Q4_0,
 }
 #: general.file_type values (llama.cpp's LLAMA_FTYPE_*).
 FILE_TYPE = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "bf16": 32}
@@ -56,13 +60,17 @@ def storage_type(name: str, ne: tuple[int, ...], out_type: str) -> GGMLQuantizat
 _FINITE_LIMIT = {Q.F16: 65504.0, Q.Q8_0: 65504.0 * 127, Q.Q4_0: 65504.0 * 8}
 
 
-def encode(arr: np.ndarray, qtype: GGMLQuantizationType, name: str = "") -> tuple[np.ndarray, GGMLQuantizationType | None]:
+def encode(
+    arr: np.ndarray, qtype: GGMLQuantizationType, name: str = ""
+) -> tuple[np.ndarray, GGMLQuantizationType | None]:
     """Array to write and raw dtype for GGUFWriter.add_tensor (None: numpy's own dtype)."""
     a = np.ascontiguousarray(arr, dtype=np.float32)
     limit = _FINITE_LIMIT.get(qtype)
     if limit is not None and a.size and float(np.abs(a).max()) > limit:
-        raise ConversionError(f"tensor {name or '?'} holds a weight of {float(np.abs(a).max()):.4g}, beyond what "
-                              f"{qtype.name} stores ({limit:.4g}); choose --type f32 or bf16")
+        raise ConversionError(
+            f"tensor {name or '?'} holds a weight of {float(np.abs(a).max()):.4g}, beyond what "
+            f"{qtype.name} stores ({limit:.4g}); choose --type f32 or bf16"
+        )
     if qtype == Q.F32:
         return a, None
     if qtype == Q.F16:
@@ -116,8 +124,9 @@ def write_atomically(out: Path, fill, overwrite: bool = False) -> Path:
     return out
 
 
-def quantize_drafter(src: str | os.PathLike, out: str | os.PathLike, out_type: str = "q8_0",
-                     *, overwrite: bool = False) -> Path:
+def quantize_drafter(
+    src: str | os.PathLike, out: str | os.PathLike, out_type: str = "q8_0", *, overwrite: bool = False
+) -> Path:
     """Writes a drafter variant of ``out_type`` from a drafter GGUF (any float or quantised input)."""
     src, out = Path(src), Path(out)
     if out_type not in OUT_TYPES:
@@ -129,7 +138,9 @@ def quantize_drafter(src: str | os.PathLike, out: str | os.PathLike, out_type: s
     except (OSError, ValueError) as exc:
         raise ConversionError(f"{src}: {exc}") from exc
     if hdr.fields.get("general.architecture") != "dflash":
-        raise ConversionError(f"{src} is not a DFlash drafter (architecture {hdr.fields.get('general.architecture')!r})")
+        raise ConversionError(
+            f"{src} is not a DFlash drafter (architecture {hdr.fields.get('general.architecture')!r})"
+        )
     needed = hdr.data_needed
     if needed is None or hdr.file_size < needed:
         raise ConversionError(f"{src} is truncated or holds tensor types this tool cannot read")

@@ -58,10 +58,14 @@ def generated_pair(folder: Path | None = None) -> tuple[Path, Path]:
     target, drafter = folder / "demo-target.gguf", folder / "demo-dflash.gguf"
     if not (target.exists() and drafter.exists()):
         tmp = folder / ".writing"
-        t, d = synth.write_pair(tmp, synth.TargetSpec(name="DFlash Studio demo target"),
-                                synth.DrafterSpec(name="DFlash Studio demo drafter"), stem="demo")
+        t, d = synth.write_pair(
+            tmp,
+            synth.TargetSpec(name="DFlash Studio demo target"),
+            synth.DrafterSpec(name="DFlash Studio demo drafter"),
+            stem="demo",
+        )
         folder.mkdir(parents=True, exist_ok=True)
-        t.replace(target)   # rename last: a half-written pair is never picked up
+        t.replace(target)  # rename last: a half-written pair is never picked up
         d.replace(drafter)
         tmp.rmdir()
     return target, drafter

@@ -47,7 +47,7 @@ class Holding:
 class ModelPlan:
     name: str
     placement: Placement
-    holdings: dict[int, Holding]          # device index (CPU = -1) -> what it holds
+    holdings: dict[int, Holding]  # device index (CPU = -1) -> what it holds
     output_device: int
 
     def describe(self, gpus: list[dict]) -> list[str]:
@@ -87,14 +87,23 @@ def _kv_bytes_per_token(info, kv: tuple[str, str]) -> int:
     def per_elem(t: str) -> float:
         block, size = GGML_QUANT_SIZES[GGMLQuantizationType[t.upper()]]
         return size / block
+
     n_kv = info.n_head_kv or info.n_head or 0
     k = n_kv * (info.head_dim or 0)
     v = n_kv * (info.head_dim_v or info.head_dim or 0)
     return int(k * per_elem(kv[0]) + v * per_elem(kv[1]))
 
 
-def plan_model(path: str | Path, placement: Placement, gpus: list[dict], *, n_gpu_layers: int = -1,
-               n_ctx: int = 4096, kv: tuple[str, str] = ("f16", "f16"), name: str | None = None) -> ModelPlan:
+def plan_model(
+    path: str | Path,
+    placement: Placement,
+    gpus: list[dict],
+    *,
+    n_gpu_layers: int = -1,
+    n_ctx: int = 4096,
+    kv: tuple[str, str] = ("f16", "f16"),
+    name: str | None = None,
+) -> ModelPlan:
     info = inspect_model(path)
     h = read_header(path)
     n_layer = info.n_layer or 0
@@ -112,9 +121,9 @@ def plan_model(path: str | Path, placement: Placement, gpus: list[dict], *, n_gp
         elif t.name == "token_embd.weight":
             other["input"] += n
         else:
-            other["output"] += n       # output, output_norm, the drafter's fc / norms
+            other["output"] += n  # output, output_norm, the drafter's fc / norms
     if "output.weight" not in h.tensors and "token_embd.weight" in h.tensors:
-        other["output"] += h.tensors["token_embd.weight"].n_bytes or 0    # tied: duplicated to the output device
+        other["output"] += h.tensors["token_embd.weight"].n_bytes or 0  # tied: duplicated to the output device
     kv_layer = _kv_bytes_per_token(info, kv) * n_ctx
 
     ngl = n_layer + 1 if n_gpu_layers < 0 else n_gpu_layers
@@ -123,7 +132,9 @@ def plan_model(path: str | Path, placement: Placement, gpus: list[dict], *, n_gp
         raise ValueError(f"main GPU {placement.main_gpu} does not exist: {len(gpus)} GPU(s)")
     i_gpu_start = max(n_layer - ngl, 0)
     act = min(ngl, n_layer + 1) if devs else 0
-    shares = list(placement.tensor_split[:len(devs)]) if placement.tensor_split and placement.split_mode != "none" else []
+    shares = (
+        list(placement.tensor_split[: len(devs)]) if placement.tensor_split and placement.split_mode != "none" else []
+    )
     if shares and sum(shares) <= 0:
         raise ValueError(f"the tensor split {placement.tensor_split} gives the {len(devs)} GPU(s) nothing")
     if not shares:
@@ -160,7 +171,7 @@ def plan_model(path: str | Path, placement: Placement, gpus: list[dict], *, n_gp
             hd.layers.append(il)
             hd.weights += layer_bytes[il]
             hd.kv += kv_layer
-    out_dev = (placement.main_gpu if row else device_of(n_layer))
+    out_dev = placement.main_gpu if row else device_of(n_layer)
     hold(out_dev).weights += other["output"]
     hold(out_dev).output = True
     return ModelPlan(name or Path(path).name, placement, holdings, out_dev)
@@ -173,16 +184,29 @@ def drafter_beside(target_plan: ModelPlan) -> Placement:
     return Placement(split_mode="none", main_gpu=target_plan.output_device)
 
 
-def plan_pair(target, drafter, gpus: list[dict], placement: Placement, draft_placement: Placement | None = None, *,
-              n_gpu_layers: int = -1, draft_n_gpu_layers: int = -1, n_ctx: int = 4096,
-              kv: tuple[str, str] = ("f16", "f16"), draft_kv: tuple[str, str] | None = None) -> list[ModelPlan]:
+def plan_pair(
+    target,
+    drafter,
+    gpus: list[dict],
+    placement: Placement,
+    draft_placement: Placement | None = None,
+    *,
+    n_gpu_layers: int = -1,
+    draft_n_gpu_layers: int = -1,
+    n_ctx: int = 4096,
+    kv: tuple[str, str] = ("f16", "f16"),
+    draft_kv: tuple[str, str] | None = None,
+) -> list[ModelPlan]:
     """The target's plan and, with a drafter, the drafter's: under ``draft_placement``, or (None)
     beside the target's output when there are several GPUs. Each file is planned once."""
     plans = [plan_model(target, placement, gpus, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx, kv=kv, name="target")]
     if drafter is not None:
         dp = draft_placement or (drafter_beside(plans[0]) if len(gpus) > 1 else Placement())
-        plans.append(plan_model(drafter, dp, gpus, n_gpu_layers=draft_n_gpu_layers, n_ctx=n_ctx,
-                                kv=draft_kv or kv, name="drafter"))
+        plans.append(
+            plan_model(
+                drafter, dp, gpus, n_gpu_layers=draft_n_gpu_layers, n_ctx=n_ctx, kv=draft_kv or kv, name="drafter"
+            )
+        )
     return plans
 
 
@@ -196,6 +220,8 @@ def fit_problems(plans: list[ModelPlan], gpus: list[dict], margin: int = MARGIN_
         free = int(g.get("memory_free") or 0)
         if parts and need + margin > free:
             what = " + ".join(f"{name} {_gib(h.weights)} weights, {_gib(h.kv)} KV" for name, h in parts)
-            problems.append(f"GPU{dev} ({g.get('description') or g.get('name')}) would hold {what} = {_gib(need)} "
-                            f"(+{_gib(margin)} for compute buffers) but has {_gib(free)} free")
+            problems.append(
+                f"GPU{dev} ({g.get('description') or g.get('name')}) would hold {what} = {_gib(need)} "
+                f"(+{_gib(margin)} for compute buffers) but has {_gib(free)} free"
+            )
     return problems

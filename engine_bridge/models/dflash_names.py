@@ -45,7 +45,7 @@ _BLK_RE = re.compile(r"^blk\.(\d+)\.(.+)$")
 def hf_to_gguf(name: str) -> str | None:
     """The GGUF name of an HF drafter tensor, or None for one llama.cpp does not use."""
     if name.startswith("model."):
-        name = name[len("model."):]
+        name = name[len("model.") :]
     if name in GLOBAL_NAMES:
         return GLOBAL_NAMES[name]
     m = _LAYER_RE.match(name)

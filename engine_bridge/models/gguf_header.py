@@ -30,10 +30,17 @@ DEFAULT_ALIGNMENT = 32
 SMALL_ARRAY = 4096
 
 _SCALAR_FMT: dict[int, str] = {
-    GGUFValueType.UINT8: "B", GGUFValueType.INT8: "b", GGUFValueType.UINT16: "H",
-    GGUFValueType.INT16: "h", GGUFValueType.UINT32: "I", GGUFValueType.INT32: "i",
-    GGUFValueType.FLOAT32: "f", GGUFValueType.BOOL: "?", GGUFValueType.UINT64: "Q",
-    GGUFValueType.INT64: "q", GGUFValueType.FLOAT64: "d",
+    GGUFValueType.UINT8: "B",
+    GGUFValueType.INT8: "b",
+    GGUFValueType.UINT16: "H",
+    GGUFValueType.INT16: "h",
+    GGUFValueType.UINT32: "I",
+    GGUFValueType.INT32: "i",
+    GGUFValueType.FLOAT32: "f",
+    GGUFValueType.BOOL: "?",
+    GGUFValueType.UINT64: "Q",
+    GGUFValueType.INT64: "q",
+    GGUFValueType.FLOAT64: "d",
 }
 
 
@@ -47,17 +54,17 @@ class ArraySpan:
 
     elem_type: int
     count: int
-    start: int          # first byte of the elements (after type and count)
-    end: int            # one past the last byte
+    start: int  # first byte of the elements (after type and count)
+    end: int  # one past the last byte
 
 
 @dataclass(frozen=True)
 class TensorEntry:
     name: str
-    ne: tuple[int, ...]           # ggml order: ne[0] is the row length (input features)
+    ne: tuple[int, ...]  # ggml order: ne[0] is the row length (input features)
     ggml_type: int
-    offset: int                   # relative to the data section
-    n_bytes: int | None           # None: a type the gguf package does not know
+    offset: int  # relative to the data section
+    n_bytes: int | None  # None: a type the gguf package does not know
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -84,8 +91,8 @@ class GGUFHeader:
     path: Path
     version: int
     file_size: int
-    fields: dict[str, object] = field(default_factory=dict)      # scalars, strings, short lists
-    spans: dict[str, ArraySpan] = field(default_factory=dict)    # long arrays, undecoded
+    fields: dict[str, object] = field(default_factory=dict)  # scalars, strings, short lists
+    spans: dict[str, ArraySpan] = field(default_factory=dict)  # long arrays, undecoded
     types: dict[str, tuple[int, int | None]] = field(default_factory=dict)  # key -> (type, array elem type)
     tensors: dict[str, TensorEntry] = field(default_factory=dict)
     alignment: int = DEFAULT_ALIGNMENT
@@ -114,7 +121,7 @@ class GGUFHeader:
         if span is not None:
             with open(self.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
                 h = hashlib.sha256(struct.pack("<Q", span.count))
-                h.update(mm[span.start:span.end])
+                h.update(mm[span.start : span.end])
                 return h.hexdigest()
         value = self.fields.get(key)
         if isinstance(value, list):
@@ -137,7 +144,7 @@ class GGUFHeader:
                 u64 = struct.Struct(self.byteorder + "Q").unpack_from
                 for _ in range(span.count):
                     n = u64(mm, off)[0]
-                    raw = mm[off + 8: off + 8 + n]
+                    raw = mm[off + 8 : off + 8 + n]
                     try:
                         out.append(raw.decode("utf-8"))
                     except UnicodeDecodeError:  # kept as bytes: GGUFWriter writes bytes back unchanged
@@ -145,15 +152,16 @@ class GGUFHeader:
                     off += 8 + n
                 return out
             import numpy as np
+
             dt = np.dtype(self.byteorder + _SCALAR_FMT[span.elem_type])
-            return np.frombuffer(mm[span.start:span.end], dtype=dt).copy()
+            return np.frombuffer(mm[span.start : span.end], dtype=dt).copy()
 
     def tensor_bytes(self, name: str) -> bytes:
         """Raw data of one tensor (for copying files; inspection never calls this)."""
         t = self.tensors[name]
         with open(self.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             start = self.data_start + t.offset
-            return mm[start:start + (t.n_bytes or 0)]
+            return mm[start : start + (t.n_bytes or 0)]
 
     def string_at(self, key: str, index: int) -> str | None:
         """One element of a long string array, found by hopping over the ones before it."""
@@ -169,7 +177,7 @@ class GGUFHeader:
             for _ in range(index):
                 off += 8 + u64(mm, off)[0]
             n = u64(mm, off)[0]
-            return mm[off + 8: off + 8 + n].decode("utf-8", "replace")
+            return mm[off + 8 : off + 8 + n].decode("utf-8", "replace")
 
 
 def tensor_nbytes(ggml_type: int, ne: tuple[int, ...]) -> int | None:
@@ -210,7 +218,7 @@ class _Cursor:
     def string(self) -> str:
         n = self.u64()
         self.need(n)
-        s = self.mm[self.off:self.off + n].decode("utf-8", "replace")
+        s = self.mm[self.off : self.off + n].decode("utf-8", "replace")
         self.off += n
         return s
 
@@ -286,13 +294,20 @@ def read_header(path: str | os.PathLike) -> GGUFHeader:
         if version & 0xFFFF == 0 and version:  # a big-endian file reads as a huge little-endian number
             order, version = ">", struct.unpack_from(">I", mm, 4)[0]
             if sys.byteorder == "little":
-                raise GGUFHeaderError(f"a big-endian GGUF file (version {version}): llama.cpp reads only files "
-                                      "of this machine's byte order; convert it to little-endian")
+                raise GGUFHeaderError(
+                    f"a big-endian GGUF file (version {version}): llama.cpp reads only files "
+                    "of this machine's byte order; convert it to little-endian"
+                )
         if version not in GGUF_VERSIONS:
-            why = ("GGUFv1 is no longer supported; re-convert the model" if version < 2 else
-                   "a newer format than this engine's; update llama.cpp or re-convert the model")
-            raise GGUFHeaderError(f"GGUF version {version}: the bundled llama.cpp reads versions "
-                                  f"{GGUF_VERSIONS[0]} to {GGUF_VERSIONS[-1]} only ({why})")
+            why = (
+                "GGUFv1 is no longer supported; re-convert the model"
+                if version < 2
+                else "a newer format than this engine's; update llama.cpp or re-convert the model"
+            )
+            raise GGUFHeaderError(
+                f"GGUF version {version}: the bundled llama.cpp reads versions "
+                f"{GGUF_VERSIONS[0]} to {GGUF_VERSIONS[-1]} only ({why})"
+            )
         cur = _Cursor(mm, size, order)
         cur.off = 8
         n_tensors, n_kv = cur.u64(), cur.u64()

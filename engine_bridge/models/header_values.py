@@ -14,14 +14,14 @@ from . import llama_facts as facts
 
 # key (after "<arch>.") -> what the value must be. Upper bounds are far beyond any real model,
 # low enough that llama.cpp never tries to allocate for them.
-_POSITIVE = {                     # finite and > 0 (epsilons divide, rope bases are raised to powers)
+_POSITIVE = {  # finite and > 0 (epsilons divide, rope bases are raised to powers)
     "attention.layer_norm_rms_epsilon",
     "attention.layer_norm_epsilon",
     "rope.freq_base",
     "rope.freq_base_swa",
     "rope.scaling.factor",
 }
-_FINITE = {                       # finite (scales multiply activations)
+_FINITE = {  # finite (scales multiply activations)
     "embedding_scale",
     "logit_scale",
     "residual_scale",
@@ -30,7 +30,7 @@ _FINITE = {                       # finite (scales multiply activations)
     "rope.scaling.attn_factor",
     "expert_weights_scale",
 }
-_SOFTCAPS = {                     # finite and >= 0 (0 means "no softcap" to llama.cpp)
+_SOFTCAPS = {  # finite and >= 0 (0 means "no softcap" to llama.cpp)
     "final_logit_softcapping",
     "attn_logit_softcapping",
 }
@@ -89,7 +89,7 @@ def problems(arch: str | None, fields: dict) -> list[str]:
     for key, v in fields.items():
         if not key.startswith(prefix):
             continue
-        short = key[len(prefix):]
+        short = key[len(prefix) :]
         if short in _POSITIVE:
             p = _float_problem(key, v, "positive")
         elif short in _FINITE:
@@ -117,19 +117,24 @@ def _head_problems(arch: str, fields: dict) -> list[str]:
     if head is None and n_embd and n_head and n_head > 0:
         head = n_embd // n_head
     if not head or head <= 0:
-        return []       # the dimension rules above name a missing or bad head size
+        return []  # the dimension rules above name a missing or bad head size
     found = []
     rot, v = fields.get(p + "rope.dimension_count"), _whole(fields.get(p + "attention.value_length"))
     rot = _whole(rot) if rot is not None else None
     uses_rope = arch == "dflash" or arch in facts.ROPE_WHOLE_HEAD
     if rot is not None and (rot > head or (rot < 1 and uses_rope) or rot % 2):
         # ggml's rope kernels assert an even width (ggml-cpu ops.cpp: n_dims % 2 == 0)
-        found.append(f"{p}rope.dimension_count = {rot} must be even and within {1 if uses_rope else 0}..{head} "
-                     "(the head size)")
+        found.append(
+            f"{p}rope.dimension_count = {rot} must be even and within {1 if uses_rope else 0}..{head} (the head size)"
+        )
     elif rot is not None and arch in facts.ROPE_WHOLE_HEAD and rot != head:
-        found.append(f"{p}rope.dimension_count = {rot} must equal the head size {head}: llama.cpp's {arch} graph "
-                     "asserts it at the first decode")
+        found.append(
+            f"{p}rope.dimension_count = {rot} must equal the head size {head}: llama.cpp's {arch} graph "
+            "asserts it at the first decode"
+        )
     if v is not None and v != head and (arch == "dflash" or arch in facts.ROPE_WHOLE_HEAD):
-        found.append(f"{p}attention.value_length = {v} must equal the key head size {head}: llama.cpp's {arch} "
-                     "graph asserts it at the first decode")
+        found.append(
+            f"{p}attention.value_length = {v} must equal the key head size {head}: llama.cpp's {arch} "
+            "graph asserts it at the first decode"
+        )
     return found

@@ -43,7 +43,7 @@ _QUANT_RE = re.compile(r"(?i)(?:^|[-_.])((?:IQ|Q)\d(?:_[A-Z0-9]+)*|BF16|F16|F32|
 #: recursive tree by 1,000 entries (a few hundred KB); a Hub that answers with more is refused
 #: rather than allowed to fill memory or page forever.
 MAX_LISTED_ENTRIES = 20_000
-MAX_LISTING_PAGES = 40       # twice what MAX_LISTED_ENTRIES takes at the Hub's 1,000 a page
+MAX_LISTING_PAGES = 40  # twice what MAX_LISTED_ENTRIES takes at the Hub's 1,000 a page
 MAX_LISTING_PAGE_BYTES = 16 << 20
 #: Redirect hops a request may take, and the domains where the Hub keeps file contents (its CDN
 #: and Xet storage); a download is redirected there, over https, without the token.
@@ -56,9 +56,16 @@ CANCEL_POLL_S = 0.05
 STALL_S = 60.0
 STALL_BYTES = 1024
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
-FOLDER_PATTERNS = (re.compile(r"\.safetensors$"), re.compile(r"(^|/)(config|generation_config|tokenizer|tokenizer_config|"
-                                                             r"special_tokens_map|adapter_config)\.json$"),
-                   re.compile(r"\.jinja$"), re.compile(r"\.safetensors\.index\.json$"), re.compile(r"(^|/)README\.md$"))
+FOLDER_PATTERNS = (
+    re.compile(r"\.safetensors$"),
+    re.compile(
+        r"(^|/)(config|generation_config|tokenizer|tokenizer_config|"
+        r"special_tokens_map|adapter_config)\.json$"
+    ),
+    re.compile(r"\.jinja$"),
+    re.compile(r"\.safetensors\.index\.json$"),
+    re.compile(r"(^|/)README\.md$"),
+)
 
 
 class HubError(EngineError):
@@ -105,8 +112,8 @@ class RepoHit:
 class RemoteFile:
     path: str
     size: int | None
-    sha256: str | None          # LFS files only
-    quant: str | None           # Q4_K_M, Q8_0, F16 ... parsed from the name
+    sha256: str | None  # LFS files only
+    quant: str | None  # Q4_K_M, Q8_0, F16 ... parsed from the name
 
     @property
     def is_gguf(self) -> bool:
@@ -118,8 +125,8 @@ class DownloadProgress:
     filename: str
     done: int
     total: int | None
-    speed: float                # bytes per second, this session
-    eta: float | None           # seconds
+    speed: float  # bytes per second, this session
+    eta: float | None  # seconds
 
     def line(self) -> str:
         tot = f"/{self.total / 2**20:.1f}" if self.total else ""
@@ -142,6 +149,7 @@ def token() -> str | None:
         return tok
     try:
         from huggingface_hub import get_token
+
         return get_token()
     except Exception:  # noqa: BLE001 - a broken token store means "anonymous"
         return None
@@ -155,6 +163,7 @@ def is_offline(offline: bool | None = None) -> bool:
 
 def _api():
     from huggingface_hub import HfApi
+
     return HfApi(endpoint=endpoint(), token=token() or False)
 
 
@@ -171,7 +180,7 @@ def _describe(exc: Exception) -> str:
     name = type(exc).__name__
     msg = str(exc).splitlines()[0] if str(exc) else ""
     tok = token()
-    if tok and tok in msg:   # never echo a token back
+    if tok and tok in msg:  # never echo a token back
         msg = msg.replace(tok, "***")
     return f"{name}: {msg}" if msg else name
 
@@ -191,8 +200,13 @@ def search(query: str, limit: int = 20, *, gguf_only: bool = False) -> list[Repo
         kwargs = {"search": query, "limit": limit}
         if gguf_only:
             kwargs["filter"] = "gguf"
-        return [RepoHit(m.id, getattr(m, "downloads", None), getattr(m, "likes", None), tuple(getattr(m, "tags", None) or ()))
-                for m in _api().list_models(**kwargs)]
+        return [
+            RepoHit(
+                m.id, getattr(m, "downloads", None), getattr(m, "likes", None), tuple(getattr(m, "tags", None) or ())
+            )
+            for m in _api().list_models(**kwargs)
+        ]
+
     return _hub_call(f"search {query!r}", run)
 
 
@@ -217,19 +231,22 @@ def list_files(repo_id: str, revision: str = "main", *, gguf_only: bool = False)
         if pages > MAX_LISTING_PAGES:
             raise HubError(f"{what}: the listing goes on for more than {MAX_LISTING_PAGES} pages; refusing it")
         page, url = _listing_page(url, params, what)
-        params = None    # the next link carries them
+        params = None  # the next link carries them
         entries += len(page)
         if entries > MAX_LISTED_ENTRIES:
-            raise HubError(f"{what}: the repo lists more than {MAX_LISTED_ENTRIES:,} entries; "
-                           "DFlash Studio reads at most that many")
+            raise HubError(
+                f"{what}: the repo lists more than {MAX_LISTED_ENTRIES:,} entries; "
+                "DFlash Studio reads at most that many"
+            )
         for entry in page:
             if not isinstance(entry, dict) or entry.get("type") != "file" or not isinstance(entry.get("path"), str):
                 continue
             size = entry.get("size")
             lfs = entry.get("lfs")
             sha = lfs.get("oid") if isinstance(lfs, dict) and isinstance(lfs.get("oid"), str) else None
-            files.append(RemoteFile(entry["path"], size if isinstance(size, int) else None, sha,
-                                    quant_name(entry["path"])))
+            files.append(
+                RemoteFile(entry["path"], size if isinstance(size, int) else None, sha, quant_name(entry["path"]))
+            )
     return [f for f in files if f.is_gguf] if gguf_only else files
 
 
@@ -241,8 +258,10 @@ def _listing_page(url: str, params: dict | None, what: str) -> tuple[list, str |
             for chunk in r.iter_bytes():
                 body += chunk
                 if len(body) > MAX_LISTING_PAGE_BYTES:
-                    raise HubError(f"{what}: one page of the listing is larger than "
-                                   f"{MAX_LISTING_PAGE_BYTES >> 20} MiB; refusing it")
+                    raise HubError(
+                        f"{what}: one page of the listing is larger than "
+                        f"{MAX_LISTING_PAGE_BYTES >> 20} MiB; refusing it"
+                    )
             _raise_for_status(r, bytes(body), what)
             next_url = r.links.get("next", {}).get("url")
     except HubError:
@@ -252,8 +271,9 @@ def _listing_page(url: str, params: dict | None, what: str) -> tuple[list, str |
     if next_url:
         next_url = urljoin(url, next_url)
         if _origin(next_url) != _origin(url):
-            raise UnsafeRedirectError(f"{what}: the next page is on {urlsplit(next_url).netloc}, not on the Hub; "
-                                      "refusing it")
+            raise UnsafeRedirectError(
+                f"{what}: the next page is on {urlsplit(next_url).netloc}, not on the Hub; refusing it"
+            )
     try:
         page = json.loads(body)
     except ValueError as exc:
@@ -310,8 +330,7 @@ def redirect_allowed(source: str, target: str) -> bool:
 
 
 @contextmanager
-def _hub_stream(url: str, what: str, *, params: dict | None = None, headers: dict | None = None,
-                timeout: float = 30):
+def _hub_stream(url: str, what: str, *, params: dict | None = None, headers: dict | None = None, timeout: float = 30):
     """A streamed GET, following at most MAX_REDIRECTS redirects that ``redirect_allowed``."""
     from huggingface_hub.utils import build_hf_headers, get_session
 
@@ -331,8 +350,10 @@ def _hub_stream(url: str, what: str, *, params: dict | None = None, headers: dic
         target = urljoin(str(r.url), r.headers["Location"])
         r.close()
         if not redirect_allowed(str(r.url), target):
-            raise UnsafeRedirectError(f"{what}: the Hub redirected to {urlsplit(target).netloc or target!r}, which is "
-                                      "neither the Hub nor its file storage; refusing it")
+            raise UnsafeRedirectError(
+                f"{what}: the Hub redirected to {urlsplit(target).netloc or target!r}, which is "
+                "neither the Hub nor its file storage; refusing it"
+            )
         url, params = target, None
     raise HubError(f"{what}: more than {MAX_REDIRECTS} redirects")
 
@@ -346,7 +367,7 @@ def safe_destination(models_dir: str | os.PathLike, repo_id: str, filename: str)
     check_repo_id(repo_id)
     if not filename or "\\" in filename or "\x00" in filename or re.match(r"^[A-Za-z]:", filename):
         raise UnsafeFilenameError(f"refusing file name {filename!r}")
-    parts = filename.split("/")   # raw parts: PurePosixPath would quietly normalise "a//b" and "a/./b"
+    parts = filename.split("/")  # raw parts: PurePosixPath would quietly normalise "a//b" and "a/./b"
     if filename.startswith("/") or any(p in ("..", ".", "") for p in parts):
         raise UnsafeFilenameError(f"refusing file name {filename!r}: it would leave the models folder")
     base = (Path(models_dir) / repo_id).resolve()
@@ -369,7 +390,7 @@ def local_record(dest: Path) -> dict | None:
         rec = json.loads(side.read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(rec, dict):      # hand-edited or damaged: as if it were not there
+    if not isinstance(rec, dict):  # hand-edited or damaged: as if it were not there
         return None
     return rec if rec.get("size") == dest.stat().st_size else None
 
@@ -378,8 +399,9 @@ def _file_meta(repo_id: str, filename: str, revision: str):
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
 
     url = hf_hub_url(repo_id, filename, revision=revision, endpoint=endpoint())
-    meta = _hub_call(f"{repo_id}/{filename}", lambda: get_hf_file_metadata(url, token=token() or False,
-                                                                          endpoint=endpoint()))
+    meta = _hub_call(
+        f"{repo_id}/{filename}", lambda: get_hf_file_metadata(url, token=token() or False, endpoint=endpoint())
+    )
     return url, meta
 
 
@@ -392,10 +414,18 @@ def _expected_hash(etag: str | None) -> tuple[str | None, str | None]:
     return None, None
 
 
-def download_file(repo_id: str, filename: str, models_dir: str | os.PathLike | None = None, *,
-                  revision: str = "main", progress: Callable[[DownloadProgress], None] | None = None,
-                  cancel: threading.Event | None = None, offline: bool | None = None,
-                  force: bool = False, stall_s: float = STALL_S) -> Path:
+def download_file(
+    repo_id: str,
+    filename: str,
+    models_dir: str | os.PathLike | None = None,
+    *,
+    revision: str = "main",
+    progress: Callable[[DownloadProgress], None] | None = None,
+    cancel: threading.Event | None = None,
+    offline: bool | None = None,
+    force: bool = False,
+    stall_s: float = STALL_S,
+) -> Path:
     """Downloads one repo file into the models folder; returns its path.
 
     Resumes a ``.part`` left by an interruption or a cancel, verifies the result against the
@@ -405,6 +435,7 @@ def download_file(repo_id: str, filename: str, models_dir: str | os.PathLike | N
     """
     if models_dir is None:
         from ..common.paths import models_dir as default_models
+
         models_dir = default_models()
     dest = safe_destination(models_dir, repo_id, filename)
     rec = local_record(dest)
@@ -415,12 +446,12 @@ def download_file(repo_id: str, filename: str, models_dir: str | os.PathLike | N
     try:
         url, meta = _file_meta(repo_id, filename, revision)
     except HubError:
-        if rec is not None:   # the Hub is unreachable but a verified copy is here: use it
+        if rec is not None:  # the Hub is unreachable but a verified copy is here: use it
             return dest
         raise
     algo, expected = _expected_hash(meta.etag)
     if rec is not None and not force and rec.get("etag") == meta.etag:
-        return dest    # already here and verified against the same upstream version
+        return dest  # already here and verified against the same upstream version
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     part_info = dest.with_name(f".{dest.name}.part.json")
@@ -431,8 +462,8 @@ def download_file(repo_id: str, filename: str, models_dir: str | os.PathLike | N
         except (OSError, ValueError):
             same = False
         if meta.size is not None and part.stat().st_size > meta.size:
-            same = False   # longer than the file (a server that overran): no resume can fix it
-        if not same:   # the file changed upstream since the interruption: start over
+            same = False  # longer than the file (a server that overran): no resume can fix it
+        if not same:  # the file changed upstream since the interruption: start over
             part.unlink()
     try:
         part_info.write_text(json.dumps({"etag": meta.etag, "commit": meta.commit_hash}))
@@ -449,11 +480,23 @@ def download_file(repo_id: str, filename: str, models_dir: str | os.PathLike | N
     if expected is not None and digest != expected:
         part.unlink()
         part_info.unlink(missing_ok=True)
-        raise ChecksumMismatchError(f"{filename}: {algo} is {digest}, the Hub says {expected}; the download was "
-                                    "discarded, run again")
-    record = json.dumps({"repo": repo_id, "file": filename, "revision": revision, "commit": meta.commit_hash,
-                         "etag": meta.etag, "size": size, "verified": algo, "hash": digest, "at": time.time()})
-    try:   # the sidecar first: a full disk here leaves the verified .part in place, not a bare file
+        raise ChecksumMismatchError(
+            f"{filename}: {algo} is {digest}, the Hub says {expected}; the download was discarded, run again"
+        )
+    record = json.dumps(
+        {
+            "repo": repo_id,
+            "file": filename,
+            "revision": revision,
+            "commit": meta.commit_hash,
+            "etag": meta.etag,
+            "size": size,
+            "verified": algo,
+            "hash": digest,
+            "at": time.time(),
+        }
+    )
+    try:  # the sidecar first: a full disk here leaves the verified .part in place, not a bare file
         _sidecar(dest).write_text(record)
     except OSError as exc:
         _sidecar(dest).unlink(missing_ok=True)
@@ -465,8 +508,9 @@ def download_file(repo_id: str, filename: str, models_dir: str | os.PathLike | N
     return dest
 
 
-def _transfer(url: str, part: Path, filename: str, total: int | None, progress, cancel,
-              stall_s: float = STALL_S) -> None:
+def _transfer(
+    url: str, part: Path, filename: str, total: int | None, progress, cancel, stall_s: float = STALL_S
+) -> None:
     have = part.stat().st_size if part.exists() else 0
     if total is not None and have >= total:
         return
@@ -483,14 +527,14 @@ def _transfer(url: str, part: Path, filename: str, total: int | None, progress, 
     watch = None
     try:
         with _hub_stream(url, f"download {filename}", headers=headers) as r, _CancelWatch(r, cancel, stall_s) as watch:
-            if r.status_code == 416 and have:   # nothing left to send
+            if r.status_code == 416 and have:  # nothing left to send
                 return
             if r.status_code not in (200, 206):
                 _raise_for_status(r, _read_bounded(r, 1 << 20), f"download {filename}")
                 raise HubError(f"download {filename}: HTTP {r.status_code}")
             mode = "ab" if r.status_code == 206 and have else "wb"
             if mode == "wb":
-                have = 0    # the server ignored the Range: start from the first byte
+                have = 0  # the server ignored the Range: start from the first byte
             with open(part, mode) as f:
                 # Chunks as they arrive (no re-buffering): an interruption loses nothing already received.
                 for chunk in r.iter_bytes():
@@ -499,7 +543,7 @@ def _transfer(url: str, part: Path, filename: str, total: int | None, progress, 
                     watch.received(len(chunk))
                     if total is not None and have + got + len(chunk) > total:
                         # past the announced size: keep the file's bytes, drop the rest, stop reading
-                        chunk = chunk[:max(0, total - have - got)]
+                        chunk = chunk[: max(0, total - have - got)]
                         f.write(chunk)
                         got += len(chunk)
                         break
@@ -509,8 +553,15 @@ def _transfer(url: str, part: Path, filename: str, total: int | None, progress, 
                         dt = max(time.monotonic() - started, 1e-6)
                         speed = got / dt
                         left = (total - have - got) if total is not None else None
-                        progress(DownloadProgress(filename, have + got, total, speed,
-                                                  left / speed if left is not None and speed > 0 else None))
+                        progress(
+                            DownloadProgress(
+                                filename,
+                                have + got,
+                                total,
+                                speed,
+                                left / speed if left is not None and speed > 0 else None,
+                            )
+                        )
                     if cancel is not None and cancel.is_set():
                         raise cancelled()
     except HubError:
@@ -522,20 +573,24 @@ def _transfer(url: str, part: Path, filename: str, total: int | None, progress, 
             raise cancelled() from exc
         if watch is not None and watch.stalled:
             raise _stalled(filename, have + got, stall_s) from exc
-        raise DownloadInterrupted(f"{filename}: transfer broke off at {have + got} bytes ({_describe(exc)}); "
-                                  "run again to resume") from exc
+        raise DownloadInterrupted(
+            f"{filename}: transfer broke off at {have + got} bytes ({_describe(exc)}); run again to resume"
+        ) from exc
     except Exception as exc:  # noqa: BLE001 - a broken connection: keep the .part for a resume
-        if cancel is not None and cancel.is_set():   # the watchdog shut the socket under a stalled read
+        if cancel is not None and cancel.is_set():  # the watchdog shut the socket under a stalled read
             raise cancelled() from exc
         if watch is not None and watch.stalled:
             raise _stalled(filename, have + got, stall_s) from exc
-        raise DownloadInterrupted(f"{filename}: transfer broke off at {have + got} bytes ({_describe(exc)}); "
-                                  "run again to resume") from exc
+        raise DownloadInterrupted(
+            f"{filename}: transfer broke off at {have + got} bytes ({_describe(exc)}); run again to resume"
+        ) from exc
 
 
 def _stalled(filename: str, at: int, stall_s: float) -> DownloadInterrupted:
-    return DownloadInterrupted(f"{filename}: the transfer stalled at {at} bytes (less than {STALL_BYTES} bytes in "
-                               f"{stall_s:g} s); the partial file is kept: run again to resume")
+    return DownloadInterrupted(
+        f"{filename}: the transfer stalled at {at} bytes (less than {STALL_BYTES} bytes in "
+        f"{stall_s:g} s); the partial file is kept: run again to resume"
+    )
 
 
 class _CancelWatch:
@@ -573,7 +628,7 @@ class _CancelWatch:
                 with self._lock:
                     if not self._done.is_set():
                         self.stalled = stalled and not cancelled
-                        try:   # socket.socket's own shutdown: an SSL socket's would drop its state
+                        try:  # socket.socket's own shutdown: an SSL socket's would drop its state
                             socket.socket.shutdown(self._sock, socket.SHUT_RDWR)  # type: ignore[arg-type]
                         except OSError:
                             pass
@@ -590,14 +645,18 @@ def _check_free_space(part: Path, filename: str, need: int) -> None:
     except OSError:
         return
     if free < need:
-        raise DiskFullError(f"{filename}: needs {need / 2**20:.1f} MiB more but only {free / 2**20:.1f} MiB are free "
-                            f"in {part.parent}; free some space and run again")
+        raise DiskFullError(
+            f"{filename}: needs {need / 2**20:.1f} MiB more but only {free / 2**20:.1f} MiB are free "
+            f"in {part.parent}; free some space and run again"
+        )
 
 
 def _disk_full(part: Path, filename: str, at: int, exc: OSError) -> DiskFullError:
     why = "the file-size limit was reached" if exc.errno == errno.EFBIG else "the disk is full"
-    return DiskFullError(f"{filename}: {why} after {at} bytes in {part.parent} ({os.strerror(exc.errno or 0)}); "
-                         "the partial file is kept: free some space and run again to resume")
+    return DiskFullError(
+        f"{filename}: {why} after {at} bytes in {part.parent} ({os.strerror(exc.errno or 0)}); "
+        "the partial file is kept: free some space and run again to resume"
+    )
 
 
 def _hash_file(path: Path, algo: str | None) -> str | None:
@@ -605,7 +664,7 @@ def _hash_file(path: Path, algo: str | None) -> str | None:
         return None
     if algo == "sha256":
         h = hashlib.sha256()
-    else:   # git blob id of a small, non-LFS file
+    else:  # git blob id of a small, non-LFS file
         h = hashlib.sha1()
         h.update(f"blob {path.stat().st_size}\0".encode())
     with open(path, "rb") as f:
@@ -614,11 +673,19 @@ def _hash_file(path: Path, algo: str | None) -> str | None:
     return h.hexdigest()
 
 
-def download_folder(repo_id: str, models_dir: str | os.PathLike | None = None, *, revision: str = "main",
-                    progress=None, cancel: threading.Event | None = None, offline: bool | None = None) -> Path:
+def download_folder(
+    repo_id: str,
+    models_dir: str | os.PathLike | None = None,
+    *,
+    revision: str = "main",
+    progress=None,
+    cancel: threading.Event | None = None,
+    offline: bool | None = None,
+) -> Path:
     """Downloads a drafter folder (config, tokenizer, safetensors) into models_dir/owner/name."""
     if models_dir is None:
         from ..common.paths import models_dir as default_models
+
         models_dir = default_models()
     folder = safe_destination(models_dir, repo_id, "config.json").parent
     if is_offline(offline):
@@ -629,7 +696,7 @@ def download_folder(repo_id: str, models_dir: str | os.PathLike | None = None, *
     if not any(f.path.endswith("config.json") for f in wanted):
         raise HubError(f"{repo_id} has no config.json; it is not a model folder")
     for f in wanted:
-        safe_destination(models_dir, repo_id, f.path)   # refuse the whole listing before fetching anything
+        safe_destination(models_dir, repo_id, f.path)  # refuse the whole listing before fetching anything
     for f in wanted:
         download_file(repo_id, f.path, models_dir, revision=revision, progress=progress, cancel=cancel, offline=False)
     return folder
@@ -647,6 +714,7 @@ def progress_printer(stream=None, every: float = 0.5) -> Callable[[DownloadProgr
         if now - last[0] >= every or (p.total is not None and p.done >= p.total):
             last[0] = now
             print("\r" + p.line() + " " * 8, end="", file=out, flush=True)
+
     return show
 
 

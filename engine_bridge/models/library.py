@@ -62,7 +62,7 @@ def _shown_path(p: Path) -> str:
 def _migration_step(db, version: int) -> None:
     """From ``version`` to the next (run under sqlite_wal.migrate's lock)."""
     sqlite_wal.execute_script(db, SCHEMA)
-    if version < 2:      # version 0/1 inspections lack value_problems: made again on demand
+    if version < 2:  # version 0/1 inspections lack value_problems: made again on demand
         db.execute("DELETE FROM files")
         db.execute("DELETE FROM pairs")
     db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
@@ -96,7 +96,7 @@ class PairRecord:
 @dataclass
 class DrafterGroup:
     drafter: LibraryFile
-    variants: list[tuple[str, str]] = field(default_factory=list)   # (path, kind: quant | lora)
+    variants: list[tuple[str, str]] = field(default_factory=list)  # (path, kind: quant | lora)
 
 
 @dataclass(frozen=True)
@@ -116,10 +116,20 @@ class CatalogEntry:
 
     @classmethod
     def from_dict(cls, d: dict) -> "CatalogEntry":
-        return cls(d["id"], d["title"], d["kind"], d["drafter_repo"], d.get("drafter_format", "hf"),
-                   d["target_repo"], d.get("target_gguf_repo"), d.get("target_gguf_search"),
-                   tuple(d.get("recommended_quants") or ()), d.get("block_size"), d.get("notes", ""),
-                   d.get("source", ""))
+        return cls(
+            d["id"],
+            d["title"],
+            d["kind"],
+            d["drafter_repo"],
+            d.get("drafter_format", "hf"),
+            d["target_repo"],
+            d.get("target_gguf_repo"),
+            d.get("target_gguf_search"),
+            tuple(d.get("recommended_quants") or ()),
+            d.get("block_size"),
+            d.get("notes", ""),
+            d.get("source", ""),
+        )
 
 
 def load_catalog(path: str | os.PathLike | None = None) -> list[CatalogEntry]:
@@ -131,12 +141,13 @@ class Library:
     def __init__(self, data_dir: str | os.PathLike | None = None):
         if data_dir is None:
             from ..common.paths import data_dir as default_data_dir
+
             data_dir = default_data_dir()
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.db_path = self.data_dir / "library.sqlite"
         self.models_dir = self.data_dir / "models"
-        self.notices: list[str] = []     # what opening the cache had to do, for the user
+        self.notices: list[str] = []  # what opening the cache had to do, for the user
         self._open()
 
     def _open(self) -> None:
@@ -145,7 +156,7 @@ class Library:
         try:
             self._migrate()
         except sqlite3.OperationalError:
-            raise                        # locked, I/O: not proof of damage
+            raise  # locked, I/O: not proof of damage
         except sqlite3.DatabaseError as exc:
             aside = sqlite_wal.move_aside(self.db_path)
             self.notices.append(f"The library cache could not be read ({exc}); it was moved to {aside} and rebuilt.")
@@ -160,15 +171,17 @@ class Library:
             sqlite_wal.quick_check(db)
             found = sqlite_wal.version(db)
             if found > SCHEMA_VERSION:
-                raise _NewerCache(f"The library cache {self.db_path} was written by a newer DFlash Studio "
-                                  f"(version {found}; this one reads up to {SCHEMA_VERSION}).")
+                raise _NewerCache(
+                    f"The library cache {self.db_path} was written by a newer DFlash Studio "
+                    f"(version {found}; this one reads up to {SCHEMA_VERSION})."
+                )
             # at SCHEMA_VERSION nothing is written: opening stays a read (every inspection job opens one)
             sqlite_wal.migrate(db, SCHEMA_VERSION, _migration_step)
 
     @contextmanager
     def _db(self):
         with closing(sqlite_wal.connect(self.db_path)) as db:
-            with db:   # one transaction
+            with db:  # one transaction
                 yield db
 
     # -- files ------------------------------------------------------------------------------------
@@ -177,9 +190,10 @@ class Library:
         try:
             key = str(Path(path).resolve())
             size, mtime = signature(key)
-        except (OSError, RuntimeError) as exc:   # RuntimeError: a symlink loop (Path.resolve before 3.13)
-            raise UnreadableModelError(f"{path}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}",
-                                       path) from exc
+        except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Path.resolve before 3.13)
+            raise UnreadableModelError(
+                f"{path}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}", path
+            ) from exc
         with self._db() as db:
             row = db.execute("SELECT size, mtime_ns, info, error FROM files WHERE path = ?", (key,)).fetchone()
         if row and row[0] == size and row[1] == mtime:
@@ -196,9 +210,19 @@ class Library:
 
     def _store(self, key, size, mtime, info: ModelInfo | None, error: str | None) -> None:
         with self._db() as db:
-            db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                       (key, size, mtime, info.role if info else None, info.arch if info else None,
-                        json.dumps(info.to_record()) if info else None, error, time.time()))
+            db.execute(
+                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    size,
+                    mtime,
+                    info.role if info else None,
+                    info.arch if info else None,
+                    json.dumps(info.to_record()) if info else None,
+                    error,
+                    time.time(),
+                ),
+            )
 
     def add(self, path) -> ModelInfo:
         return self.inspect(path)
@@ -229,7 +253,9 @@ class Library:
         for path, r, arch, size, info, error in rows:
             if role is not None and r != role and not (role == "drafter" and r in DRAFTER_ROLES):
                 continue
-            out.append(LibraryFile(path, r, arch, size, ModelInfo.from_record(json.loads(info)) if info else None, error))
+            out.append(
+                LibraryFile(path, r, arch, size, ModelInfo.from_record(json.loads(info)) if info else None, error)
+            )
         return out
 
     def forget(self, path, delete_file: bool = False) -> bool:
@@ -270,12 +296,21 @@ class Library:
             try:
                 args.append(self.inspect(p))
             except UnreadableModelError:
-                args.append(p)    # compat reports it as unreadable
+                args.append(p)  # compat reports it as unreadable
         report = compat.check(args[0], args[1], **kwargs)
         with self._db() as db:
-            db.execute("INSERT OR REPLACE INTO pairs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (t_key, d_key, int(report.ok), len(report.failures), len(report.warnings),
-                        json.dumps(report.to_dict()), time.time()))
+            db.execute(
+                "INSERT OR REPLACE INTO pairs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    t_key,
+                    d_key,
+                    int(report.ok),
+                    len(report.failures),
+                    len(report.warnings),
+                    json.dumps(report.to_dict()),
+                    time.time(),
+                ),
+            )
         return report
 
     def pairs(self) -> list[PairRecord]:
@@ -289,8 +324,10 @@ class Library:
             raise ValueError("variant kind is 'quant' or 'lora'")
         self.inspect(path)
         with self._db() as db:
-            db.execute("INSERT OR REPLACE INTO variants VALUES (?, ?, ?, ?)",
-                       (str(Path(path).resolve()), str(Path(parent).resolve()), kind, time.time()))
+            db.execute(
+                "INSERT OR REPLACE INTO variants VALUES (?, ?, ?, ?)",
+                (str(Path(path).resolve()), str(Path(parent).resolve()), kind, time.time()),
+            )
 
     def variant_dest(self, drafter, out_type: str) -> Path:
         """Where ``make_variant`` writes: ``variants/<folder>-<hash>/<name>-<type>.gguf`` in the data
@@ -349,8 +386,20 @@ class Library:
 
 
 def _identity(info: ModelInfo) -> tuple:
-    return (info.arch, info.n_embd, info.n_layer, info.n_head, info.n_head_kv, info.head_dim, info.n_ff,
-            info.target_layers, info.fc_in, info.tokens_hash, info.block_size, info.dspark)
+    return (
+        info.arch,
+        info.n_embd,
+        info.n_layer,
+        info.n_head,
+        info.n_head_kv,
+        info.head_dim,
+        info.n_ff,
+        info.target_layers,
+        info.fc_in,
+        info.tokens_hash,
+        info.block_size,
+        info.dspark,
+    )
 
 
 def _precision(info: ModelInfo) -> int:

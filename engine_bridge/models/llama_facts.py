@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 
 #: src/llama-arch.cpp, LLM_ARCH_NAMES: every architecture this llama.cpp can load.
-KNOWN_ARCHS = frozenset("""
+KNOWN_ARCHS = frozenset(
+    """
 clip llama llama4 deci falcon grok gpt2 gptj gptneox mpt baichuan starcoder refact bert modern-bert
 nomic-bert nomic-bert-moe neo-bert jina-bert-v2 jina-bert-v3 eurobert bloom stablelm qwen qwen2
 qwen2moe qwen2vl qwen3 qwen3moe qwen3next qwen3vl qwen3vlmoe qwen35 qwen35moe qwen4exp phi2 phi3
@@ -22,17 +23,39 @@ hunyuan-dense hunyuan_vl hy_v3 hy_v4 smollm3 gpt-oss lfm2 lfm2moe dream smallthi
 llada-moe seed_oss grovemoe apertus minimax-01 hrm_text minimax-m2 minimax-m3 cogvlm rnd1
 pangu-embedded mistral3 eagle3 dflash mistral4 paddleocr mimo2 step35 spark2_5 llama-embed
 maincoder kimi-linear kimi-k3 glm5-next talkie mellum nanbeige qwen3tts pockettts
-""".split())
+""".split()
+)
 
 #: Architectures whose graph records layer inputs (``res->t_layer_inp[il] = ...`` in
 #: src/models/*.cpp, mapped to names through src/llama-model.cpp and src/models/models.h).
 #: Any other target makes llama.cpp abort in src/llama-graph.cpp with "layer input tensor is null".
-FEEDS_DRAFTER = frozenset({
-    "llama", "llama-embed", "nanbeige", "qwen3", "qwen3moe", "qwen3next", "qwen35", "qwen35moe",
-    "qwen4exp", "gemma4", "muse-glimmer", "deepseek4", "nemotron_h", "nemotron_h_moe",
-    "bailingmoe3", "hunyuan_vl", "hunyuan-dense", "gpt-oss", "lfm2", "lfm2moe", "minimax-01",
-    "minimax-m2", "mimo2",
-})
+FEEDS_DRAFTER = frozenset(
+    {
+        "llama",
+        "llama-embed",
+        "nanbeige",
+        "qwen3",
+        "qwen3moe",
+        "qwen3next",
+        "qwen35",
+        "qwen35moe",
+        "qwen4exp",
+        "gemma4",
+        "muse-glimmer",
+        "deepseek4",
+        "nemotron_h",
+        "nemotron_h_moe",
+        "bailingmoe3",
+        "hunyuan_vl",
+        "hunyuan-dense",
+        "gpt-oss",
+        "lfm2",
+        "lfm2moe",
+        "minimax-01",
+        "minimax-m2",
+        "mimo2",
+    }
+)
 
 #: Architectures whose graph records layer inputs only in our build, and the patch that makes it so
 #: (packaging/patches/): on an engine built without it they still abort as above.
@@ -60,11 +83,24 @@ FINAL_LAYER_INPUT = frozenset({"nemotron_h", "nemotron_h_moe", "mimo2", "deepsee
 #: set_swa_pattern: layer il slides when il % n < n - 1 (the last of each n is dense), or with
 #: dense_first when il % n != 0 (the first of each n is dense).
 SWA_DEFAULT_PATTERN = {
-    "gemma2": (2, False), "gemma3": (6, False), "gemma-embedding": (6, False), "gemma3n": (5, False),
-    "cohere2": (4, False), "cohere2moe": (4, True), "afmoe": (4, False), "exaone4": (4, False),
-    "exaone-moe": (4, False), "laguna": (4, True), "llama4": (4, False), "mellum": (4, False),
-    "modern-bert": (3, True), "muse-glimmer": (4, False), "olmo2": (4, False), "gpt-oss": (2, False),
-    "plamo3": (8, False), "smallthinker": (4, True),
+    "gemma2": (2, False),
+    "gemma3": (6, False),
+    "gemma-embedding": (6, False),
+    "gemma3n": (5, False),
+    "cohere2": (4, False),
+    "cohere2moe": (4, True),
+    "afmoe": (4, False),
+    "exaone4": (4, False),
+    "exaone-moe": (4, False),
+    "laguna": (4, True),
+    "llama4": (4, False),
+    "mellum": (4, False),
+    "modern-bert": (3, True),
+    "muse-glimmer": (4, False),
+    "olmo2": (4, False),
+    "gpt-oss": (2, False),
+    "plamo3": (8, False),
+    "smallthinker": (4, True),
 }
 #: src/models/phi3.cpp: a Phi-3 GGUF's sliding window is ignored (every layer attends to all tokens).
 SWA_DISABLED = frozenset({"phi3"})
@@ -73,13 +109,15 @@ SWA_DISABLED = frozenset({"phi3"})
 #: n_embd_head_k at every decode, so a file whose rope.dimension_count or attention.value_length differs
 #: from its head size aborts the process (found by tests/faults/test_faults_fuzz.py). "dflash" itself
 #: allows partial rotary (n_rot < head size) but not n_rot = 0, which never finished a decode.
-ROPE_WHOLE_HEAD = frozenset("""
+ROPE_WHOLE_HEAD = frozenset(
+    """
 apertus arcee arctic baichuan chameleon codeshell cogvlm cohere2moe dbrx deci deepseek dots1 dream
 ernie4_5 ernie4_5-moe exaone exaone-moe exaone4 falcon granite granite_swa graniteswitch grok grovemoe
 hunyuan-moe hunyuan_vl hy_v3 internlm2 jais2 llada llada-moe llama llama4 maincoder mellum minimax-01
 minimax-m2 mistral3 nemotron olmo olmo2 olmoe orion paddleocr plamo pockettts qwen2 qwen2moe qwen2vl
 qwen3 qwen3moe qwen3vl qwen3vlmoe rnd1 seed_oss smallthinker smollm3 starcoder2 talkie xverse
-""".split())
+""".split()
+)
 
 
 def swa_layout(n_pattern: int, n_layer: int, dense_first: bool = False) -> tuple[bool, ...]:

@@ -26,44 +26,68 @@ from ..common.errors import UnreadableModelError
 from .gguf_header import GGUFHeader, GGUFHeaderError, read_header
 
 ROLE_TARGET = "target"
-ROLE_DFLASH = "dflash"       # DFlash drafter
-ROLE_DSPARK = "dspark"       # DFlash drafter with a DSpark Markov head
-ROLE_LORA = "lora"           # LoRA adapter
+ROLE_DFLASH = "dflash"  # DFlash drafter
+ROLE_DSPARK = "dspark"  # DFlash drafter with a DSpark Markov head
+ROLE_LORA = "lora"  # LoRA adapter
 ROLE_UNKNOWN = "unknown"
 DRAFTER_ROLES = (ROLE_DFLASH, ROLE_DSPARK)
 
 #: HF ``model_type`` -> llama.cpp architecture name (the ones a DFlash pair is likely to meet).
 HF_ARCH = {
-    "llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe",
-    "qwen3_next": "qwen3next", "qwen3_5": "qwen35", "qwen3_5_moe": "qwen35moe",
-    "gemma3": "gemma3", "gemma3_text": "gemma3", "gemma4": "gemma4", "gemma4_text": "gemma4",
-    "gpt_oss": "gpt-oss", "mistral": "llama", "phi3": "phi3", "lfm2": "lfm2",
+    "llama": "llama",
+    "qwen2": "qwen2",
+    "qwen3": "qwen3",
+    "qwen3_moe": "qwen3moe",
+    "qwen3_next": "qwen3next",
+    "qwen3_5": "qwen35",
+    "qwen3_5_moe": "qwen35moe",
+    "gemma3": "gemma3",
+    "gemma3_text": "gemma3",
+    "gemma4": "gemma4",
+    "gemma4_text": "gemma4",
+    "gpt_oss": "gpt-oss",
+    "mistral": "llama",
+    "phi3": "phi3",
+    "lfm2": "lfm2",
 }
 
 _SAFETENSORS_DTYPE_BYTES = {
-    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
-    "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8,
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "U16": 2,
+    "U32": 4,
+    "U64": 8,
 }
 
 
 @dataclass
 class TensorSummary:
     name: str
-    shape: tuple[int, ...]        # numpy order (rows first)
+    shape: tuple[int, ...]  # numpy order (rows first)
     dtype: str
 
 
 @dataclass
 class ModelInfo:
     path: str
-    format: str                             # gguf | hf
+    format: str  # gguf | hf
     size_bytes: int
     mtime: float
     role: str = ROLE_UNKNOWN
     arch: str | None = None
     name: str | None = None
     n_params: int = 0
-    quant_types: dict[str, int] = field(default_factory=dict)   # dtype -> number of tensors
+    quant_types: dict[str, int] = field(default_factory=dict)  # dtype -> number of tensors
     file_type: int | None = None
     context_length: int | None = None
     n_layer: int | None = None
@@ -76,11 +100,11 @@ class ModelInfo:
     rope_theta: float | None = None
     rope_scaling: dict | None = None
     sliding_window: int | None = None
-    sliding_window_pattern: tuple[bool, ...] | None = None      # per layer: True = sliding
-    layer_types: tuple[str, ...] | None = None                 # HF layer_types, as written
-    use_sliding_window: bool | None = None                     # HF flag (None: not stated)
-    kv_lora_rank: int | None = None                            # MLA models: K and V types must match
-    embedding_scale: float | None = None         # <arch>.embedding_scale (drafters: dflash.embedding_scale)
+    sliding_window_pattern: tuple[bool, ...] | None = None  # per layer: True = sliding
+    layer_types: tuple[str, ...] | None = None  # HF layer_types, as written
+    use_sliding_window: bool | None = None  # HF flag (None: not stated)
+    kv_lora_rank: int | None = None  # MLA models: K and V types must match
+    embedding_scale: float | None = None  # <arch>.embedding_scale (drafters: dflash.embedding_scale)
     final_logit_softcapping: float | None = None  # <arch>.final_logit_softcapping (absent: none)
     # tokenizer
     tokenizer_model: str | None = None
@@ -88,16 +112,16 @@ class ModelInfo:
     vocab_size: int | None = None
     bos_token_id: int | None = None
     eos_token_id: int | None = None
-    tokens_hash: str | None = None          # sha256 of the serialised token list
+    tokens_hash: str | None = None  # sha256 of the serialised token list
     has_chat_template: bool = False
     chat_template_hash: str | None = None
     mask_token_id: int | None = None
     mask_token: str | None = None
     # drafter
     block_size: int | None = None
-    target_layers: tuple[int, ...] | None = None   # GGUF convention: HF target_layer_ids + 1
-    fc_in: int | None = None                       # fc.weight input width = captured layers x hidden
-    captured_layers: int | None = None             # fc_in / n_embd, from the tensor shape
+    target_layers: tuple[int, ...] | None = None  # GGUF convention: HF target_layer_ids + 1
+    fc_in: int | None = None  # fc.weight input width = captured layers x hidden
+    captured_layers: int | None = None  # fc_in / n_embd, from the tensor shape
     dspark: bool = False
     markov_rank: int | None = None
     markov_vocab: int | None = None
@@ -113,9 +137,9 @@ class ModelInfo:
     data_expected_bytes: int | None = None
     dims_from_tensors: dict[str, int] = field(default_factory=dict)
     dim_mismatches: list[str] = field(default_factory=list)
-    value_problems: list[str] = field(default_factory=list)   # header values out of llama.cpp's domain
+    value_problems: list[str] = field(default_factory=list)  # header values out of llama.cpp's domain
     tensor_names: tuple[str, ...] = ()
-    tensor_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)   # numpy order
+    tensor_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # numpy order
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -128,7 +152,7 @@ class ModelInfo:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["tensor_names"] = len(self.tensor_names)   # counts, not thousands of names
+        d["tensor_names"] = len(self.tensor_names)  # counts, not thousands of names
         d.pop("tensor_shapes")
         d["lora_pairs"] = len(self.lora_pairs)
         return d
@@ -156,27 +180,46 @@ class ModelInfo:
         L.append(f"  size            {self.size_bytes / 2**20:.1f} MiB   params {self.n_params:,}")
         if self.quant_types:
             L.append("  tensor types    " + ", ".join(f"{k} x{v}" for k, v in sorted(self.quant_types.items())))
-        L.append(f"  layers {self.n_layer}  hidden {self.n_embd}  heads {self.n_head}/{self.n_head_kv} kv"
-                 f"  head_dim {self.head_dim}  n_ff {self.n_ff}  ctx {self.context_length}")
-        L.append(f"  rope theta      {self.rope_theta}" + (f"  scaling {self.rope_scaling}" if self.rope_scaling else ""))
+        L.append(
+            f"  layers {self.n_layer}  hidden {self.n_embd}  heads {self.n_head}/{self.n_head_kv} kv"
+            f"  head_dim {self.head_dim}  n_ff {self.n_ff}  ctx {self.context_length}"
+        )
+        L.append(
+            f"  rope theta      {self.rope_theta}" + (f"  scaling {self.rope_scaling}" if self.rope_scaling else "")
+        )
         if self.sliding_window:
             n_swa = sum(self.sliding_window_pattern or ())
             L.append(f"  sliding window  {self.sliding_window} on {n_swa}/{self.n_layer} layers")
-        L.append(f"  tokenizer       {self.tokenizer_model} ({self.tokenizer_pre}) vocab {self.vocab_size}"
-                 f" bos {self.bos_token_id} eos {self.eos_token_id} hash {(self.tokens_hash or '-')[:12]}")
+        L.append(
+            f"  tokenizer       {self.tokenizer_model} ({self.tokenizer_pre}) vocab {self.vocab_size}"
+            f" bos {self.bos_token_id} eos {self.eos_token_id} hash {(self.tokens_hash or '-')[:12]}"
+        )
         L.append(f"  chat template   {'yes' if self.has_chat_template else 'no'}")
         if self.is_drafter:
-            L.append(f"  block size      {self.block_size}   target layers {list(self.target_layers or ())}"
-                     f"   captured (fc) {self.captured_layers}")
-            L.append(f"  mask token      {self.mask_token_id} {self.mask_token!r}" if self.mask_token_id is not None
-                     else "  mask token      MISSING")
+            L.append(
+                f"  block size      {self.block_size}   target layers {list(self.target_layers or ())}"
+                f"   captured (fc) {self.captured_layers}"
+            )
+            L.append(
+                f"  mask token      {self.mask_token_id} {self.mask_token!r}"
+                if self.mask_token_id is not None
+                else "  mask token      MISSING"
+            )
             if self.dspark:
-                L.append(f"  DSpark          markov rank {self.markov_rank}, confidence head "
-                         f"{'yes' if self.has_confidence_head else 'no'}, sample_from_anchor {self.sample_from_anchor}")
+                L.append(
+                    f"  DSpark          markov rank {self.markov_rank}, confidence head "
+                    f"{'yes' if self.has_confidence_head else 'no'}, sample_from_anchor {self.sample_from_anchor}"
+                )
         if self.role == ROLE_LORA:
             L.append(f"  adapter         {self.adapter_type} alpha {self.lora_alpha} on {len(self.lora_pairs)} tensors")
-        L.append("  data            " + ("complete" if self.data_complete else
-                                         f"TRUNCATED: needs {self.data_expected_bytes:,} bytes, has {self.size_bytes:,}"))
+        L.append(
+            "  data            "
+            + (
+                "complete"
+                if self.data_complete
+                else f"TRUNCATED: needs {self.data_expected_bytes:,} bytes, has {self.size_bytes:,}"
+            )
+        )
         for m in self.dim_mismatches:
             L.append(f"  MISMATCH        {m}")
         for n in self.notes:
@@ -223,8 +266,15 @@ def _inspect_gguf(p: Path) -> ModelInfo:
     f = h.fields
     arch = _str(f.get("general.architecture"))
     a = arch or ""
-    info = ModelInfo(path=str(p), format="gguf", size_bytes=st.st_size, mtime=st.st_mtime,
-                     arch=arch, name=_str(f.get("general.name")), file_type=_int(f.get("general.file_type")))
+    info = ModelInfo(
+        path=str(p),
+        format="gguf",
+        size_bytes=st.st_size,
+        mtime=st.st_mtime,
+        arch=arch,
+        name=_str(f.get("general.name")),
+        file_type=_int(f.get("general.file_type")),
+    )
     _gguf_tensors(info, h)
     _gguf_role(info, h)
 
@@ -238,7 +288,7 @@ def _inspect_gguf(p: Path) -> ModelInfo:
         "n_ff": _int(f.get(f"{a}.feed_forward_length")),
     }
     if meta["n_head_kv"] is None:
-        meta["n_head_kv"] = meta["n_head"]   # llama.cpp's default
+        meta["n_head_kv"] = meta["n_head"]  # llama.cpp's default
     if meta["head_dim"] is None and meta["n_embd"] and meta["n_head"]:
         meta["head_dim"] = meta["n_embd"] // meta["n_head"]
     _merge_dims(info, meta, _dims_from_gguf_tensors(h))
@@ -257,8 +307,9 @@ def _inspect_gguf(p: Path) -> ModelInfo:
 
     swa = _int(f.get(f"{a}.attention.sliding_window"))
     if swa and info.arch in facts.SWA_DISABLED:
-        info.notes.append(f"sliding window {swa} in the file, but llama.cpp runs every {info.arch} layer "
-                          "with full attention")
+        info.notes.append(
+            f"sliding window {swa} in the file, but llama.cpp runs every {info.arch} layer with full attention"
+        )
     elif swa:
         info.sliding_window = swa
         pat = f.get(f"{a}.attention.sliding_window_pattern")
@@ -353,7 +404,8 @@ def _merge_dims(info: ModelInfo, meta: dict, from_tensors: dict) -> None:
         info.captured_layers = info.fc_in // info.n_embd if info.fc_in % info.n_embd == 0 else None
         if info.fc_in % info.n_embd:
             info.dim_mismatches.append(
-                f"fc.weight input width {info.fc_in} is not a multiple of the hidden size {info.n_embd}")
+                f"fc.weight input width {info.fc_in} is not a multiple of the hidden size {info.n_embd}"
+            )
 
 
 def _gguf_tokenizer(info: ModelInfo, h: GGUFHeader) -> None:
@@ -367,6 +419,7 @@ def _gguf_tokenizer(info: ModelInfo, h: GGUFHeader) -> None:
     tmpl = f.get("tokenizer.chat_template")
     if isinstance(tmpl, str) and tmpl.strip():
         import hashlib
+
         info.has_chat_template = True
         info.chat_template_hash = hashlib.sha256(tmpl.encode()).hexdigest()
     info.mask_token_id = _int(f.get("tokenizer.ggml.mask_token_id"))
@@ -478,9 +531,12 @@ def _inspect_hf(folder: Path) -> ModelInfo:
     info.context_length = _int(c.get("max_position_embeddings"))
 
     meta = {
-        "n_layer": _int(c.get("num_hidden_layers")), "n_embd": _int(c.get("hidden_size")),
-        "n_head": _int(c.get("num_attention_heads")), "n_head_kv": _int(c.get("num_key_value_heads")),
-        "head_dim": _int(c.get("head_dim")), "n_ff": _int(c.get("intermediate_size")),
+        "n_layer": _int(c.get("num_hidden_layers")),
+        "n_embd": _int(c.get("hidden_size")),
+        "n_head": _int(c.get("num_attention_heads")),
+        "n_head_kv": _int(c.get("num_key_value_heads")),
+        "head_dim": _int(c.get("head_dim")),
+        "n_ff": _int(c.get("intermediate_size")),
     }
     if meta["head_dim"] is None and meta["n_embd"] and meta["n_head"]:
         meta["head_dim"] = meta["n_embd"] // meta["n_head"]
@@ -520,7 +576,7 @@ def _inspect_hf(folder: Path) -> ModelInfo:
         info.block_size = _int(block)
         ids, source = hf_target_layer_ids(c, dflash_cfg, info.n_layer)
         if ids:
-            info.target_layers = tuple(int(i) + 1 for i in ids)   # HF ids + 1, as in GGUF
+            info.target_layers = tuple(int(i) + 1 for i in ids)  # HF ids + 1, as in GGUF
             if source and source.startswith("build_target_layer_ids"):
                 info.notes.append(f"target_layer_ids absent: {source}")
         if "markov_head.markov_w1.weight" in tensors:
@@ -535,6 +591,7 @@ def _inspect_hf(folder: Path) -> ModelInfo:
 
 def _dims_from_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:
     """The GGUF derivation, fed numpy-order shapes (reversed into ggml order)."""
+
     class _T:
         def __init__(self, shape):
             self.ne = tuple(reversed(shape))
@@ -601,15 +658,18 @@ def build_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> lis
     return [int(round(start + i * (end - start) / (num_draft_layers - 1))) for i in range(num_draft_layers)]
 
 
-def hf_target_layer_ids(cfg: dict, dflash_cfg: dict, n_layer: int | None,
-                        n_target_layers: int | None = None) -> tuple[list[int] | None, str | None]:
+def hf_target_layer_ids(
+    cfg: dict, dflash_cfg: dict, n_layer: int | None, n_target_layers: int | None = None
+) -> tuple[list[int] | None, str | None]:
     """(HF target layer ids, where they came from): dflash_config, the top level, or the reference's
     build_target_layer_ids(num_target_layers, num_hidden_layers) when config.json names none.
 
     ``n_target_layers`` stands in for a missing ``num_target_layers`` (the target's block count)."""
     ids = dflash_cfg.get("target_layer_ids", cfg.get("target_layer_ids"))
     if isinstance(ids, list) and ids:
-        return [int(i) for i in ids], "dflash_config.target_layer_ids" if "target_layer_ids" in dflash_cfg else "target_layer_ids"
+        return [
+            int(i) for i in ids
+        ], "dflash_config.target_layer_ids" if "target_layer_ids" in dflash_cfg else "target_layer_ids"
     n_t = _int(cfg.get("num_target_layers"))
     source = "num_target_layers"
     if n_t is None and n_target_layers:
@@ -617,7 +677,8 @@ def hf_target_layer_ids(cfg: dict, dflash_cfg: dict, n_layer: int | None,
     if not n_t or not n_layer:
         return None, None
     return build_target_layer_ids(n_t, int(n_layer)), (
-        f"build_target_layer_ids({n_t} from {source}, {n_layer} draft layers), as the reference model fills them")
+        f"build_target_layer_ids({n_t} from {source}, {n_layer} draft layers), as the reference model fills them"
+    )
 
 
 def _hf_tokenizer(info: ModelInfo, folder: Path) -> None:
@@ -639,6 +700,7 @@ def _hf_tokenizer(info: ModelInfo, folder: Path) -> None:
             template = None
     if isinstance(template, str) and template.strip():
         import hashlib
+
         info.has_chat_template = True
         info.chat_template_hash = hashlib.sha256(template.encode()).hexdigest()
 

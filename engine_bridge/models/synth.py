@@ -45,8 +45,8 @@ TOKENIZER_PREFIX = "tokenizer."
 
 @dataclass
 class TargetSpec:
-    arch: str = "qwen3"                 # qwen3 | llama | qwen2 (adds Q/K/V biases) | any arch with the same tensor set
-    vocab: str = "gpt2"                 # a name under resources/vocab, or a path to a vocab GGUF
+    arch: str = "qwen3"  # qwen3 | llama | qwen2 (adds Q/K/V biases) | any arch with the same tensor set
+    vocab: str = "gpt2"  # a name under resources/vocab, or a path to a vocab GGUF
     n_embd: int = 64
     n_layer: int = 4
     n_head: int = 4
@@ -56,39 +56,39 @@ class TargetSpec:
     n_ctx: int = 4096
     rope_theta: float = 10000.0
     rms_eps: float = 1e-6
-    dtype: str = "f32"                  # f32 | f16 for matrices (norms stay f32)
+    dtype: str = "f32"  # f32 | f16 for matrices (norms stay f32)
     seed: int = 0
     chat_template: str | None = CHATML_TEMPLATE
     structured: bool = True
     n_classes: int = 8
-    layer_scale: float = 0.6            # size of the layers' residual contribution
-    hub_bonus: float = 2.0              # how strongly each class prefers its hub tokens
-    n_hubs: int = 2                     # 1 or 2 preferred tokens per class
-    mask_token_id: int | None = None    # the token the drafter uses as mask (default: last id - 1)
+    layer_scale: float = 0.6  # size of the layers' residual contribution
+    hub_bonus: float = 2.0  # how strongly each class prefers its hub tokens
+    n_hubs: int = 2  # 1 or 2 preferred tokens per class
+    mask_token_id: int | None = None  # the token the drafter uses as mask (default: last id - 1)
     name: str = "dflash-studio tiny target"
     extra_kv: dict = field(default_factory=dict)
-    tied_output: bool = False           # no output.weight: llama.cpp reads token_embd as the lm_head
+    tied_output: bool = False  # no output.weight: llama.cpp reads token_embd as the lm_head
 
 
 @dataclass
 class DrafterSpec:
     n_layer: int = 1
-    n_head: int | None = None           # default: the target's
+    n_head: int | None = None  # default: the target's
     n_head_kv: int | None = None
     head_dim: int | None = None
     n_ff: int | None = None
-    n_embd: int | None = None           # must equal the target's; settable to build bad pairs
+    n_embd: int | None = None  # must equal the target's; settable to build bad pairs
     target_layers: tuple[int, ...] | None = None  # GGUF ids (HF id + 1); default spread over the target
     block_size: int = 16
     rope_theta: float = 10000.0
     rms_eps: float = 1e-6
     dtype: str = "f32"
     seed: int = 1
-    draft_scale: float = 0.05           # layer weights small: the drafter predicts the target's choice
-    mask_token_id: int | None = None    # default: the target spec's
+    draft_scale: float = 0.05  # layer weights small: the drafter predicts the target's choice
+    mask_token_id: int | None = None  # default: the target spec's
     with_mask_token: bool = True
-    dspark: bool = False                # add a DSpark Markov head (+ confidence head)
-    sliding_window: int = 0             # >0: interleaved sliding-window layers
+    dspark: bool = False  # add a DSpark Markov head (+ confidence head)
+    sliding_window: int = 0  # >0: interleaved sliding-window layers
     sliding_window_pattern: tuple[bool, ...] | None = None
     name: str = "dflash-studio tiny drafter"
     extra_kv: dict = field(default_factory=dict)
@@ -158,8 +158,8 @@ def _randn(rng: np.random.Generator, shape) -> np.ndarray:
         block = rng.standard_normal(_TILE_ABOVE | 1, dtype=np.float32)
         out = np.empty(n, dtype=np.float32)
         full = n // block.size
-        out[:full * block.size].reshape(full, block.size)[:] = block   # one broadcast copy
-        out[full * block.size:] = block[:n - full * block.size]
+        out[: full * block.size].reshape(full, block.size)[:] = block  # one broadcast copy
+        out[full * block.size :] = block[: n - full * block.size]
         return out.reshape(shape)
     return rng.standard_normal(shape, dtype=np.float32)
 
@@ -234,13 +234,17 @@ def target_weights(spec: TargetSpec, n_vocab: int) -> dict[str, np.ndarray]:
         w["output.weight"] = out
     w["output_norm.weight"] = np.ones(d)
     for i in range(spec.n_layer):
-        w.update(_block(rng, i, d, nh, nkv, hd, ff, layer_out_scale, qk_norm=spec.arch == "qwen3",
-                        qkv_bias=spec.arch == "qwen2"))
+        w.update(
+            _block(
+                rng, i, d, nh, nkv, hd, ff, layer_out_scale, qk_norm=spec.arch == "qwen3", qkv_bias=spec.arch == "qwen2"
+            )
+        )
     return w
 
 
-def _block(rng, i: int, d: int, nh: int, nkv: int, hd: int, ff: int, out_scale: float,
-           qk_norm: bool, qkv_bias: bool = False) -> dict[str, np.ndarray]:
+def _block(
+    rng, i: int, d: int, nh: int, nkv: int, hd: int, ff: int, out_scale: float, qk_norm: bool, qkv_bias: bool = False
+) -> dict[str, np.ndarray]:
     """One transformer block (attention + SwiGLU FFN); ``out_scale`` sizes its residual writes."""
     p = f"blk.{i}."
     w = {
@@ -253,7 +257,7 @@ def _block(rng, i: int, d: int, nh: int, nkv: int, hd: int, ff: int, out_scale: 
     if qk_norm:
         w[p + "attn_q_norm.weight"] = np.ones(hd)
         w[p + "attn_k_norm.weight"] = np.ones(hd)
-    if qkv_bias:     # qwen2 (build_qkv adds them after the projections)
+    if qkv_bias:  # qwen2 (build_qkv adds them after the projections)
         w[p + "attn_q.bias"] = 0.5 * _randn(rng, (nh * hd,))
         w[p + "attn_k.bias"] = 0.5 * _randn(rng, (nkv * hd,))
         w[p + "attn_v.bias"] = 0.5 * _randn(rng, (nkv * hd,))
@@ -334,8 +338,9 @@ def drafter_weights(spec: DrafterSpec, tspec: TargetSpec, n_vocab: int) -> dict[
     return w
 
 
-def write_drafter(path: str | Path, target: TargetSpec | None = None, spec: DrafterSpec | None = None,
-                  **overrides) -> Path:
+def write_drafter(
+    path: str | Path, target: TargetSpec | None = None, spec: DrafterSpec | None = None, **overrides
+) -> Path:
     """Writes a DFlash (or DSpark) drafter GGUF for a target written from ``target``."""
     from gguf import GGUFWriter
 
@@ -377,16 +382,20 @@ def write_drafter(path: str | Path, target: TargetSpec | None = None, spec: Draf
         _add_any(writer, k, v)
     mask = None
     if spec.with_mask_token:
-        mask = spec.mask_token_id if spec.mask_token_id is not None else (
-            tspec.mask_token_id if tspec.mask_token_id is not None else default_mask_token(n_vocab))
+        mask = (
+            spec.mask_token_id
+            if spec.mask_token_id is not None
+            else (tspec.mask_token_id if tspec.mask_token_id is not None else default_mask_token(n_vocab))
+        )
     _write_tokenizer(writer, tok, mask_token_id=mask, chat_template=tspec.chat_template)
     _add_tensors(writer, drafter_weights(spec, tspec, n_vocab), spec.dtype)
     _finish(writer)
     return path
 
 
-def write_pair(folder: str | Path, target: TargetSpec | None = None, drafter: DrafterSpec | None = None,
-               stem: str = "tiny") -> tuple[Path, Path]:
+def write_pair(
+    folder: str | Path, target: TargetSpec | None = None, drafter: DrafterSpec | None = None, stem: str = "tiny"
+) -> tuple[Path, Path]:
     """Writes ``<stem>-target.gguf`` and ``<stem>-dflash.gguf`` into ``folder``."""
     folder = Path(folder)
     tspec = target or TargetSpec()
@@ -402,12 +411,28 @@ def write_drafter_for(target: str | Path, path: str | Path, spec: DrafterSpec | 
     from .modelinfo import inspect_model
 
     t = inspect_model(target)
-    if t.n_embd is None or t.n_layer is None or t.n_head is None or t.n_head_kv is None or t.head_dim is None \
-            or t.n_ff is None:
+    if (
+        t.n_embd is None
+        or t.n_layer is None
+        or t.n_head is None
+        or t.n_head_kv is None
+        or t.head_dim is None
+        or t.n_ff is None
+    ):
         raise ValueError(f"{target}: its header lacks the dimensions a drafter is shaped by")
-    tspec = TargetSpec(arch=t.arch or "llama", vocab=str(target), n_embd=t.n_embd, n_layer=t.n_layer,
-                       n_head=t.n_head, n_head_kv=t.n_head_kv, head_dim=t.head_dim, n_ff=t.n_ff,
-                       n_ctx=t.context_length or 4096, rope_theta=t.rope_theta or 10000.0, chat_template=None)
+    tspec = TargetSpec(
+        arch=t.arch or "llama",
+        vocab=str(target),
+        n_embd=t.n_embd,
+        n_layer=t.n_layer,
+        n_head=t.n_head,
+        n_head_kv=t.n_head_kv,
+        head_dim=t.head_dim,
+        n_ff=t.n_ff,
+        n_ctx=t.context_length or 4096,
+        rope_theta=t.rope_theta or 10000.0,
+        chat_template=None,
+    )
     spec = spec or DrafterSpec(name=f"synthetic drafter for {Path(target).name}", rope_theta=t.rope_theta or 10000.0)
     return write_drafter(path, tspec, spec, **overrides)
 
@@ -434,10 +459,18 @@ def _finish(writer) -> None:
     writer.close()
 
 
-def write_lora(path: str | Path, target: TargetSpec | None = None, drafter: DrafterSpec | None = None, *,
-               rank: int = 4, scale: float = 1.0, seed: int = 7, arch: str = "dflash",
-               modules: tuple[str, ...] = ("attn_q", "attn_k", "attn_v", "attn_output"),
-               n_embd: int | None = None) -> Path:
+def write_lora(
+    path: str | Path,
+    target: TargetSpec | None = None,
+    drafter: DrafterSpec | None = None,
+    *,
+    rank: int = 4,
+    scale: float = 1.0,
+    seed: int = 7,
+    arch: str = "dflash",
+    modules: tuple[str, ...] = ("attn_q", "attn_k", "attn_v", "attn_output"),
+    n_embd: int | None = None,
+) -> Path:
     """Writes a LoRA adapter GGUF for a drafter made from (target, drafter) specs.
 
     ``scale`` sizes the update (B @ A) relative to the base weights; ``arch`` and ``n_embd`` can be

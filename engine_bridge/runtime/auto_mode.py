@@ -56,13 +56,13 @@ from . import text_kind
 from . import tree as tree_mod
 from .generation import Generation, now
 
-PROBE_STEPS = 2               # steps per probe
-PROBE_MAX_COST = 4.0          # AR probes use chain budgets whose step costs at most this many AR steps
-AR_PROBE_FIRST = 32           # AR steps before the first re-probe; doubles after each probe...
-AR_PROBE_MAX = 1024           # ...up to this
-SPEC_PROBE_EVERY = 48         # while speculating, try a promising alternative at most this often
-EMA = 0.1                     # weight of a new step in the running commit length
-EMA_PROBE = 0.5               # ...for a probe's steps (the estimate they refresh may be old)
+PROBE_STEPS = 2  # steps per probe
+PROBE_MAX_COST = 4.0  # AR probes use chain budgets whose step costs at most this many AR steps
+AR_PROBE_FIRST = 32  # AR steps before the first re-probe; doubles after each probe...
+AR_PROBE_MAX = 1024  # ...up to this
+SPEC_PROBE_EVERY = 48  # while speculating, try a promising alternative at most this often
+EMA = 0.1  # weight of a new step in the running commit length
+EMA_PROBE = 0.5  # ...for a probe's steps (the estimate they refresh may be old)
 #: Calibration re-check: a configuration's recent step walls (lower quartile of RECHECK_WINDOW steps)
 #: more than RECHECK_FACTOR times off the table's figure, either way, make the table suspect; the
 #: next auto request measures it again (not sooner than RECHECK_MIN_S after the last re-check).
@@ -85,26 +85,26 @@ class AutoPolicy:
         self.costs = table.costs()
         self.max_draft = max_draft
         self.margin = margin
-        self.commit: dict[tuple[str, int], float] = {}     # running mean commit length (EMA)
+        self.commit: dict[tuple[str, int], float] = {}  # running mean commit length (EMA)
         self.n_obs: Counter = Counter()
-        self._acc = [0.0, 0.0]       # EMA of accepted and of tested draft positions (chain): alpha
-        self.probe: tuple[str, int] | None = None      # the current (or just ended) probe
+        self._acc = [0.0, 0.0]  # EMA of accepted and of tested draft positions (chain): alpha
+        self.probe: tuple[str, int] | None = None  # the current (or just ended) probe
         self.probe_left = 0
         self.probing = False
-        self.fails: Counter = Counter()                 # failed probes per (mode, budget)
-        self.since_probe = AR_PROBE_FIRST   # nothing known yet: the first AR choice probes at once
+        self.fails: Counter = Counter()  # failed probes per (mode, budget)
+        self.since_probe = AR_PROBE_FIRST  # nothing known yet: the first AR choice probes at once
         self.ar_probe_every = AR_PROBE_FIRST
         self.chain_budgets = sorted(b for m, b in self.costs if m == "chain")
         self.tree_budgets = sorted(b for m, b in self.costs if m == "tree")
         self.kind = text_kind.PROSE
-        self._kinds: dict[str, dict] = {}          # the other kinds' statistics (_PER_KIND)
+        self._kinds: dict[str, dict] = {}  # the other kinds' statistics (_PER_KIND)
         self._best: breakeven.Choice | None = None  # best() until the next observation (cache)
-        self._probe_target: tuple[str, int] | None | bool = False    # False: not computed yet
-        self._walls: dict[tuple[str, int], deque] = {}     # recent step walls (s) per configuration
-        self.suspect = ""            # why the cost table disagrees with the steps measured ("" if it does not)
+        self._probe_target: tuple[str, int] | None | bool = False  # False: not computed yet
+        self._walls: dict[tuple[str, int], deque] = {}  # recent step walls (s) per configuration
+        self.suspect = ""  # why the cost table disagrees with the steps measured ("" if it does not)
         self.recheck_factor = RECHECK_FACTOR
         self.rechecks = 0
-        self.recheck_at = 0.0        # time.time() of the last re-check
+        self.recheck_at = 0.0  # time.time() of the last re-check
         self.last_recheck = ""
 
     def set_table(self, table: calibration.CostTable) -> None:
@@ -126,8 +126,14 @@ class AutoPolicy:
         if saved is None:
             # what the other kind taught is the prior (a probe's steps weigh EMA_PROBE against it),
             # and the next AR choice probes
-            saved = {"commit": dict(self.commit), "n_obs": Counter(), "_acc": list(self._acc), "fails": Counter(),
-                     "since_probe": AR_PROBE_FIRST, "ar_probe_every": AR_PROBE_FIRST}
+            saved = {
+                "commit": dict(self.commit),
+                "n_obs": Counter(),
+                "_acc": list(self._acc),
+                "fails": Counter(),
+                "since_probe": AR_PROBE_FIRST,
+                "ar_probe_every": AR_PROBE_FIRST,
+            }
         for a, v in saved.items():
             setattr(self, a, v)
         self.kind = kind
@@ -166,15 +172,24 @@ class AutoPolicy:
 
     def needs_drafter(self) -> bool:
         """Whether a step of this policy may speculate: if not, the drafter's context need not be fed."""
-        return self.can_probe or self.best().mode != "ar" or any(
-            breakeven.choose(self.costs, st_commit, self.margin).mode != "ar"
-            for st_commit in self._other_kinds_estimates())
+        return (
+            self.can_probe
+            or self.best().mode != "ar"
+            or any(
+                breakeven.choose(self.costs, st_commit, self.margin).mode != "ar"
+                for st_commit in self._other_kinds_estimates()
+            )
+        )
 
     def _other_kinds_estimates(self):
         for st in self._kinds.values():
             a = st["_acc"][0] / st["_acc"][1] if st["_acc"][1] > 0 else None
-            est = {("chain", b): st["commit"].get(("chain", b), breakeven.geometric_commit(a, b) if a is not None else None)
-                   for b in self.chain_budgets}
+            est = {
+                ("chain", b): st["commit"].get(
+                    ("chain", b), breakeven.geometric_commit(a, b) if a is not None else None
+                )
+                for b in self.chain_budgets
+            }
             est.update({("tree", b): st["commit"].get(("tree", b)) for b in self.tree_budgets})
             yield est
 
@@ -184,10 +199,10 @@ class AutoPolicy:
         self.probing = self.probe_left > 0
         if self.probe_left > 0:
             self.probe_left -= 1
-            assert self.probe is not None       # set with probe_left
+            assert self.probe is not None  # set with probe_left
             return self.probe
         best = self.best()
-        if self.probe is not None:       # a probe just ended: did it win?
+        if self.probe is not None:  # a probe just ended: did it win?
             won = (best.mode, best.budget) == self.probe
             self.fails[self.probe] = 0 if won else self.fails[self.probe] + 1
             self.probe = None
@@ -199,7 +214,7 @@ class AutoPolicy:
                     self.ar_probe_every = min(self.ar_probe_every * 2, AR_PROBE_MAX)
                     return self._start_probe(target)
             return ("ar", 0)
-        self.ar_probe_every = AR_PROBE_FIRST      # speculation pays: probe quickly if it stops
+        self.ar_probe_every = AR_PROBE_FIRST  # speculation pays: probe quickly if it stops
         alt = self._alternative(best)
         if alt is not None:
             return self._start_probe(alt)
@@ -214,7 +229,7 @@ class AutoPolicy:
         if self._probe_target is False:
             self._probe_target = self._ar_probe_target()
         target = self._probe_target
-        return None if isinstance(target, bool) else target     # never True; False is replaced above
+        return None if isinstance(target, bool) else target  # never True; False is replaced above
 
     def _ar_probe_target(self) -> tuple[str, int] | None:
         """The chain budget that would gain most if every draft were accepted (b + 1 over its cost),
@@ -279,7 +294,7 @@ class AutoPolicy:
         if s is None or s.verify_mode not in ("chain", "tree"):
             return
         # (taught to the current kind: a whole run's steps are not told apart by kind here)
-        for rec in result.steps[:-1]:          # the last step may be cut short by the end
+        for rec in result.steps[:-1]:  # the last step may be cut short by the end
             self.observe("tree" if rec.tree_nodes else "chain", s.budget_effective, rec.drafted, rec.accepted)
 
     # -- the cost table against the steps -----------------------------------------------------------
@@ -295,15 +310,25 @@ class AutoPolicy:
             return
         ms = 1000.0 * calibration.lower_quartile(list(d))
         d.clear()
-        ref = self.table.ar_ms if mode == "ar" else (self.table.chain_ms if mode == "chain" else self.table.tree_ms).get(budget)
+        ref = (
+            self.table.ar_ms
+            if mode == "ar"
+            else (self.table.chain_ms if mode == "chain" else self.table.tree_ms).get(budget)
+        )
         if ref and not ref / self.recheck_factor <= ms <= ref * self.recheck_factor:
             label = "AR" if mode == "ar" else f"{mode} {budget}"
             self.suspect = f"{label} steps take {ms:.2f} ms here; the calibration says {ref:.2f} ms"
 
     def describe(self) -> dict:
         b = self.best()
-        return {"choice": b.label, "break_even": b.cost, "commit": b.commit, "alpha": self.alpha, "kind": self.kind,
-                "estimates": {f"{m} {k}": v for (m, k), v in self.estimates().items()}}
+        return {
+            "choice": b.label,
+            "break_even": b.cost,
+            "commit": b.commit,
+            "alpha": self.alpha,
+            "kind": self.kind,
+            "estimates": {f"{m} {k}": v for (m, k), v in self.estimates().items()},
+        }
 
 
 def policy_for(engine, progress=None) -> AutoPolicy | None:
@@ -335,8 +360,9 @@ def recheck(engine, pol: AutoPolicy, progress=None) -> calibration.CostTable:
     engine.calibration = new
     f = pol.recheck_factor
     new_costs = new.costs()
-    same = (old.ar_ms / f <= new.ar_ms <= old.ar_ms * f
-            and all(abs(new_costs[k] / c - 1.0) < 0.25 for k, c in old.costs().items() if k in new_costs))
+    same = old.ar_ms / f <= new.ar_ms <= old.ar_ms * f and all(
+        abs(new_costs[k] / c - 1.0) < 0.25 for k, c in old.costs().items() if k in new_costs
+    )
     factor = pol.recheck_factor * (2.0 if same else 1.0)
     pol.set_table(new)
     pol.recheck_factor = factor
@@ -351,26 +377,30 @@ class AutoGeneration(Generation):
 
     def __init__(self, engine, settings, on_token, on_step, cancel):
         pol = getattr(engine, "auto_policy", None)
-        if pol is None or (engine.drafter is not None and isinstance(pol, AutoPolicy)
-                           and (pol.suspect or pol.key != calibration.calibration_key(engine.config))):
+        if pol is None or (
+            engine.drafter is not None
+            and isinstance(pol, AutoPolicy)
+            and (pol.suspect or pol.key != calibration.calibration_key(engine.config))
+        ):
             pol = policy_for(engine)
         self.policy = pol
         self.used: Counter = Counter()
         self._pending = None
-        self._feats: np.ndarray | None = None    # features of AR-committed rows not yet in the drafter
-        self._n_feats = 0                          # (kept only for targets without span rollback)
-        self.catchups = 0            # catch-ups run (each before a speculative step that followed AR)
-        self.catchup_rows = 0        # tokens decoded again for them
-        self._catchup_s = 0.0        # time of the catch-up not yet charged to a step record
-        self._charged = 0.0          # the catch-up time the last record was charged
+        self._feats: np.ndarray | None = None  # features of AR-committed rows not yet in the drafter
+        self._n_feats = 0  # (kept only for targets without span rollback)
+        self.catchups = 0  # catch-ups run (each before a speculative step that followed AR)
+        self.catchup_rows = 0  # tokens decoded again for them
+        self._catchup_s = 0.0  # time of the catch-up not yet charged to a step record
+        self._charged = 0.0  # the catch-up time the last record was charged
         self.kinds = text_kind.KindTracker()
-        self._kind_at = 0            # text_parts fed to the tracker so far
+        self._kind_at = 0  # text_parts fed to the tracker so far
         self.kind_changes = 0
         self._kind_seen, self._kind_run = None, 0
         # whether any step may speculate (else the drafter is never fed: no features at prefill,
         # extraction off throughout, as plain AR); and how AR steps keep its context (_feature_path)
         self.feed_drafter = engine.drafter is not None and (
-            not hasattr(pol, "needs_drafter") or pol.needs_drafter() or not getattr(engine, "span_rollback", False))
+            not hasattr(pol, "needs_drafter") or pol.needs_drafter() or not getattr(engine, "span_rollback", False)
+        )
         path = feature_path(engine)
         self.lazy_features = path == "redecode" or (not self.feed_drafter and path != "host-only")
         super().__init__(engine, settings, on_token, on_step, cancel)
@@ -385,7 +415,7 @@ class AutoGeneration(Generation):
             return 0, "auto: no drafter loaded, so autoregressive"
         mode, budget = self._allowed(*self.policy.choose())
         self.mode = mode
-        self._pending = (mode, budget)        # the first step runs it without asking again
+        self._pending = (mode, budget)  # the first step runs it without asking again
         return budget, ""
 
     def _allowed(self, mode: str, budget: int) -> tuple[str, int]:
@@ -411,9 +441,9 @@ class AutoGeneration(Generation):
         probing = bool(getattr(self.policy, "probing", False))
         if self.lazy_features:
             if self.mode == "ar":
-                self.e._set_extraction(False)    # a no-op unless prefill or the last step turned it on
+                self.e._set_extraction(False)  # a no-op unless prefill or the last step turned it on
             elif self.e.dft_valid != len(self.e.kv) and self.tree_seqs == 1:
-                self._catch_up()                 # (_switch has done it; this only guards the invariant)
+                self._catch_up()  # (_switch has done it; this only guards the invariant)
         n = len(self.steps)
         fn = {"ar": self._ar_step, "chain": self._chain_step, "tree": self._tree_step}[self.mode]
         last, done = fn(last, t0)
@@ -432,8 +462,9 @@ class AutoGeneration(Generation):
             if hasattr(pol, "set_kind"):
                 parts = self.text_parts
                 if len(parts) > self._kind_at:
-                    kind = self.kinds.feed("".join(parts[self._kind_at:]) if len(parts) - self._kind_at > 1
-                                           else parts[-1])
+                    kind = self.kinds.feed(
+                        "".join(parts[self._kind_at :]) if len(parts) - self._kind_at > 1 else parts[-1]
+                    )
                     self._kind_at = len(parts)
                     # a new kind counts once the tracker has said it after KIND_STEPS steps in a row
                     self._kind_run = self._kind_run + 1 if kind == self._kind_seen else 1
@@ -476,12 +507,12 @@ class AutoGeneration(Generation):
         token."""
         e, d = self.e, self.e.drafter
         if e.dft_valid + self._n_feats != len(e.kv) - 1:
-            return     # the drafter's context was not whole before this step: nothing to extend
+            return  # the drafter's context was not whole before this step: nothing to extend
         if self._feats is None:
             self._feats = np.zeros((e.target_ctx.n_ubatch, d.n_embd_enc), dtype=np.float32)
         nbytes = d.n_embd_tgt * 4
         dst = self._feats.ctypes.data + self._n_feats * self._feats.strides[0]
-        for k, lid in enumerate(d.target_layers):    # one memmove per layer: this runs every AR step
+        for k, lid in enumerate(d.target_layers):  # one memmove per layer: this runs every AR step
             ctypes.memmove(dst + k * nbytes, ffi.llama_get_embeddings_layer_inp(e.target_ctx.ptr, lid), nbytes)
         self._n_feats += 1
         if self._n_feats == len(self._feats):
@@ -496,13 +527,13 @@ class AutoGeneration(Generation):
 
     def _switch(self, mode: str, budget: int) -> None:
         e = self.e
-        self._write_unwritten()               # a tree step's unwritten tokens, in every sequence
+        self._write_unwritten()  # a tree step's unwritten tokens, in every sequence
         if self.mode == "tree" and mode != "tree" and self.tree_seqs > 1:
-            e.target_ctx.seq_keep(0)          # back to one sequence: AR and chain steps use seq 0
+            e.target_ctx.seq_keep(0)  # back to one sequence: AR and chain steps use seq 0
             self.tree_seqs, self.all_seqs = 1, [0]
         if mode != "ar":
             if self.lazy_features:
-                self._catch_up()     # on sequence 0, before a tree's leaf sequences copy it
+                self._catch_up()  # on sequence 0, before a tree's leaf sequences copy it
             else:
                 self._flush_features()
         self.mode, self.budget = mode, budget
@@ -515,7 +546,7 @@ class AutoGeneration(Generation):
             res = super().run(prompt)
         finally:
             if self.e.drafter is not None and not self.lazy_features:
-                self._flush_features()         # the next request reuses the whole context
+                self._flush_features()  # the next request reuses the whole context
             # (lazy: the next request's prefill feeds the drafter from dft_valid on, as a catch-up)
         s = res.summary
         s.mode = "auto"
@@ -523,11 +554,12 @@ class AutoGeneration(Generation):
             top = self.used.most_common()
             s.verify_mode = top[0][0][0]
             s.budget_effective = top[0][0][1]
-            s.auto_note = "auto: " + ", ".join(
-                ("AR" if m == "ar" else f"{m} {b}") + f" x{n}" for (m, b), n in top)
+            s.auto_note = "auto: " + ", ".join(("AR" if m == "ar" else f"{m} {b}") + f" x{n}" for (m, b), n in top)
             if self.catchups:
-                s.auto_note += (f"; drafter caught up {self.catchups} time{'s' if self.catchups > 1 else ''} "
-                                f"on {self.catchup_rows} AR tokens")
+                s.auto_note += (
+                    f"; drafter caught up {self.catchups} time{'s' if self.catchups > 1 else ''} "
+                    f"on {self.catchup_rows} AR tokens"
+                )
             if self.kind_changes:
                 s.auto_note += f"; the text changed kind {self.kind_changes} time{'s' if self.kind_changes > 1 else ''}"
         return res
@@ -550,13 +582,15 @@ def feature_path(engine) -> str:
     chosen = getattr(engine, "auto_keep_features", None)
     if chosen in ("host", "redecode"):
         return chosen
-    on_gpu = getattr(engine, "offloaded", None)      # set by Engine.load
+    on_gpu = getattr(engine, "offloaded", None)  # set by Engine.load
     if on_gpu is None:
         from . import llama_ffi
 
         cfg = engine.config
-        on_gpu = bool(cfg.rpc_servers) or ((cfg.n_gpu_layers != 0 or cfg.draft_n_gpu_layers != 0)
-                                           and llama_ffi.build_info().get("backend", "cpu") != "cpu")
+        on_gpu = bool(cfg.rpc_servers) or (
+            (cfg.n_gpu_layers != 0 or cfg.draft_n_gpu_layers != 0)
+            and llama_ffi.build_info().get("backend", "cpu") != "cpu"
+        )
     return "redecode" if on_gpu else "host"
 
 

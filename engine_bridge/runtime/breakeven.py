@@ -24,10 +24,10 @@ DEFAULT_MARGIN = 0.05
 
 @dataclass(frozen=True)
 class Choice:
-    mode: str              # ar | chain | tree
-    budget: int            # 0 for AR
-    cost: float            # step time in AR steps (1.0 for AR) = the break-even commit length
-    commit: float          # expected tokens per step (1.0 for AR)
+    mode: str  # ar | chain | tree
+    budget: int  # 0 for AR
+    cost: float  # step time in AR steps (1.0 for AR) = the break-even commit length
+    commit: float  # expected tokens per step (1.0 for AR)
 
     @property
     def speedup(self) -> float:
@@ -45,27 +45,31 @@ class Choice:
     def label(self) -> str:
         if self.mode == "ar":
             return "AR"
-        return f"{self.mode} {self.budget}" if self.budget else self.mode   # budget 0: the mode names it all
+        return f"{self.mode} {self.budget}" if self.budget else self.mode  # budget 0: the mode names it all
 
 
 def candidates(costs: dict[tuple[str, int], float], commits: dict[tuple[str, int], float | None]) -> list[Choice]:
     """Every speculative (mode, budget) with both a cost and a commit estimate, best first.
 
     Ties in speed-up go to the cheaper step (less work for the same speed)."""
-    out = [Choice(m, b, float(c), float(k)) for (m, b), c in costs.items()
-           if m != "ar" and c > 0 and (k := commits.get((m, b))) is not None]
+    out = [
+        Choice(m, b, float(c), float(k))
+        for (m, b), c in costs.items()
+        if m != "ar" and c > 0 and (k := commits.get((m, b))) is not None
+    ]
     out.sort(key=lambda ch: (-ch.speedup, ch.cost))
     return out
 
 
-def choose(costs: dict[tuple[str, int], float], commits: dict[tuple[str, int], float | None],
-           margin: float = DEFAULT_MARGIN) -> Choice:
+def choose(
+    costs: dict[tuple[str, int], float], commits: dict[tuple[str, int], float | None], margin: float = DEFAULT_MARGIN
+) -> Choice:
     """The fastest choice: the speculative (mode, budget) with the highest commit / cost among those
     that pay (commit > cost * (1 + margin)), else autoregressive."""
     for ch in candidates(costs, commits):
         if ch.pays(margin):
             return ch
-        break      # the best one does not pay: none does
+        break  # the best one does not pay: none does
     return Choice("ar", 0, 1.0, 1.0)
 
 
@@ -79,18 +83,24 @@ def advice(costs, commits, margin: float = DEFAULT_MARGIN) -> str:
     """One sentence: whether speculation pays here, at which mode and budget, and by how much."""
     pick = choose(costs, commits, margin)
     if pick.mode != "ar":
-        return (f"speculation pays: {pick.label} (commit {pick.commit:.2f} > break-even {pick.cost:.2f}, "
-                f"~{pick.speedup:.2f}x AR)")
+        return (
+            f"speculation pays: {pick.label} (commit {pick.commit:.2f} > break-even {pick.cost:.2f}, "
+            f"~{pick.speedup:.2f}x AR)"
+        )
     best = best_candidate(costs, commits)
     if best is None:
         ceiling = perfect_drafter(costs)
         if ceiling is not None and not ceiling.pays(margin):
-            return (f"speculation cannot pay here: even if every draft were accepted, the best step, "
-                    f"{ceiling.label}, would commit {ceiling.commit:.0f} tokens in the time of {ceiling.cost:.2f} "
-                    "AR steps; autoregressive is faster")
+            return (
+                f"speculation cannot pay here: even if every draft were accepted, the best step, "
+                f"{ceiling.label}, would commit {ceiling.commit:.0f} tokens in the time of {ceiling.cost:.2f} "
+                "AR steps; autoregressive is faster"
+            )
         return "no commit-length statistics yet: run the pair (or calibrate with a probe) first"
-    return (f"speculation does not pay here: the best, {best.label}, needs a commit length of {best.cost:.2f} "
-            f"and gets {best.commit:.2f} (~{best.speedup:.2f}x AR); autoregressive is faster")
+    return (
+        f"speculation does not pay here: the best, {best.label}, needs a commit length of {best.cost:.2f} "
+        f"and gets {best.commit:.2f} (~{best.speedup:.2f}x AR); autoregressive is faster"
+    )
 
 
 def perfect_drafter(costs: dict[tuple[str, int], float]) -> Choice | None:

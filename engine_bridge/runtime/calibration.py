@@ -34,7 +34,7 @@ from ..common.paths import data_dir
 SCHEMA = 1
 CHAIN_BUDGETS = (1, 2, 3, 4, 7, 11, 15)
 TREE_BUDGETS = (4, 8, 16, 32)
-STEPS = 6                 # timed steps per configuration and round (after the dropped first one)
+STEPS = 6  # timed steps per configuration and round (after the dropped first one)
 ROUNDS = 2
 #: Fixed, plain text: acceptance does not matter for the cost, only that every run drafts.
 PROMPT = "The history of the city begins with a small settlement on the river, where"
@@ -48,9 +48,9 @@ class CostTable:
     ar_ms: float
     chain_ms: dict[int, float] = field(default_factory=dict)
     tree_ms: dict[int, float] = field(default_factory=dict)
-    measured_at: float = 0.0          # unix time
-    seconds: float = 0.0              # how long measuring took
-    from_cache: bool = False          # this object was read from the cache, not measured now
+    measured_at: float = 0.0  # unix time
+    seconds: float = 0.0  # how long measuring took
+    from_cache: bool = False  # this object was read from the cache, not measured now
 
     def costs(self) -> dict[tuple[str, int], float]:
         """{(mode, budget): step time / AR step time} -- each is that step's break-even commit length."""
@@ -89,11 +89,15 @@ class CostTable:
 
     @classmethod
     def from_json(cls, d: dict) -> "CostTable":
-        return cls(key=d["key"], ar_ms=float(d["ar_ms"]),
-                   chain_ms={int(k): float(v) for k, v in d["chain_ms"].items()},
-                   tree_ms={int(k): float(v) for k, v in d["tree_ms"].items()},
-                   measured_at=float(d.get("measured_at", 0.0)), seconds=float(d.get("seconds", 0.0)),
-                   from_cache=True)
+        return cls(
+            key=d["key"],
+            ar_ms=float(d["ar_ms"]),
+            chain_ms={int(k): float(v) for k, v in d["chain_ms"].items()},
+            tree_ms={int(k): float(v) for k, v in d["tree_ms"].items()},
+            measured_at=float(d.get("measured_at", 0.0)),
+            seconds=float(d.get("seconds", 0.0)),
+            from_cache=True,
+        )
 
     def rows(self) -> list[tuple[str, int, float, float]]:
         """(mode, budget, step ms, cost in AR steps), AR first: what the CLI prints."""
@@ -117,22 +121,29 @@ def _build_id() -> dict:
     from .llama_ffi import build_info, devices
 
     info = build_info()
-    return {"llama_cpp_python": info.get("llama_cpp_python", "unknown"),
-            "llama_cpp_commit": info.get("llama_cpp_commit", "unknown"),
-            "backend": info.get("backend", "unknown"), "cmake_args": info.get("cmake_args", ""),
-            "devices": [f"{d['type']}:{d['name']}:{d['description']}" for d in devices()]}
+    return {
+        "llama_cpp_python": info.get("llama_cpp_python", "unknown"),
+        "llama_cpp_commit": info.get("llama_cpp_commit", "unknown"),
+        "backend": info.get("backend", "unknown"),
+        "cmake_args": info.get("cmake_args", ""),
+        "devices": [f"{d['type']}:{d['name']}:{d['description']}" for d in devices()],
+    }
 
 
 def calibration_key(config: EngineConfig) -> dict:
     """Everything a step's cost depends on, as plain JSON values."""
     return {
         "schema": SCHEMA,
-        "target": _file_id(config.target), "draft": _file_id(config.draft),
+        "target": _file_id(config.target),
+        "draft": _file_id(config.draft),
         "adapters": [[_file_id(p), s] for p, s in config.adapters],
         "build": _build_id(),
         "n_threads": config.n_threads or os.cpu_count() or 0,
-        "n_gpu_layers": config.n_gpu_layers, "draft_n_gpu_layers": config.draft_n_gpu_layers,
-        "flash_attn": config.flash_attn, "target_kv": str(config.target_kv), "draft_kv": str(config.draft_kv),
+        "n_gpu_layers": config.n_gpu_layers,
+        "draft_n_gpu_layers": config.draft_n_gpu_layers,
+        "flash_attn": config.flash_attn,
+        "target_kv": str(config.target_kv),
+        "draft_kv": str(config.draft_kv),
         "n_ubatch": config.n_ubatch,
     }
 
@@ -168,7 +179,7 @@ def save(table: CostTable) -> Path:
     path = cache_path(table.key)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(table.to_json(), indent=1), encoding="utf-8")
-    tmp.replace(path)     # atomic: a reader never sees half a file
+    tmp.replace(path)  # atomic: a reader never sees half a file
     return path
 
 
@@ -181,7 +192,7 @@ def _step_walls(engine, tokens: list[int], mode: str, budget: int, steps: int) -
     def on_step(_rec):
         n[0] += 1
         if n[0] >= steps + 1:
-            cancel.set()              # the loop stops before the next step
+            cancel.set()  # the loop stops before the next step
 
     settings = GenerationSettings(mode=mode, budget=max(1, budget), max_tokens=1_000_000, stop_at_eog=False)
     engine.reset()
@@ -209,8 +220,16 @@ def configurations(engine, chain_budgets=CHAIN_BUDGETS, tree_budgets=TREE_BUDGET
     return cfgs
 
 
-def measure(engine, *, chain_budgets=CHAIN_BUDGETS, tree_budgets=TREE_BUDGETS, steps: int = STEPS,
-            rounds: int = ROUNDS, prompt: str = PROMPT, progress=None) -> CostTable:
+def measure(
+    engine,
+    *,
+    chain_budgets=CHAIN_BUDGETS,
+    tree_budgets=TREE_BUDGETS,
+    steps: int = STEPS,
+    rounds: int = ROUNDS,
+    prompt: str = PROMPT,
+    progress=None,
+) -> CostTable:
     """Measures the cost table on a loaded engine (its KV caches are reset afterwards)."""
     t0 = time.perf_counter()
     key = calibration_key(engine.config)
@@ -222,7 +241,7 @@ def measure(engine, *, chain_budgets=CHAIN_BUDGETS, tree_budgets=TREE_BUDGETS, s
     if len(tokens) + (steps + 2) * longest >= n_ctx:
         tokens = tokens[: max(2, n_ctx - (steps + 2) * longest - 2)]
     walls: dict[tuple[str, int], list[float]] = {c: [] for c in cfgs}
-    for mode, b in cfgs[:2]:          # untimed warm-up: first touches of weights and buffers
+    for mode, b in cfgs[:2]:  # untimed warm-up: first touches of weights and buffers
         _step_walls(engine, tokens, mode, b, 2)
     for r in range(rounds):
         for c in cfgs:
@@ -231,10 +250,14 @@ def measure(engine, *, chain_budgets=CHAIN_BUDGETS, tree_budgets=TREE_BUDGETS, s
             walls[c] += _step_walls(engine, tokens, c[0], c[1], steps)
     engine.reset()
     ms = {c: 1000.0 * lower_quartile(v) for c, v in walls.items() if v}
-    table = CostTable(key=key, ar_ms=ms[("ar", 0)],
-                      chain_ms={b: v for (m, b), v in ms.items() if m == "chain"},
-                      tree_ms={b: v for (m, b), v in ms.items() if m == "tree"},
-                      measured_at=time.time(), seconds=time.perf_counter() - t0)
+    table = CostTable(
+        key=key,
+        ar_ms=ms[("ar", 0)],
+        chain_ms={b: v for (m, b), v in ms.items() if m == "chain"},
+        tree_ms={b: v for (m, b), v in ms.items() if m == "tree"},
+        measured_at=time.time(),
+        seconds=time.perf_counter() - t0,
+    )
     return table
 
 
@@ -249,7 +272,7 @@ def ensure(engine, *, force: bool = False, progress=None, **measure_kw) -> CostT
     if table is None:
         table = measure(engine, progress=progress, **measure_kw)
         save(table)
-        engine.auto_policy = None      # its costs were another table's
+        engine.auto_policy = None  # its costs were another table's
     engine.calibration = table
     return table
 

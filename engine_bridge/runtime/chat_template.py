@@ -64,13 +64,17 @@ class _Renderer:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._buf = b""
-        self.starts = 0      # how many worker processes were started (tests read it)
+        self.starts = 0  # how many worker processes were started (tests read it)
 
     def _start(self) -> None:
         # -P: the script's folder (engine_bridge/runtime/) stays off sys.path, so nothing there shadows a module.
         self._proc = subprocess.Popen(
             [sys.executable, "-P", str(WORKER), str(RENDER_MEMORY_BYTES), str(MAX_PROMPT_CHARS)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+        )
         self._buf = b""
         self.starts += 1
         ready = self._read_line(START_SECONDS)
@@ -103,7 +107,7 @@ class _Renderer:
                 if left <= 0 or not sel.select(left):
                     return None
                 chunk = os.read(fd, 1 << 20)
-                if not chunk:         # the worker is gone: reap it, so poll() says how it ended
+                if not chunk:  # the worker is gone: reap it, so poll() says how it ended
                     try:
                         self._proc.wait(5)
                     except subprocess.TimeoutExpired:
@@ -140,8 +144,11 @@ class _Renderer:
             killed = self._proc.returncode == -signal.SIGKILL
             self._stop()
             if timed_out:
-                raise ChatTemplateError(f"the model's chat template took longer than {timeout:g} s to render "
-                                        "(does it loop?); it was stopped", "timeout")
+                raise ChatTemplateError(
+                    f"the model's chat template took longer than {timeout:g} s to render "
+                    "(does it loop?); it was stopped",
+                    "timeout",
+                )
             if killed and retry:
                 raise _Gone()
             raise ChatTemplateError("the chat-template renderer stopped while rendering; try again", "crash")
@@ -160,11 +167,26 @@ _renderer = _Renderer()
 atexit.register(_renderer.close)
 
 
-def render_chat(template: str, messages: list[dict], *, bos_token: str = "", eos_token: str = "",
-                add_generation_prompt: bool = True, timeout: float = RENDER_SECONDS) -> str:
+def render_chat(
+    template: str,
+    messages: list[dict],
+    *,
+    bos_token: str = "",
+    eos_token: str = "",
+    add_generation_prompt: bool = True,
+    timeout: float = RENDER_SECONDS,
+) -> str:
     """The prompt ``template`` makes of ``messages``; ChatTemplateError when it cannot (see module doc)."""
-    return _renderer.render({"template": template, "messages": [dict(m) for m in messages], "bos_token": bos_token,
-                             "eos_token": eos_token, "add_generation_prompt": add_generation_prompt}, timeout)
+    return _renderer.render(
+        {
+            "template": template,
+            "messages": [dict(m) for m in messages],
+            "bos_token": bos_token,
+            "eos_token": eos_token,
+            "add_generation_prompt": add_generation_prompt,
+        },
+        timeout,
+    )
 
 
 def renderer_starts() -> int:

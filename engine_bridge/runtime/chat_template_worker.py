@@ -38,11 +38,11 @@ def _limit_resources() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
     except (ImportError, ValueError, OSError):
         pass
-    try:   # die with the parent: a looping render must not outlive the app (Linux)
+    try:  # die with the parent: a looping render must not outlive the app (Linux)
         import ctypes
         import signal
 
-        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))   # PR_SET_PDEATHSIG
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
 
@@ -59,8 +59,12 @@ def _environment():
             parser.stream.skip(1)
             return parser.parse_statements(("name:endgeneration",), drop_needle=True)
 
-    env = ImmutableSandboxedEnvironment(loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[IgnoreGenerationTags, jinja2.ext.loopcontrols])
+    env = ImmutableSandboxedEnvironment(
+        loader=jinja2.BaseLoader(),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        extensions=[IgnoreGenerationTags, jinja2.ext.loopcontrols],
+    )
 
     def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
@@ -70,6 +74,7 @@ def _environment():
 
     def strftime_now(fmt):
         from datetime import datetime
+
         return datetime.now().strftime(fmt)
 
     env.filters["tojson"] = tojson
@@ -85,9 +90,16 @@ def render(env, cache: dict, req: dict) -> str:
     out, n = [], 0
     # generate(): pieces as they are made, so the size cap stops a template that builds a prompt
     # piece by piece long before it reaches the memory cap.
-    for piece in tmpl.generate(messages=req["messages"], bos_token=req["bos_token"], eos_token=req["eos_token"],
-                               add_generation_prompt=req["add_generation_prompt"], functions=None,
-                               function_call=None, tools=None, tool_choice=None):
+    for piece in tmpl.generate(
+        messages=req["messages"],
+        bos_token=req["bos_token"],
+        eos_token=req["eos_token"],
+        add_generation_prompt=req["add_generation_prompt"],
+        functions=None,
+        function_call=None,
+        tools=None,
+        tool_choice=None,
+    ):
         n += len(piece)
         if n > MAX_CHARS:
             raise TooLarge()

@@ -12,7 +12,15 @@ from ..common.placement import Placement
 
 #: KV cache types llama.cpp accepts (its CLI's list), with their ggml type ids.
 KV_TYPES: dict[str, int] = {
-    "f32": 0, "f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2, "q4_1": 3, "iq4_nl": 20, "q5_0": 6, "q5_1": 7,
+    "f32": 0,
+    "f16": 1,
+    "bf16": 30,
+    "q8_0": 8,
+    "q4_0": 2,
+    "q4_1": 3,
+    "iq4_nl": 20,
+    "q5_0": 6,
+    "q5_1": 7,
 }
 QUANTISED_KV = frozenset(k for k in KV_TYPES if k not in ("f32", "f16", "bf16"))
 
@@ -49,18 +57,18 @@ class EngineConfig:
 
     target: Path
     draft: Path | None = None
-    n_ctx: int = 0                        # 0: the target's own context length, capped by memory
+    n_ctx: int = 0  # 0: the target's own context length, capped by memory
     n_batch: int = 2048
     n_ubatch: int = 512
-    n_threads: int | None = None          # None: all cores
-    n_gpu_layers: int = -1                # -1: all (ignored by CPU builds)
+    n_threads: int | None = None  # None: all cores
+    n_gpu_layers: int = -1  # -1: all (ignored by CPU builds)
     draft_n_gpu_layers: int = -1
-    flash_attn: str = "auto"              # auto | on | off
+    flash_attn: str = "auto"  # auto | on | off
     target_kv: KVTypes = field(default_factory=KVTypes)
     draft_kv: KVTypes = field(default_factory=KVTypes)
-    adapters: tuple[tuple[Path, float], ...] = ()   # LoRA adapters on the drafter, with scales
-    max_tree_nodes: int = 64              # sequences / batch room reserved for tree verification
-    backend_sampling: bool = True         # greedy argmax inside the graph (no logits copy to host)
+    adapters: tuple[tuple[Path, float], ...] = ()  # LoRA adapters on the drafter, with scales
+    max_tree_nodes: int = 64  # sequences / batch room reserved for tree verification
+    backend_sampling: bool = True  # greedy argmax inside the graph (no logits copy to host)
     # more than one GPU: how the target's layers are spread, and where the drafter goes (None: on
     # the GPU that holds the target's last layers and output, where its features come from)
     target_placement: Placement = field(default_factory=Placement)
@@ -94,15 +102,15 @@ class EngineConfig:
 class GenerationSettings:
     """What may change from one request to the next without a reload."""
 
-    mode: str = "chain"                   # ar | chain | tree | auto
-    budget: int = 15                      # chain: draft tokens per step; tree: node budget
-    p_min: float = 0.0                    # stop a chain draft below this drafter probability
+    mode: str = "chain"  # ar | chain | tree | auto
+    budget: int = 15  # chain: draft tokens per step; tree: node budget
+    p_min: float = 0.0  # stop a chain draft below this drafter probability
     max_tokens: int = 128
-    temperature: float = 0.0              # 0: greedy
+    temperature: float = 0.0  # 0: greedy
     top_k: int = 40
     top_p: float = 1.0
     seed: int = 0
-    tree_top_k: int = 4                   # tree: candidates per block position
+    tree_top_k: int = 4  # tree: candidates per block position
     stop_at_eog: bool = True
     #: each step record carries the target's top-2 logit margin of every token it committed (the
     #: chat's token tooltip shows it: how near a tie the target's pick was); reads the target's

@@ -23,8 +23,17 @@ KV_MEMORY_SHARE = 0.25
 #: never below this (a model that reports a tiny or no context length still gets a usable one)
 MIN_DEFAULT_CTX = 256
 #: bytes per KV element by cache type (quantised types with their block scales)
-KV_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q5_1": 24 / 32, "q5_0": 22 / 32,
-            "q4_1": 20 / 32, "q4_0": 18 / 32, "iq4_nl": 18 / 32}
+KV_BYTES = {
+    "f32": 4.0,
+    "f16": 2.0,
+    "bf16": 2.0,
+    "q8_0": 34 / 32,
+    "q5_1": 24 / 32,
+    "q5_0": 22 / 32,
+    "q4_1": 20 / 32,
+    "q4_0": 18 / 32,
+    "iq4_nl": 18 / 32,
+}
 
 
 def kv_bytes_per_token(model, kv_k: str = "f16", kv_v: str = "f16") -> float:

@@ -13,7 +13,7 @@ class StreamingDetokenizer:
     """
 
     def __init__(self, piece_of):
-        self._piece_of = piece_of          # token -> bytes
+        self._piece_of = piece_of  # token -> bytes
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def push(self, token: int) -> str:

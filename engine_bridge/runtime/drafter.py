@@ -46,8 +46,14 @@ BACKEND_TOP_K_MIN_VOCAB = 100_000
 
 
 class Drafter:
-    def __init__(self, path: Path, config: EngineConfig, target_ctx: Context, placement: Placement | None = None,
-                 devices: list[int] | None = None):
+    def __init__(
+        self,
+        path: Path,
+        config: EngineConfig,
+        target_ctx: Context,
+        placement: Placement | None = None,
+        devices: list[int] | None = None,
+    ):
         self.path = Path(path)
         self.model = Model(self.path, config.draft_n_gpu_layers, placement, devices)
         #: its layers run on a GPU (a GPU build offloading them): where a sampler in the graph pays
@@ -55,9 +61,16 @@ class Drafter:
         try:
             # The drafter has no embeddings or lm_head of its own: it reads the target's through
             # ctx_other, so its context must be created with the target's as the other.
-            self.ctx = Context(self.model, n_ctx=target_ctx.n_ctx, n_batch=target_ctx.n_batch,
-                               n_ubatch=target_ctx.n_ubatch, kv=config.draft_kv,
-                               flash_attn=config.flash_attn, n_threads=config.n_threads, other=target_ctx)
+            self.ctx = Context(
+                self.model,
+                n_ctx=target_ctx.n_ctx,
+                n_batch=target_ctx.n_batch,
+                n_ubatch=target_ctx.n_ubatch,
+                kv=config.draft_kv,
+                flash_attn=config.flash_attn,
+                n_threads=config.n_threads,
+                other=target_ctx,
+            )
         except ModelLoadError:
             self.model.free()
             raise
@@ -81,7 +94,7 @@ class Drafter:
         self.inject_batch = Batch(self.ctx)
         self._features = np.zeros((0, self.n_embd_enc), dtype=np.float32)
         self.adapters: list[tuple[LoraAdapter, float]] = []
-        self.t_native = 0.0   # time inside llama.cpp calls, read and reset by the loop
+        self.t_native = 0.0  # time inside llama.cpp calls, read and reset by the loop
 
     # -- LoRA -----------------------------------------------------------------------------------
     def set_adapters(self, adapters: list[tuple[Path, float]]) -> None:
@@ -96,8 +109,16 @@ class Drafter:
         for lid in self.target_layers:
             ffi.llama_set_embeddings_layer_inp(target_ctx.ptr, lid, on)
 
-    def inject(self, target_ctx: Context, first_row: int, n_rows: int, pos0: int, seq: int = 0,
-               rows: list[int] | np.ndarray | None = None, sync: bool = False) -> None:
+    def inject(
+        self,
+        target_ctx: Context,
+        first_row: int,
+        n_rows: int,
+        pos0: int,
+        seq: int = 0,
+        rows: list[int] | np.ndarray | None = None,
+        sync: bool = False,
+    ) -> None:
         """Decodes the features of target batch rows into the drafter's KV at pos0, pos0+1, ...
 
         ``rows`` picks arbitrary batch rows (tree verification: the accepted path); otherwise
@@ -107,7 +128,7 @@ class Drafter:
         if n_rows <= 0:
             return
         if rows is not None and rows[-1] - rows[0] == len(rows) - 1:
-            first_row, rows = rows[0], None     # a run of rows (a tree's greedy chain): slices
+            first_row, rows = rows[0], None  # a run of rows (a tree's greedy chain): slices
         elif rows is not None:
             rows = np.asarray(rows)
         if self._features.shape[0] < n_rows:
@@ -119,8 +140,8 @@ class Drafter:
             ptr = ffi.llama_get_embeddings_layer_inp(target_ctx.ptr, lid)
             n_avail = first_row + n_rows if rows is None else max(rows) + 1
             layer = np.ctypeslib.as_array(ptr, shape=(n_avail, d))
-            src = layer[first_row:first_row + n_rows] if rows is None else layer[rows]
-            feats[:n_rows, k * d:(k + 1) * d] = src
+            src = layer[first_row : first_row + n_rows] if rows is None else layer[rows]
+            feats[:n_rows, k * d : (k + 1) * d] = src
         self.t_native += time.perf_counter() - t0
         self.inject_features(feats, n_rows, pos0, seq, sync)
 
@@ -173,7 +194,7 @@ class Drafter:
             self.ctx.seq_rm(0, pos, -1)
             self.t_native += time.perf_counter() - t0
             return tokens, None
-        logits = self.ctx.logits(n_block)[first_out:]   # synchronises: the end of the draft decode
+        logits = self.ctx.logits(n_block)[first_out:]  # synchronises: the end of the draft decode
         tokens = logits.argmax(axis=1)
         if p_min > 0.0:
             # probability of the greedy token: 1 / sum(exp(l - l_max)), row by row
@@ -199,16 +220,16 @@ class Drafter:
         n_block, first_out = self._decode_block(last, pos, n)
         t0 = time.perf_counter()
         if self.ctx.backend_top_k >= k:
-            ids, lg = self.ctx.sampled_top_k(first_out, n)      # synchronises
+            ids, lg = self.ctx.sampled_top_k(first_out, n)  # synchronises
             t1 = time.perf_counter()
             tokens, logp = tree_mod.rank_candidates(ids, lg, k)
         else:
-            logits = self.ctx.logits(n_block)[first_out:]      # synchronises
+            logits = self.ctx.logits(n_block)[first_out:]  # synchronises
             t1 = time.perf_counter()
             tokens, logp = tree_mod.top_candidates(logits, k)
         t2 = time.perf_counter()
         self.ctx.seq_rm(0, pos, -1)
-        self.t_native += (t1 - t0) + (time.perf_counter() - t2)   # the ranking is host work
+        self.t_native += (t1 - t0) + (time.perf_counter() - t2)  # the ranking is host work
         return tokens, logp
 
     def tree_top_k_backend(self) -> int:

@@ -48,6 +48,7 @@ from .records import GenerationResult
 @dataclass(frozen=True)
 class TargetSnapshot:
     """What ``Engine.snapshot_target`` saved: the cached tokens and llama.cpp's bytes for them."""
+
     tokens: list[int]
     state: bytes
 
@@ -60,11 +61,13 @@ def _make_exact(config: EngineConfig, ctx: Context) -> None:
         ctx.free()
         raise UnsupportedSettingError(
             "the exact verify is CPU-only in this build (its batch-invariant kernels are the CPU "
-            "backend's); set GPU layers to 0 for it, or turn exact off")
+            "backend's); set GPU layers to 0 for it, or turn exact off"
+        )
     if not llama_ffi.set_batch_invariant(ctx.ptr, True):
         ctx.free()
         raise UnsupportedSettingError(
-            "this engine build lacks the exact verify (llama.cpp patch 0005): run `make setup` to rebuild it")
+            "this engine build lacks the exact verify (llama.cpp patch 0005): run `make setup` to rebuild it"
+        )
 
 
 def offload_gpus(config: EngineConfig) -> list[dict]:
@@ -124,10 +127,10 @@ class Engine:
         self.target_ctx = target_ctx
         self.target_batch = Batch(target_ctx)
         self.drafter: Drafter | None = None
-        self.devices: list[int] | None = None    # the explicit device list (RPC servers configured)
-        self.draft_placement: Placement | None = None    # set when the first drafter is attached
+        self.devices: list[int] | None = None  # the explicit device list (RPC servers configured)
+        self.draft_placement: Placement | None = None  # set when the first drafter is attached
         self.report = report
-        self.preflight: Preflight | None = None   # the checks handed to load(), for swap_drafter / set_adapters
+        self.preflight: Preflight | None = None  # the checks handed to load(), for swap_drafter / set_adapters
         self.kv: list[int] = []
         self.dft_valid = 0
         self._extracting = False
@@ -141,17 +144,23 @@ class Engine:
         #: keep each tree step's verify batch in the result (GenerationResult.verify_batches): what a
         #: losslessness check replays a parting in (near_tie.parting); off for chat and bench
         self.record_verify = False
-        self.calibration = None     # calibration.CostTable: step costs on this machine (auto mode)
-        self.auto_policy = None     # auto_mode.AutoPolicy: the pair's running commit lengths
+        self.calibration = None  # calibration.CostTable: step costs on this machine (auto mode)
+        self.auto_policy = None  # auto_mode.AutoPolicy: the pair's running commit lengths
         #: how auto's AR steps keep the drafter's context: "host", "redecode", or None (by device:
         #: auto_mode.feature_path)
         self.auto_keep_features: str | None = None
-        self.offloaded: bool | None = None     # layers on a GPU or an RPC device (set by load)
+        self.offloaded: bool | None = None  # layers on a GPU or an RPC device (set by load)
 
     # -- loading ----------------------------------------------------------------------------------
     @classmethod
-    def load(cls, config: EngineConfig, *, preflight: Preflight | None = None, check: bool = True,
-             progress: Callable[[str], None] | None = None) -> "Engine":
+    def load(
+        cls,
+        config: EngineConfig,
+        *,
+        preflight: Preflight | None = None,
+        check: bool = True,
+        progress: Callable[[str], None] | None = None,
+    ) -> "Engine":
         """``preflight``: the pairing checks from the layer above (models.pair_preflight.PAIR_PREFLIGHT),
         run unless ``check`` is False; asking for checks without handing them over is an error."""
         say = progress or (lambda msg: None)
@@ -181,9 +190,17 @@ class Engine:
             # asked with (the app compares it with the settings to tell what needs a reload); the
             # resolved size is the context's n_ctx.
             n_ctx = config.n_ctx or context_size.default_n_ctx(target, config.target_kv.k, config.target_kv.v)
-            ctx = Context(target, n_ctx=n_ctx, n_batch=config.n_batch, n_ubatch=config.n_ubatch,
-                          kv=config.target_kv, flash_attn=config.flash_attn, n_threads=config.n_threads,
-                          n_seq_max=max(1, n_seq), kv_unified=True)
+            ctx = Context(
+                target,
+                n_ctx=n_ctx,
+                n_batch=config.n_batch,
+                n_ubatch=config.n_ubatch,
+                kv=config.target_kv,
+                flash_attn=config.flash_attn,
+                n_threads=config.n_threads,
+                n_seq_max=max(1, n_seq),
+                kv_unified=True,
+            )
             if config.exact:
                 _make_exact(config, ctx)
         except Exception:
@@ -295,8 +312,10 @@ class Engine:
         # Render again with a marker in place of each message, to find where the template put them;
         # template text is tokenized with special tokens, message text without.
         markers = [f"\ue000{i}\ue001" for i in range(len(messages))]
-        marked = self.format_chat([{**m, "content": markers[i]} if isinstance(m.get("content"), str) else m
-                                   for i, m in enumerate(messages)], add_generation_prompt)
+        marked = self.format_chat(
+            [{**m, "content": markers[i]} if isinstance(m.get("content"), str) else m for i, m in enumerate(messages)],
+            add_generation_prompt,
+        )
         tokens: list[int] = []
         rest, first = marked, True
         for i, m in enumerate(messages):
@@ -304,8 +323,10 @@ class Engine:
                 continue
             before, found, after = rest.partition(markers[i])
             if not found or markers[i] in after:
-                raise ValueError("a message holds control-token text (such as <|im_end|>) and this chat template "
-                                 "rewrites message text, so it cannot be kept as text; remove those markers")
+                raise ValueError(
+                    "a message holds control-token text (such as <|im_end|>) and this chat template "
+                    "rewrites message text, so it cannot be kept as text; remove those markers"
+                )
             tokens += self.target.tokenize(before, add_special=first, parse_special=True) if before or first else []
             tokens += self.target.tokenize(m["content"], add_special=False, parse_special=False)
             rest, first = after, False
@@ -313,13 +334,20 @@ class Engine:
         return tokens
 
     def _holds_control_text(self, text: str) -> bool:
-        return (self.target.tokenize(text, add_special=False, parse_special=True)
-                != self.target.tokenize(text, add_special=False, parse_special=False))
+        return self.target.tokenize(text, add_special=False, parse_special=True) != self.target.tokenize(
+            text, add_special=False, parse_special=False
+        )
 
     # -- generation -------------------------------------------------------------------------------
-    def generate(self, prompt: str | list[int], settings: GenerationSettings | None = None, *,
-                 on_token: Callable | None = None, on_step: Callable | None = None,
-                 cancel: threading.Event | None = None) -> GenerationResult:
+    def generate(
+        self,
+        prompt: str | list[int],
+        settings: GenerationSettings | None = None,
+        *,
+        on_token: Callable | None = None,
+        on_step: Callable | None = None,
+        cancel: threading.Event | None = None,
+    ) -> GenerationResult:
         """Generates a continuation of ``prompt`` (text or token ids).
 
         ``on_token(TokenEvent)`` and ``on_step(StepRecord)`` are called from this thread as each
@@ -332,7 +360,7 @@ class Engine:
         tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
         runner = auto_mode.AutoGeneration if settings.mode == "auto" else Generation
         res = runner(self, settings, on_token, on_step, cancel).run(tokens)
-        auto_mode.after_run(self, settings, res)   # teaches the auto policy; notes the break-even
+        auto_mode.after_run(self, settings, res)  # teaches the auto policy; notes the break-even
         return res
 
     def next_token_logits(self, tokens: list[int]):
@@ -340,7 +368,7 @@ class Engine:
         after the prefix -- the autoregressive reference for diagnostics and losslessness checks."""
         if not tokens:
             raise ValueError("empty prompt")
-        self.target_ctx.set_backend_greedy(False)   # raw logits are needed on the host
+        self.target_ctx.set_backend_greedy(False)  # raw logits are needed on the host
         self._prefill(tokens[:-1], need_features=False)
         b = self.target_batch
         b.clear()
@@ -378,8 +406,15 @@ class Engine:
             self.reset()
         return gen, np.array(rows)
 
-    def replay_logits(self, prompt_tokens: list[int], generated: list[int], rows: int, follow: Sequence[int] = (),
-                      history_rows: int | None = None, prompt_split: int = 0):
+    def replay_logits(
+        self,
+        prompt_tokens: list[int],
+        generated: list[int],
+        rows: int,
+        follow: Sequence[int] = (),
+        history_rows: int | None = None,
+        prompt_split: int = 0,
+    ):
         """The target's logits for the token after ``prompt_tokens + generated``, with the generated
         tokens decoded in batches of ``rows`` (1 = as autoregressive decoding wrote them; 8 = as a
         chain-7 verify does), the prompt prefilled as a request does. The last batch ends at the
@@ -394,16 +429,16 @@ class Engine:
         toks = list(prompt_tokens) + list(generated)
         self.target_ctx.set_backend_greedy(False)
         if 0 < prompt_split < len(prompt_tokens) - 1:
-            self._prefill(toks[:prompt_split], need_features=False)   # then reused below
+            self._prefill(toks[:prompt_split], need_features=False)  # then reused below
         # the prompt (minus its last token, which opens the first generated batch) as one request
-        self._prefill(toks[:len(prompt_tokens) - 1], need_features=False)
-        tail = toks[len(prompt_tokens) - 1:]
+        self._prefill(toks[: len(prompt_tokens) - 1], need_features=False)
+        tail = toks[len(prompt_tokens) - 1 :]
         b = self.target_batch
         hrows = history_rows or rows
-        last_n = max(1, rows - len(follow))          # the generated tokens in the last batch
+        last_n = max(1, rows - len(follow))  # the generated tokens in the last batch
         head, end = tail[:-last_n], tail[-last_n:]
-        first = len(head) % hrows or hrows           # a first, shorter batch keeps the others full
-        spans = ([head[:first]] if head else []) + [head[i:i + hrows] for i in range(first, len(head), hrows)]
+        first = len(head) % hrows or hrows  # a first, shorter batch keeps the others full
+        spans = ([head[:first]] if head else []) + [head[i : i + hrows] for i in range(first, len(head), hrows)]
         for span in spans + [end + list(follow)]:
             b.clear()
             pos = len(self.kv)
@@ -413,8 +448,7 @@ class Engine:
             self.kv.extend(span)
         return self.target_ctx.logits(1)[0].copy()
 
-    def replay_verify(self, prompt_tokens: list[int], generated: list[int], batches,
-                      every_batch: bool = False):
+    def replay_verify(self, prompt_tokens: list[int], generated: list[int], batches, every_batch: bool = False):
         """The target's logits for the committed rows of the last of ``batches``, recorded tree
         verify batches (records.VerifyBatch, in run order): each decoded as the run decoded it --
         the same tokens, positions and sequence sets in one batch -- and trimmed to its accepted
@@ -459,12 +493,12 @@ class Engine:
                         tctx.process(b)
                         self.kv.extend(fold)
                         fold = []
-                for tok in toks[len(self.kv) + len(fold):vb.pos]:   # tokens no recorded batch wrote
+                for tok in toks[len(self.kv) + len(fold) : vb.pos]:  # tokens no recorded batch wrote
                     b.clear()
                     b.add_token_seqs(tok, len(self.kv), list(range(seqs)), True)
                     tctx.process(b)
                     self.kv.append(tok)
-                for seq in range(seqs, vb.n_seqs):            # as Generation._add_tree_seqs
+                for seq in range(seqs, vb.n_seqs):  # as Generation._add_tree_seqs
                     tctx.seq_cp(0, seq, -1, -1)
                 seqs = max(seqs, vb.n_seqs)
                 b.clear()
@@ -490,7 +524,7 @@ class Engine:
                 win = vb.seqs[nodes[on_chain - 1]][0] if on_chain else None
                 n_leaves = 1 + max((max(sq) for sq in vb.seqs if sq), default=0)
                 tree_mod.keep_path(tctx, vb.pos, 1 + on_chain, win, n_leaves, range(seqs))
-                self.kv = toks[:vb.pos + 1 + on_chain]
+                self.kv = toks[: vb.pos + 1 + on_chain]
                 pending_end = vb.pos + len(vb.rows) if len(vb.rows) > 1 + on_chain else 0
             return out
         finally:
@@ -529,14 +563,14 @@ class Engine:
         b = self.target_batch
         step = self.target_ctx.n_batch
         for off in range(0, len(tokens), step):
-            chunk = tokens[off:off + step]
+            chunk = tokens[off : off + step]
             p = pos0 + off
             b.clear()
             for i, tok in enumerate(chunk):
                 b.add_token(tok, p + i, 0, False)
             self.target_ctx.process(b)
             if features:
-                assert self.drafter is not None       # features are extracted for a drafter only
+                assert self.drafter is not None  # features are extracted for a drafter only
                 self.drafter.inject(self.target_ctx, 0, len(chunk), p)
             self.kv.extend(chunk)
             if features:
@@ -566,7 +600,7 @@ class Engine:
         del self.kv[lo:]
         self._decode_span(span, lo, True)
         self.target_ctx.synchronize()
-        self.drafter.ctx.synchronize()      # the drafter's decodes belong to the catch-up's time
+        self.drafter.ctx.synchronize()  # the drafter's decodes belong to the catch-up's time
         return len(span)
 
     def snapshot_target(self) -> "TargetSnapshot":
@@ -578,7 +612,7 @@ class Engine:
     def restore_target(self, snap: "TargetSnapshot", keep: int | None = None) -> None:
         """Puts a ``snapshot_target`` back, keeping its first ``keep`` tokens (default: all), byte for
         byte. The drafter's cache is emptied (it catches up on the next drafted request)."""
-        self.reset()            # an empty cache first: a state llama.cpp refuses leaves it empty, not stale
+        self.reset()  # an empty cache first: a state llama.cpp refuses leaves it empty, not stale
         self.target_ctx.set_seq_state(0, snap.state)
         keep = len(snap.tokens) if keep is None else min(keep, len(snap.tokens))
         self.target_ctx.seq_rm(0, keep, -1)
@@ -613,9 +647,13 @@ class Engine:
 
     def describe(self) -> dict:
         d = {
-            "target": str(self.config.target), "target_params": self.target.n_params,
-            "n_ctx": self.target_ctx.n_ctx, "n_vocab": self.target.n_vocab,
-            "target_kv": str(self.config.target_kv), "flash_attn": self.config.flash_attn, "exact": self.config.exact,
+            "target": str(self.config.target),
+            "target_params": self.target.n_params,
+            "n_ctx": self.target_ctx.n_ctx,
+            "n_vocab": self.target.n_vocab,
+            "target_kv": str(self.config.target_kv),
+            "flash_attn": self.config.flash_attn,
+            "exact": self.config.exact,
         }
         from . import llama_ffi
 
@@ -626,11 +664,18 @@ class Engine:
             d["rpc_devices"] = [rpc.describe_device(dev) for dev in rpc.devices(self.config.rpc_servers)]
         if self.drafter is not None:
             dr = self.drafter
-            d.update(draft=str(dr.path), draft_params=dr.model.n_params, block_size=dr.block_size,
-                     max_draft=dr.max_draft, target_layers=dr.target_layers, mask_token=dr.mask_token,
-                     dspark=dr.is_dspark, draft_kv=str(self.config.draft_kv),
-                     adapters=[(str(a.path), s) for a, s in dr.adapters],
-                     draft_devices=llama_ffi.model_devices(dr.model.ptr))
+            d.update(
+                draft=str(dr.path),
+                draft_params=dr.model.n_params,
+                block_size=dr.block_size,
+                max_draft=dr.max_draft,
+                target_layers=dr.target_layers,
+                mask_token=dr.mask_token,
+                dspark=dr.is_dspark,
+                draft_kv=str(self.config.draft_kv),
+                adapters=[(str(a.path), s) for a, s in dr.adapters],
+                draft_devices=llama_ffi.model_devices(dr.model.ptr),
+            )
         return d
 
     def close(self) -> None:

@@ -52,9 +52,24 @@ LOAD_WATCHDOG_S = 3600.0
 #: how often the child sends what committed (seconds; the UI redraws at most 20 times a second)
 STREAM_FLUSH_S = 0.05
 #: the methods the parent may call (the Engine API the app and the CLI use)
-CALLS = frozenset({"format_chat", "tokenize_chat", "tokenize", "detokenize", "chat_template", "describe", "memory",
-                   "llama_messages", "swap_drafter", "set_adapters", "reset", "snapshot_target",
-                   "restore_target", "catch_up_drafter"})
+CALLS = frozenset(
+    {
+        "format_chat",
+        "tokenize_chat",
+        "tokenize",
+        "detokenize",
+        "chat_template",
+        "describe",
+        "memory",
+        "llama_messages",
+        "swap_drafter",
+        "set_adapters",
+        "reset",
+        "snapshot_target",
+        "restore_target",
+        "catch_up_drafter",
+    }
+)
 #: the Engine properties it may read
 PROPERTIES = frozenset({"has_drafter", "tree_capable", "tree_reason", "span_rollback", "config"})
 
@@ -80,8 +95,10 @@ class EngineLoadCancelled(EngineError):
 
 def _oom_kills() -> int | None:
     """The memory cgroup's count of out-of-memory kills (cgroup v2 or v1), None where unreadable."""
-    for path, key in (("/sys/fs/cgroup/memory.events", "oom_kill"),
-                      ("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill")):
+    for path, key in (
+        ("/sys/fs/cgroup/memory.events", "oom_kill"),
+        ("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill"),
+    ):
         try:
             for line in Path(path).read_text().splitlines():
                 name, _, value = line.partition(" ")
@@ -93,13 +110,14 @@ def _oom_kills() -> int | None:
 
 
 #: how each deadly signal is said, and its reason
-_SIGNALS = {signal.SIGABRT: ("aborted", "llama.cpp aborted the engine (SIGABRT)"),
-            signal.SIGSEGV: ("crashed", "the engine crashed (SIGSEGV: a bad memory access)"),
-            signal.SIGBUS: ("crashed", "the engine crashed (SIGBUS: a bad memory access)"),
-            signal.SIGFPE: ("crashed", "the engine crashed (SIGFPE: an arithmetic fault)"),
-            signal.SIGILL: ("crashed", "the engine crashed (SIGILL: an instruction this CPU lacks)"),
-            signal.SIGKILL: ("killed", "the engine was killed (SIGKILL: by the out-of-memory killer or another "
-                                       "program)")}
+_SIGNALS = {
+    signal.SIGABRT: ("aborted", "llama.cpp aborted the engine (SIGABRT)"),
+    signal.SIGSEGV: ("crashed", "the engine crashed (SIGSEGV: a bad memory access)"),
+    signal.SIGBUS: ("crashed", "the engine crashed (SIGBUS: a bad memory access)"),
+    signal.SIGFPE: ("crashed", "the engine crashed (SIGFPE: an arithmetic fault)"),
+    signal.SIGILL: ("crashed", "the engine crashed (SIGILL: an instruction this CPU lacks)"),
+    signal.SIGKILL: ("killed", "the engine was killed (SIGKILL: by the out-of-memory killer or another program)"),
+}
 
 
 def death_of(rc: int | None, oom_before: int | None, oom_after: int | None) -> tuple[str, str]:
@@ -134,34 +152,43 @@ def _last_words(tail: str) -> str:
     lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
     for ln in reversed(lines):
         if _ABORT_LINE.match(ln):
-            return ln.split("/")[-1]        # the file's name, not the build machine's path
+            return ln.split("/")[-1]  # the file's name, not the build machine's path
     return lines[-1][:300] if lines else ""
 
 
 class EngineProcess:
     """The subset of ``Engine`` that the app's worker and the CLI use, served by a child process."""
 
-    def __init__(self, config: EngineConfig, *, watchdog_s: float | None = None,
-                 load_watchdog_s: float = LOAD_WATCHDOG_S):
+    def __init__(
+        self, config: EngineConfig, *, watchdog_s: float | None = None, load_watchdog_s: float = LOAD_WATCHDOG_S
+    ):
         self.config = config
         # None: no watchdog on a generation (a local engine is not waiting on a server)
-        self.watchdog_s = watchdog_s if watchdog_s is not None else (
-            GENERATE_WATCHDOG_S if config.rpc_servers else None)
+        self.watchdog_s = (
+            watchdog_s if watchdog_s is not None else (GENERATE_WATCHDOG_S if config.rpc_servers else None)
+        )
         self.load_watchdog_s = load_watchdog_s
         self._proc: subprocess.Popen | None = None
         self._conn: Connection | None = None
         self._log = Path(tempfile.mkstemp(prefix="dflash-engine-", suffix=".log")[1])
-        self._lock = threading.Lock()     # one request at a time, as with an Engine
-        self.dead: str | None = None      # why the child is gone (None while it serves)
-        self.death: EngineError | None = None   # the error that said so (for those who did not get it)
-        self._preflight = None            # the pairing checks handed to load(), for reload()
+        self._lock = threading.Lock()  # one request at a time, as with an Engine
+        self.dead: str | None = None  # why the child is gone (None while it serves)
+        self.death: EngineError | None = None  # the error that said so (for those who did not get it)
+        self._preflight = None  # the pairing checks handed to load(), for reload()
         self._oom_at_start: int | None = None
 
     # -- life ---------------------------------------------------------------------------------------
     @classmethod
-    def load(cls, config: EngineConfig, *, preflight=None, check: bool = True,
-             progress: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
-             **kw) -> "EngineProcess":
+    def load(
+        cls,
+        config: EngineConfig,
+        *,
+        preflight=None,
+        check: bool = True,
+        progress: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+        **kw,
+    ) -> "EngineProcess":
         """``preflight`` as for Engine.load; it goes to the child by pickle (by reference).
         ``cancel``: set it to stop the load (the child is killed; EngineLoadCancelled)."""
         eng = cls(config, **kw)
@@ -173,8 +200,9 @@ class EngineProcess:
             raise
         return eng
 
-    def reload(self, progress: Callable[[str], None] | None = None, check: bool = True,
-               cancel: threading.Event | None = None) -> None:
+    def reload(
+        self, progress: Callable[[str], None] | None = None, check: bool = True, cancel: threading.Event | None = None
+    ) -> None:
         """A fresh child on the same configuration (after a lost server came back, or a crash)."""
         self._kill()
         self._start(check, progress, cancel)
@@ -189,8 +217,13 @@ class EngineProcess:
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "engine_bridge.runtime.engine_process", str(child.fileno())],
-                pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,
-                cwd=Path(__file__).resolve().parents[2])
+                pass_fds=(child.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=err,
+                stderr=err,
+                env=env,
+                cwd=Path(__file__).resolve().parents[2],
+            )
         finally:
             err.close()
             child.close()
@@ -199,8 +232,12 @@ class EngineProcess:
         self.death = None
         self._oom_at_start = _oom_kills()
         try:
-            self._request(("load", self.config, check, self._preflight), progress=progress,
-                          watchdog=self.load_watchdog_s, cancel=cancel)
+            self._request(
+                ("load", self.config, check, self._preflight),
+                progress=progress,
+                watchdog=self.load_watchdog_s,
+                cancel=cancel,
+            )
         except BaseException:
             self._kill()
             raise
@@ -210,7 +247,7 @@ class EngineProcess:
             return
         if self.dead is None and self._proc.poll() is None:
             try:
-                self._proc.send_signal(signal.SIGUSR1)    # a generation left running (Ctrl-C) stops first
+                self._proc.send_signal(signal.SIGUSR1)  # a generation left running (Ctrl-C) stops first
                 with self._lock:
                     self._conn.send(("close",))
                 self._proc.wait(10)
@@ -221,7 +258,7 @@ class EngineProcess:
 
     def _kill(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()     # never ask a child whose server is gone to free its buffers: it aborts
+            self._proc.kill()  # never ask a child whose server is gone to free its buffers: it aborts
             self._proc.wait(10)
         if self._conn is not None:
             self._conn.close()
@@ -234,26 +271,34 @@ class EngineProcess:
         self.close()
 
     # -- requests -----------------------------------------------------------------------------------
-    def _request(self, msg, *, progress=None, on_token=None, on_step=None, cancel: threading.Event | None = None,
-                 watchdog: float | None = None):
+    def _request(
+        self,
+        msg,
+        *,
+        progress=None,
+        on_token=None,
+        on_step=None,
+        cancel: threading.Event | None = None,
+        watchdog: float | None = None,
+    ):
         if self.dead is not None:
             raise EngineProcessError(f"the engine is gone ({self.dead}); reload the pair")
         watchdog = watchdog or self.watchdog_s
         loading = msg[0] == "load"
         with self._lock:
             if not loading and self._proc.poll() is not None:
-                self._lost("while idle")        # it died between two requests (the OOM killer picks idle ones too)
+                self._lost("while idle")  # it died between two requests (the OOM killer picks idle ones too)
             try:
                 self._conn.send(msg)
             except OSError:
                 self._lost("while taking a request")
             heard = time.monotonic()
             cancelled = False
-            failed: BaseException | None = None     # a callback of ours that raised: drain, then re-raise
+            failed: BaseException | None = None  # a callback of ours that raised: drain, then re-raise
             while True:
                 if cancel is not None and cancel.is_set() and not cancelled:
                     cancelled = True
-                    if loading:     # llama.cpp cannot stop a load: the child goes, with what it loaded
+                    if loading:  # llama.cpp cannot stop a load: the child goes, with what it loaded
                         self._kill()
                         self.dead = "load cancelled"
                         raise EngineLoadCancelled("load cancelled")
@@ -279,7 +324,7 @@ class EngineProcess:
                     return value
                 if kind == "err":
                     raise failed or value
-                if kind == "events":    # the child's batch: tokens, then the records of their steps
+                if kind == "events":  # the child's batch: tokens, then the records of their steps
                     if failed is None:
                         try:
                             tokens, records = value
@@ -301,7 +346,7 @@ class EngineProcess:
                     try:
                         callback(value)
                     except BaseException as exc:  # noqa: BLE001 - as in-process: the caller gets it,
-                        failed = exc              # once the child has stopped and answered
+                        failed = exc  # once the child has stopped and answered
                         cancelled = True
                         self._proc.send_signal(signal.SIGUSR1)
 
@@ -332,27 +377,39 @@ class EngineProcess:
         exc: EngineError
         if lost:
             first = lost[0]
-            now = ("it accepts connections but does not answer (frozen, or taken by another client)"
-                   if first.reason == "busy" else str(first))
+            now = (
+                "it accepts connections but does not answer (frozen, or taken by another client)"
+                if first.reason == "busy"
+                else str(first)
+            )
             self.dead = f"RPC server {first.endpoint} lost {during}"
-            exc = rpc.RpcError(first.endpoint, "lost",
-                               f"RPC server {first.endpoint} was lost {during}: {now}. The engine stopped ({why}){detail}; "
-                               "the conversation is kept. Start the server again and reload the pair, "
-                               "or remove the server from the RPC list.")
+            exc = rpc.RpcError(
+                first.endpoint,
+                "lost",
+                f"RPC server {first.endpoint} was lost {during}: {now}. The engine stopped ({why}){detail}; "
+                "the conversation is kept. Start the server again and reload the pair, "
+                "or remove the server from the RPC list.",
+            )
         else:
             exc = EngineProcessError(f"The engine stopped {during}: {why}{detail}. Reload the pair.", reason)
         self.death = exc
         raise exc
 
     # -- the Engine API -----------------------------------------------------------------------------
-    def generate(self, prompt: str | list[int], settings: GenerationSettings | None = None, *,
-                 on_token: Callable | None = None, on_step: Callable | None = None,
-                 cancel: threading.Event | None = None) -> GenerationResult:
+    def generate(
+        self,
+        prompt: str | list[int],
+        settings: GenerationSettings | None = None,
+        *,
+        on_token: Callable | None = None,
+        on_step: Callable | None = None,
+        cancel: threading.Event | None = None,
+    ) -> GenerationResult:
         return self._request(("generate", prompt, settings), on_token=on_token, on_step=on_step, cancel=cancel)
 
     def swap_drafter(self, path, **kwargs) -> None:
         self._request(("call", "swap_drafter", (path,), kwargs))
-        self.config = self._request(("get", "config"))    # the new drafter: what a reload loads
+        self.config = self._request(("get", "config"))  # the new drafter: what a reload loads
 
     def set_adapters(self, adapters, **kwargs) -> None:
         self._request(("call", "set_adapters", (adapters,), kwargs))
@@ -372,10 +429,10 @@ class EngineProcess:
 
 # -- the child ---------------------------------------------------------------------------------------
 def _serve(fd: int) -> None:
-    try:   # die with the parent (Linux)
+    try:  # die with the parent (Linux)
         import ctypes
 
-        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))   # PR_SET_PDEATHSIG
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
     conn = Connection(fd)
@@ -392,7 +449,7 @@ def _serve(fd: int) -> None:
         try:
             pickle.loads(pickle.dumps(exc))
             send("err", exc)
-        except Exception:   # noqa: BLE001 - an exception that does not pickle arrives as text
+        except Exception:  # noqa: BLE001 - an exception that does not pickle arrives as text
             send("err", EngineError(f"{type(exc).__name__}: {exc}"))
 
     while True:
@@ -410,9 +467,9 @@ def _serve(fd: int) -> None:
             elif msg[0] == "generate":
                 _, prompt, settings = msg
                 cancel.clear()
-                tokens: list = []       # committed since the last message, with the steps that did it
+                tokens: list = []  # committed since the last message, with the steps that did it
                 steps: list = []
-                sent = [0.0]            # when the last batch went (0: the first step's goes at once)
+                sent = [0.0]  # when the last batch went (0: the first step's goes at once)
 
                 def flush():
                     if tokens or steps:
@@ -444,9 +501,15 @@ def _serve(fd: int) -> None:
         engine.close()
 
 
-def open_engine(config: EngineConfig, *, preflight=None, check: bool = True,
-                progress: Callable[[str], None] | None = None, isolate: bool | None = None,
-                cancel: threading.Event | None = None):
+def open_engine(
+    config: EngineConfig,
+    *,
+    preflight=None,
+    check: bool = True,
+    progress: Callable[[str], None] | None = None,
+    isolate: bool | None = None,
+    cancel: threading.Event | None = None,
+):
     """The engine for ``config``: in this process, or in a child when RPC servers are configured
     (``isolate`` True forces a child; False keeps it here unless RPC servers need one).
     ``preflight``: the pairing checks, as for Engine.load; ``cancel`` stops a child's load."""
@@ -459,4 +522,4 @@ def open_engine(config: EngineConfig, *, preflight=None, check: bool = True,
 
 if __name__ == "__main__":
     _serve(int(sys.argv[1]))
-    os._exit(0)   # skip interpreter teardown: llama.cpp's objects are already freed
+    os._exit(0)  # skip interpreter teardown: llama.cpp's objects are already freed

@@ -23,18 +23,21 @@ class ModelChangedError(ModelLoadError):
 @dataclass(frozen=True)
 class FilePin:
     path: Path
-    role: str                   # "target" | "drafter" (for the message)
-    identity: tuple | None      # None: missing at check time (the check reports that)
+    role: str  # "target" | "drafter" (for the message)
+    identity: tuple | None  # None: missing at check time (the check reports that)
 
     def verify(self) -> None:
         now = identity(self.path)
         if self.identity is None or now == self.identity:
             return
         if now is None:
-            raise ModelChangedError(f"the {self.role} {self.path.name} was moved or deleted after the pairing check; "
-                                    "nothing was loaded")
-        raise ModelChangedError(f"the {self.role} {self.path.name} changed after the pairing check (replaced or "
-                                "rewritten); nothing was loaded: load the pair again to check the new file")
+            raise ModelChangedError(
+                f"the {self.role} {self.path.name} was moved or deleted after the pairing check; nothing was loaded"
+            )
+        raise ModelChangedError(
+            f"the {self.role} {self.path.name} changed after the pairing check (replaced or "
+            "rewritten); nothing was loaded: load the pair again to check the new file"
+        )
 
 
 def identity(path: str | os.PathLike) -> tuple | None:

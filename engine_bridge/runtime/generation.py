@@ -46,15 +46,22 @@ TREE_ARGMAX_ON = "host"
 class Generation:
     """Runs one request against an Engine's contexts. Created and driven by ``Engine.generate``."""
 
-    def __init__(self, engine, settings: GenerationSettings, on_token: Callable | None,
-                 on_step: Callable | None, cancel: threading.Event | None):
+    def __init__(
+        self,
+        engine,
+        settings: GenerationSettings,
+        on_token: Callable | None,
+        on_step: Callable | None,
+        cancel: threading.Event | None,
+    ):
         self.e = engine
         self.s = settings
         self.on_token = on_token
         self.on_step = on_step
         self.cancel = cancel
-        self.sampler = None if settings.greedy else Sampler(
-            settings.temperature, settings.top_k, settings.top_p, settings.seed)
+        self.sampler = (
+            None if settings.greedy else Sampler(settings.temperature, settings.top_k, settings.top_p, settings.seed)
+        )
         self.detok = StreamingDetokenizer(engine.target.piece)
         self.tokens: list[int] = []
         self.sources: list[str] = []
@@ -63,7 +70,7 @@ class Generation:
         self.finish = "max_tokens"
         self.t_first = 0.0
         self.n_drafted = self.n_accepted = 0
-        self.mode = settings.mode           # what actually runs (tree may fall back to chain)
+        self.mode = settings.mode  # what actually runs (tree may fall back to chain)
         self.budget, self.budget_note = self._effective_budget()
         # tree steps: one KV sequence per leaf, each holding the whole committed prefix (see tree.py);
         # the tree run's sequences are added after prefill
@@ -72,7 +79,7 @@ class Generation:
         # committed tokens whose target K/V is not in the cache yet (a tree step's accepted nodes
         # off the seeded chain: see _tree_step); they lead the next decode
         self.unwritten: list[int] = []
-        self._margins: list[float] = []     # the current step's top-2 margins (settings.record_margins)
+        self._margins: list[float] = []  # the current step's top-2 margins (settings.record_margins)
 
     def _effective_budget(self) -> tuple[int, str]:
         s, d = self.s, self.e.drafter
@@ -81,8 +88,10 @@ class Generation:
         if d is None:
             raise UnsupportedSettingError(f"mode {s.mode!r} needs a drafter; load one or use mode 'ar'")
         if s.mode == "chain" and s.budget > d.max_draft:
-            return d.max_draft, (f"budget {s.budget} clamped to {d.max_draft}: the drafter's block size is "
-                                 f"{d.block_size}, so one step drafts at most {d.max_draft} tokens")
+            return d.max_draft, (
+                f"budget {s.budget} clamped to {d.max_draft}: the drafter's block size is "
+                f"{d.block_size}, so one step drafts at most {d.max_draft} tokens"
+            )
         if s.mode == "tree":
             if not self.e.tree_capable:
                 self.mode = "chain"
@@ -90,8 +99,10 @@ class Generation:
                 return budget, f"tree verification unavailable ({self.e.tree_reason}); verified as a chain"
             cap = self.e.tree_max_nodes
             if s.budget > cap:
-                return cap, (f"node budget {s.budget} clamped to {cap}: the target context was created for "
-                             f"{cap} tree nodes (llama.cpp allows at most 256 sequences)")
+                return cap, (
+                    f"node budget {s.budget} clamped to {cap}: the target context was created for "
+                    f"{cap} tree nodes (llama.cpp allows at most 256 sequences)"
+                )
         return s.budget, ""
 
     # -- the run ------------------------------------------------------------------------------------
@@ -104,7 +115,8 @@ class Generation:
         if len(prompt) >= n_ctx:
             raise ContextOverflowError(
                 f"the prompt has {len(prompt)} tokens but the context holds {n_ctx}; "
-                "raise the context size or shorten the conversation")
+                "raise the context size or shorten the conversation"
+            )
         self._choose_samplers()
         reused = e._prefill(prompt[:-1], need_features=self._prefill_features())
         if self.mode == "tree":
@@ -128,7 +140,7 @@ class Generation:
             if self.sampler is not None:
                 self.sampler.free()
             if self.tree_seqs > 1:
-                e.target_ctx.seq_keep(0)    # back to one sequence: what prefill reuse expects
+                e.target_ctx.seq_keep(0)  # back to one sequence: what prefill reuse expects
             # tokens never written stay out of the cache's record: the next request decodes them
             self.unwritten = []
             e.dft_valid = min(e.dft_valid, len(e.kv))
@@ -137,15 +149,32 @@ class Generation:
             self.text_parts.append(tail)
         t_gen = now() - t_gen0
         summary = RunSummary(
-            mode=s.mode, n_prompt=len(prompt), n_prompt_reused=reused, n_generated=len(self.tokens),
+            mode=s.mode,
+            n_prompt=len(prompt),
+            n_prompt_reused=reused,
+            n_generated=len(self.tokens),
             # a last step whose first pick is end-of-generation commits nothing: it is timed in
             # `steps` but is no commit step (AR read "7 tokens in 8 steps, mean commit 0.88")
-            n_steps=sum(1 for r in self.steps if r.committed), n_drafted=self.n_drafted, n_accepted=self.n_accepted,
-            t_prefill=t_prefill, t_first_token=self.t_first, t_generate=t_gen,
-            budget_requested=s.budget if s.mode != "ar" else 0, budget_effective=self.budget,
-            budget_note=self.budget_note, finish_reason=self.finish, verify_mode=self.mode)
-        return GenerationResult(text="".join(self.text_parts), tokens=self.tokens, sources=self.sources,
-                                steps=self.steps, summary=summary, verify_batches=self.verify_batches)
+            n_steps=sum(1 for r in self.steps if r.committed),
+            n_drafted=self.n_drafted,
+            n_accepted=self.n_accepted,
+            t_prefill=t_prefill,
+            t_first_token=self.t_first,
+            t_generate=t_gen,
+            budget_requested=s.budget if s.mode != "ar" else 0,
+            budget_effective=self.budget,
+            budget_note=self.budget_note,
+            finish_reason=self.finish,
+            verify_mode=self.mode,
+        )
+        return GenerationResult(
+            text="".join(self.text_parts),
+            tokens=self.tokens,
+            sources=self.sources,
+            steps=self.steps,
+            summary=summary,
+            verify_batches=self.verify_batches,
+        )
 
     def _prefill_features(self) -> bool:
         """Whether the prefill feeds the drafter (auto mode's subclass decides by its policy)."""
@@ -167,8 +196,10 @@ class Generation:
         e, s = self.e, self.s
         on = e.config.backend_sampling
         tree = self.mode == "tree"
-        e.target_ctx.set_backend_greedy(on and s.greedy and not s.record_margins
-                                        and (not tree or TREE_ARGMAX_ON == "backend"), n_seqs=self.tree_seqs)
+        e.target_ctx.set_backend_greedy(
+            on and s.greedy and not s.record_margins and (not tree or TREE_ARGMAX_ON == "backend"),
+            n_seqs=self.tree_seqs,
+        )
         if e.drafter is not None:
             if tree:
                 kb = e.drafter.tree_top_k_backend()
@@ -180,9 +211,9 @@ class Generation:
     def _target_choices(self, ctx: Context, n_rows: int, draft: np.ndarray) -> list[int]:
         """The target's committed tokens for a verified block: accepted drafts + its own next one."""
         if self.sampler is None:
-            if ctx.backend_greedy:   # argmax already taken on the device: read rows as needed
+            if ctx.backend_greedy:  # argmax already taken on the device: read rows as needed
                 pick = ctx.sampled_token
-            else:                    # one vectorised pass over the logits block, no per-row copies
+            else:  # one vectorised pass over the logits block, no per-row copies
                 picks = ctx.logits(n_rows).argmax(axis=1)
                 pick = picks.__getitem__
             out = []
@@ -195,7 +226,7 @@ class Generation:
                 self._margins = top2_margins(ctx.logits(n_rows), range(len(out)))
             return out
         out = []
-        for i in range(n_rows):   # the sampler must see rows in order: it draws once per commit
+        for i in range(n_rows):  # the sampler must see rows in order: it draws once per commit
             tok = self.sampler.sample(ctx, i)
             out.append(tok)
             if i >= len(draft) or tok != draft[i]:
@@ -231,7 +262,7 @@ class Generation:
 
     def _record(self, rec: StepRecord) -> None:
         if self.s.record_margins:
-            rec.margins = tuple(self._margins[:rec.committed])
+            rec.margins = tuple(self._margins[: rec.committed])
             self._margins = []
         self.steps.append(rec)
         if self.on_step is not None:
@@ -263,7 +294,7 @@ class Generation:
         b.add_token(last, pos, 0, True)
         tv = now()
         e.target_ctx.process(b)
-        e.target_ctx.synchronize()          # sync point: end of verify (the forward pass)
+        e.target_ctx.synchronize()  # sync point: end of verify (the forward pass)
         t_verify = now() - tv
         ta = now()
         chosen = self._target_choices(e.target_ctx, 1, np.empty(0, dtype=np.int64))
@@ -271,10 +302,20 @@ class Generation:
         e.kv.append(last)
         n, done = self._commit(chosen, 0, len(self.steps), t0)
         wall = now() - ts
-        self._record(StepRecord(step=len(self.steps), pos=pos, drafted=0, accepted=0, committed=n,
-                                t_verify=t_verify, t_accept=t_accept,
-                                t_other=max(0.0, wall - t_verify - t_accept),
-                                t_native=t_verify + t_accept, wall=wall))
+        self._record(
+            StepRecord(
+                step=len(self.steps),
+                pos=pos,
+                drafted=0,
+                accepted=0,
+                committed=n,
+                t_verify=t_verify,
+                t_accept=t_accept,
+                t_other=max(0.0, wall - t_verify - t_accept),
+                t_native=t_verify + t_accept,
+                wall=wall,
+            )
+        )
         return (chosen[-1] if chosen else last), done
 
     # -- chain speculative ------------------------------------------------------------------------
@@ -304,9 +345,9 @@ class Generation:
         b.add_token(last, pos, 0, True)
         for i, tok in enumerate(draft):
             b.add_token(int(tok), pos + 1 + i, 0, True)
-        tn = now()                          # batch building above is host work, not native
+        tn = now()  # batch building above is host work, not native
         tctx.process(b)
-        tctx.synchronize()                  # sync point: end of verify
+        tctx.synchronize()  # sync point: end of verify
         t_verify = now() - tv
         native += now() - tn
 
@@ -314,7 +355,7 @@ class Generation:
         ta = now()
         chosen = self._target_choices(tctx, len(draft) + 1, draft)
         t_accept = now() - ta
-        n_ok = len(chosen) - 1              # drafts the target agreed with
+        n_ok = len(chosen) - 1  # drafts the target agreed with
         native += t_accept
 
         # 4. commit (stream) -- may stop early at EOG or max_tokens
@@ -331,7 +372,7 @@ class Generation:
         native += d.t_native
         tt = now()
         tctx.seq_rm(0, pos + keep, -1)
-        self._tag_prefix(pos)               # a tree run's last steps: keep every leaf sequence whole
+        self._tag_prefix(pos)  # a tree run's last steps: keep every leaf sequence whole
         if keep:
             e.kv.append(last)
             e.kv.extend(int(x) for x in chosen[: keep - 1])
@@ -342,11 +383,22 @@ class Generation:
         self.n_drafted += len(draft)
         accepted = min(n_ok, n_commit)
         self.n_accepted += accepted
-        self._record(StepRecord(
-            step=len(self.steps), pos=pos, drafted=len(draft), accepted=accepted, committed=n_commit,
-            t_draft=t_draft, t_inject=t_inject, t_verify=t_verify, t_accept=t_accept,
-            t_other=max(0.0, wall - t_draft - t_inject - t_verify - t_accept),
-            t_native=native, wall=wall))
+        self._record(
+            StepRecord(
+                step=len(self.steps),
+                pos=pos,
+                drafted=len(draft),
+                accepted=accepted,
+                committed=n_commit,
+                t_draft=t_draft,
+                t_inject=t_inject,
+                t_verify=t_verify,
+                t_accept=t_accept,
+                t_other=max(0.0, wall - t_draft - t_inject - t_verify - t_accept),
+                t_native=native,
+                wall=wall,
+            )
+        )
         return (chosen[n_commit - 1] if n_commit else last), done
 
     # -- tree speculative (DDTree) -------------------------------------------------------------------
@@ -395,8 +447,9 @@ class Generation:
         cand, logp = d.draft_candidates(last, pos, depth, s.tree_top_k)
         # The greedy chain is seeded to half the budget (the tree always holds what a chain of that
         # depth verifies); the other half goes best-first on cumulative log-probability.
-        tr = tree_mod.build_tree(cand, logp, budget, chain_len=tree_mod.seeded_chain_len(budget),
-                                 leaf_cap=self.tree_seqs)
+        tr = tree_mod.build_tree(
+            cand, logp, budget, chain_len=tree_mod.seeded_chain_len(budget), leaf_cap=self.tree_seqs
+        )
         t_draft = now() - td
         native = d.t_native
 
@@ -405,14 +458,14 @@ class Generation:
         sets, _ = tr.leaf_sets()
         b = e.target_batch
         b.clear()
-        for i, tok in enumerate(unwritten):       # no outputs: their next tokens are committed
+        for i, tok in enumerate(unwritten):  # no outputs: their next tokens are committed
             b.add_token_seqs(tok, base + i, self.all_seqs, False)
         b.add_token_seqs(last, pos, self.all_seqs, True)
         for i, tok in enumerate(tr.tokens):
             b.add_token_seqs(tok, pos + 1 + tr.depth[i], sets[i], True)
         tn = now()
         tctx.process(b)
-        tctx.synchronize()                  # sync point: end of verify
+        tctx.synchronize()  # sync point: end of verify
         t_verify = now() - tv
         native += now() - tn
 
@@ -423,7 +476,7 @@ class Generation:
         elif tctx.backend_greedy:
             pick = lambda row: tctx.sampled_token(n_un + row)  # noqa: E731 -- by batch entry
         else:
-            pick = tctx.logits(len(tr) + 1).argmax(axis=1).__getitem__   # output rows only
+            pick = tctx.logits(len(tr) + 1).argmax(axis=1).__getitem__  # output rows only
         chosen, path = [], []
         node, row = -1, 0
         while True:
@@ -434,19 +487,27 @@ class Generation:
                 break
             path.append(child)
             node, row = child, child + 1
-        if s.record_margins:      # (the target's logits are on the host: record_margins keeps them there)
+        if s.record_margins:  # (the target's logits are on the host: record_margins keeps them there)
             self._margins = top2_margins(tctx.logits(len(tr) + 1), [0] + [c + 1 for c in path])
         t_accept = now() - ta
         native += t_accept
 
         first = len(self.tokens)
         n_commit, done = self._commit(chosen, len(path), len(self.steps), t0)
-        keep = n_commit                     # rows kept: the root and the first keep-1 path nodes
+        keep = n_commit  # rows kept: the root and the first keep-1 path nodes
         if e.record_verify:
-            self.verify_batches.append(VerifyBatch(
-                first=first, pos=pos, last=last, n_seqs=len(self.all_seqs), tokens=tuple(int(t) for t in tr.tokens),
-                depth=tuple(int(x) for x in tr.depth), seqs=tuple(tuple(int(q) for q in st) for st in sets),
-                rows=tuple([0] + [n + 1 for n in path])[:n_commit]))
+            self.verify_batches.append(
+                VerifyBatch(
+                    first=first,
+                    pos=pos,
+                    last=last,
+                    n_seqs=len(self.all_seqs),
+                    tokens=tuple(int(t) for t in tr.tokens),
+                    depth=tuple(int(x) for x in tr.depth),
+                    seqs=tuple(tuple(int(q) for q in st) for st in sets),
+                    rows=tuple([0] + [n + 1 for n in path])[:n_commit],
+                )
+            )
 
         # 4. keep the winning branch only, in every sequence: drop what lies deeper than the kept
         # path, then the other branches' cells beside it (they hold no sequence of the winning
@@ -463,8 +524,9 @@ class Generation:
         while on_chain < len(kept_nodes) and kept_nodes[on_chain] == on_chain:
             on_chain += 1
         in_cache = 1 + on_chain if keep else 0
-        tree_mod.keep_path(tctx, pos, in_cache, sets[kept_nodes[on_chain - 1]][0] if on_chain else None,
-                           tr.n_leaves, self.all_seqs)
+        tree_mod.keep_path(
+            tctx, pos, in_cache, sets[kept_nodes[on_chain - 1]][0] if on_chain else None, tr.n_leaves, self.all_seqs
+        )
         t_trim = now() - tt
 
         # 5. inject only the accepted path's features (all of it: the drafter's cache is in order)
@@ -478,18 +540,32 @@ class Generation:
         if keep:
             e.kv.append(last)
             e.kv.extend(int(x) for x in chosen[:on_chain])
-            self.unwritten = [int(x) for x in chosen[on_chain:keep - 1]]
+            self.unwritten = [int(x) for x in chosen[on_chain : keep - 1]]
         e.dft_valid = len(e.kv) + len(self.unwritten)
         wall = now() - ts
         n_draft = len(tr)
         accepted = min(len(path), n_commit)
         self.n_drafted += n_draft
         self.n_accepted += accepted
-        self._record(StepRecord(
-            step=len(self.steps), pos=pos, drafted=n_draft, accepted=accepted, committed=n_commit,
-            t_draft=t_draft, t_inject=t_inject, t_verify=t_verify, t_accept=t_accept,
-            t_other=max(0.0, wall - t_draft - t_inject - t_verify - t_accept), t_native=native, wall=wall,
-            tree_nodes=n_draft, tree_depth=tr.max_depth, path_len=accepted))
+        self._record(
+            StepRecord(
+                step=len(self.steps),
+                pos=pos,
+                drafted=n_draft,
+                accepted=accepted,
+                committed=n_commit,
+                t_draft=t_draft,
+                t_inject=t_inject,
+                t_verify=t_verify,
+                t_accept=t_accept,
+                t_other=max(0.0, wall - t_draft - t_inject - t_verify - t_accept),
+                t_native=native,
+                wall=wall,
+                tree_nodes=n_draft,
+                tree_depth=tr.max_depth,
+                path_len=accepted,
+            )
+        )
         return (chosen[n_commit - 1] if n_commit else last), done
 
 

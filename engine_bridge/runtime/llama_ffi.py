@@ -80,57 +80,99 @@ model_p = C.llama_model_p_ctypes
 
 
 # LLAMA_API void llama_set_embeddings_layer_inp(struct llama_context * ctx, uint32_t lid, bool value);
-@_bind(("llama_set_embeddings_layer_inp", "_Z30llama_set_embeddings_layer_inpP13llama_contextjb",
-        "?llama_set_embeddings_layer_inp@@YAXPEAUllama_context@@I_N@Z"),
-       [ctx_p, ctypes.c_uint32, ctypes.c_bool], None)
+@_bind(
+    (
+        "llama_set_embeddings_layer_inp",
+        "_Z30llama_set_embeddings_layer_inpP13llama_contextjb",
+        "?llama_set_embeddings_layer_inp@@YAXPEAUllama_context@@I_N@Z",
+    ),
+    [ctx_p, ctypes.c_uint32, ctypes.c_bool],
+    None,
+)
 def llama_set_embeddings_layer_inp(ctx, lid: int, value: bool, /) -> None:
     """Record (or stop recording) the input embeddings of target layer ``lid`` on every decode."""
 
 
 # LLAMA_API float * llama_get_embeddings_layer_inp(struct llama_context * ctx, uint32_t lid);
 # Aborts (GGML_ASSERT) when the layer was not enabled: callers must only ask for enabled layers.
-@_bind(("llama_get_embeddings_layer_inp", "_Z30llama_get_embeddings_layer_inpP13llama_contextj",
-        "?llama_get_embeddings_layer_inp@@YAPEAMPEAUllama_context@@I@Z"),
-       [ctx_p, ctypes.c_uint32], ctypes.POINTER(ctypes.c_float))
+@_bind(
+    (
+        "llama_get_embeddings_layer_inp",
+        "_Z30llama_get_embeddings_layer_inpP13llama_contextj",
+        "?llama_get_embeddings_layer_inp@@YAPEAMPEAUllama_context@@I@Z",
+    ),
+    [ctx_p, ctypes.c_uint32],
+    ctypes.POINTER(ctypes.c_float),
+)
 def llama_get_embeddings_layer_inp(ctx, lid: int, /):
     """Rows [n_tokens_of_last_batch, n_embd] of layer ``lid``'s input, one per batch entry."""
 
 
 # LLAMA_API const int32_t * llama_model_target_layer_ids(const struct llama_model * model);
-@_bind(("llama_model_target_layer_ids", "_Z28llama_model_target_layer_idsPK11llama_model",
-        "?llama_model_target_layer_ids@@YAPEBHPEBUllama_model@@@Z"),
-       [model_p], ctypes.POINTER(ctypes.c_int32))
+@_bind(
+    (
+        "llama_model_target_layer_ids",
+        "_Z28llama_model_target_layer_idsPK11llama_model",
+        "?llama_model_target_layer_ids@@YAPEBHPEBUllama_model@@@Z",
+    ),
+    [model_p],
+    ctypes.POINTER(ctypes.c_int32),
+)
 def llama_model_target_layer_ids(model, /):
     """The drafter's target layer ids (GGUF ``dflash.target_layers``)."""
 
 
 # LLAMA_API uint32_t llama_model_target_layer_ids_n(const struct llama_model * model);
-@_bind(("llama_model_target_layer_ids_n", "_Z30llama_model_target_layer_ids_nPK11llama_model",
-        "?llama_model_target_layer_ids_n@@YAIPEBUllama_model@@@Z"),
-       [model_p], ctypes.c_uint32)
+@_bind(
+    (
+        "llama_model_target_layer_ids_n",
+        "_Z30llama_model_target_layer_ids_nPK11llama_model",
+        "?llama_model_target_layer_ids_n@@YAIPEBUllama_model@@@Z",
+    ),
+    [model_p],
+    ctypes.c_uint32,
+)
 def llama_model_target_layer_ids_n(model, /) -> int:
     """How many target layers the drafter reads."""
 
 
 # LLAMA_API int32_t llama_model_dflash_selector_top_k(const struct llama_model * model);
-@_bind(("llama_model_dflash_selector_top_k", "_Z33llama_model_dflash_selector_top_kPK11llama_model",
-        "?llama_model_dflash_selector_top_k@@YAHPEBUllama_model@@@Z"),
-       [model_p], ctypes.c_int32)
+@_bind(
+    (
+        "llama_model_dflash_selector_top_k",
+        "_Z33llama_model_dflash_selector_top_kPK11llama_model",
+        "?llama_model_dflash_selector_top_k@@YAHPEBUllama_model@@@Z",
+    ),
+    [model_p],
+    ctypes.c_int32,
+)
 def llama_model_dflash_selector_top_k(model, /) -> int:
     """> 0 for DFlash2 drafters (selector lattice), 0 for DFlash / DSpark."""
 
 
 # llama-ext.h (C++ linkage): the devices a loaded model spreads its layers over, in order
-@_bind(("llama_model_n_devices", "_Z21llama_model_n_devicesPK11llama_model",
-        "?llama_model_n_devices@@YAHPEBUllama_model@@@Z"),
-       [model_p], ctypes.c_int32)
+@_bind(
+    (
+        "llama_model_n_devices",
+        "_Z21llama_model_n_devicesPK11llama_model",
+        "?llama_model_n_devices@@YAHPEBUllama_model@@@Z",
+    ),
+    [model_p],
+    ctypes.c_int32,
+)
 def llama_model_n_devices(model, /) -> int:
     """How many devices the model's layers were placed on (0: CPU only)."""
 
 
-@_bind(("llama_model_get_device", "_Z22llama_model_get_devicePK11llama_modeli",
-        "?llama_model_get_device@@YAPEAUggml_backend_device@@PEBUllama_model@@H@Z"),
-       [model_p, ctypes.c_int], ctypes.c_void_p)
+@_bind(
+    (
+        "llama_model_get_device",
+        "_Z22llama_model_get_devicePK11llama_modeli",
+        "?llama_model_get_device@@YAPEAUggml_backend_device@@PEBUllama_model@@H@Z",
+    ),
+    [model_p, ctypes.c_int],
+    ctypes.c_void_p,
+)
 def llama_model_get_device(model, i: int, /):
     """The ggml device handle of the model's i-th device."""
 
@@ -170,10 +212,17 @@ def set_batch_invariant(ctx, on: bool) -> bool:
 
 
 __all__ = [
-    "C", "EngineUnavailableError", "build_info",
-    "llama_set_embeddings_layer_inp", "llama_get_embeddings_layer_inp",
-    "llama_model_target_layer_ids", "llama_model_target_layer_ids_n", "llama_model_dflash_selector_top_k",
-    "llama_get_embeddings_nextn", "llama_set_embeddings_nextn", "set_batch_invariant",
+    "C",
+    "EngineUnavailableError",
+    "build_info",
+    "llama_set_embeddings_layer_inp",
+    "llama_get_embeddings_layer_inp",
+    "llama_model_target_layer_ids",
+    "llama_model_target_layer_ids_n",
+    "llama_model_dflash_selector_top_k",
+    "llama_get_embeddings_nextn",
+    "llama_set_embeddings_nextn",
+    "set_batch_invariant",
 ]
 
 
@@ -196,8 +245,11 @@ def _ggml_devices_api():
         getattr(lib, fn).restype = ctypes.c_char_p
     lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
     lib.ggml_backend_dev_type.restype = ctypes.c_int
-    lib.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
-                                            ctypes.POINTER(ctypes.c_size_t)]
+    lib.ggml_backend_dev_memory.argtypes = [
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_size_t),
+        ctypes.POINTER(ctypes.c_size_t),
+    ]
     lib.ggml_backend_dev_memory.restype = None
     lib.ggml_backend_dev_backend_reg.argtypes = [ctypes.c_void_p]
     lib.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
@@ -227,7 +279,7 @@ def devices() -> list[dict]:
     """This machine's ggml backend devices: name, description, type, free and total memory in
     bytes. RPC devices registered in this process are left out (runtime.rpc lists those: asking
     their memory here would be a network call that aborts the process if the server is gone)."""
-    C.llama_backend_init()   # loads the backends (idempotent)
+    C.llama_backend_init()  # loads the backends (idempotent)
     api = _ggml_devices_api()
     if api is None:
         return []
@@ -238,12 +290,15 @@ def devices() -> list[dict]:
         if _is_rpc(lib, dev):
             continue
         free, total = device_memory(dev)
-        out.append({
-            "name": (lib.ggml_backend_dev_name(dev) or b"").decode(),
-            "description": (lib.ggml_backend_dev_description(dev) or b"").decode(),
-            "type": _DEV_TYPES.get(lib.ggml_backend_dev_type(dev), "unknown"),
-            "memory_free": free, "memory_total": total,
-        })
+        out.append(
+            {
+                "name": (lib.ggml_backend_dev_name(dev) or b"").decode(),
+                "description": (lib.ggml_backend_dev_description(dev) or b"").decode(),
+                "type": _DEV_TYPES.get(lib.ggml_backend_dev_type(dev), "unknown"),
+                "memory_free": free,
+                "memory_total": total,
+            }
+        )
     return out
 
 
@@ -260,7 +315,9 @@ def model_devices(model_ptr) -> list[str]:
     out = []
     for i in range(llama_model_n_devices(model_ptr)):
         dev = llama_model_get_device(model_ptr, i)
-        out.append(f"{(lib.ggml_backend_dev_name(dev) or b'').decode()} ({(lib.ggml_backend_dev_description(dev) or b'').decode()})")
+        out.append(
+            f"{(lib.ggml_backend_dev_name(dev) or b'').decode()} ({(lib.ggml_backend_dev_description(dev) or b'').decode()})"
+        )
     return out
 
 

@@ -35,7 +35,7 @@ def verbose() -> bool:
 
 _lock = threading.Lock()
 _kept: collections.OrderedDict[tuple[int, str], None] = collections.OrderedDict()
-_partial: list[str] = []          # a message llama.cpp writes in pieces (CONT), until its newline
+_partial: list[str] = []  # a message llama.cpp writes in pieces (CONT), until its newline
 _partial_level = 0
 
 

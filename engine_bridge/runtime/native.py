@@ -36,7 +36,7 @@ class _Handle:
     """Owns one llama.cpp object: ``free()`` releases it exactly once (``__del__`` is a safety net;
     owners call ``free()`` explicitly, in dependency order)."""
 
-    ptr: Any = None      # a ctypes pointer from llama.cpp, falsy once freed
+    ptr: Any = None  # a ctypes pointer from llama.cpp, falsy once freed
 
     def _release(self, ptr) -> None:
         raise NotImplementedError
@@ -69,8 +69,13 @@ def apply_placement(params, placement: Placement):
 class Model(_Handle):
     """A loaded GGUF model (weights only; no KV)."""
 
-    def __init__(self, path: str | os.PathLike, n_gpu_layers: int = -1, placement: Placement | None = None,
-                 devices: list[int] | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        n_gpu_layers: int = -1,
+        placement: Placement | None = None,
+        devices: list[int] | None = None,
+    ):
         """``devices``: ggml device handles to spread the layers over, in order (None: llama.cpp's
         default list). With RPC servers registered the list must be explicit: llama.cpp's default
         would put every layer on the remote devices first."""
@@ -80,7 +85,7 @@ class Model(_Handle):
             raise ModelLoadError(f"{self.path}: no such file")
         params = C.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers if n_gpu_layers >= 0 else 999
-        split = apply_placement(params, placement or Placement())   # noqa: F841 - alive until the load returns
+        split = apply_placement(params, placement or Placement())  # noqa: F841 - alive until the load returns
         devs = None
         if devices is not None:
             # NULL-terminated; read only while loading (llama.cpp copies the list into the model)
@@ -88,7 +93,7 @@ class Model(_Handle):
             params.devices = ctypes.cast(devs, ctypes.c_void_p).value
         ptr = C.llama_model_load_from_file(str(self.path).encode(), params)
         if not ptr:
-            said = [line for line in llama_log.drain() if " error: " in line]   # the first say why
+            said = [line for line in llama_log.drain() if " error: " in line]  # the first say why
             why = ("; " + "; ".join(said[:2])) if said else " (see its log with DFLASH_LLAMA_LOG=1)"
             raise ModelLoadError(f"llama.cpp could not load {self.path.name}{why}")
         self.ptr = ptr
@@ -118,9 +123,11 @@ class Model(_Handle):
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
         try:
             data = text.encode("utf-8")
-        except UnicodeEncodeError as exc:   # a lone surrogate (JSON "\\ud800" in a served request, ...)
-            raise ValueError(f"the text holds a character that is not valid Unicode (a lone surrogate at "
-                             f"character {exc.start}); it cannot be tokenized") from None
+        except UnicodeEncodeError as exc:  # a lone surrogate (JSON "\\ud800" in a served request, ...)
+            raise ValueError(
+                f"the text holds a character that is not valid Unicode (a lone surrogate at "
+                f"character {exc.start}); it cannot be tokenized"
+            ) from None
         cap = len(data) + 16
         buf = (C.llama_token * cap)()
         n = C.llama_tokenize(self.vocab, data, len(data), buf, cap, add_special, parse_special)
@@ -145,12 +152,24 @@ class Model(_Handle):
 class Context(_Handle):
     """A llama.cpp context: KV cache, compute buffers, outputs."""
 
-    _backend_spec = None    # (kind, k, n_seqs) of the backend samplers attached, if any
+    _backend_spec = None  # (kind, k, n_seqs) of the backend samplers attached, if any
     _backend_chains: dict = {}
 
-    def __init__(self, model: Model, *, n_ctx: int, n_batch: int, n_ubatch: int, kv: KVTypes,
-                 flash_attn: str = "auto", n_threads: int | None = None, n_seq_max: int = 1,
-                 kv_unified: bool = False, other: "Context | None" = None, outputs_per_seq: int = 64):
+    def __init__(
+        self,
+        model: Model,
+        *,
+        n_ctx: int,
+        n_batch: int,
+        n_ubatch: int,
+        kv: KVTypes,
+        flash_attn: str = "auto",
+        n_threads: int | None = None,
+        n_seq_max: int = 1,
+        kv_unified: bool = False,
+        other: "Context | None" = None,
+        outputs_per_seq: int = 64,
+    ):
         params = C.llama_context_default_params()
         params.n_ctx = n_ctx
         params.n_batch = n_batch
@@ -173,7 +192,8 @@ class Context(_Handle):
         if not ptr:
             raise ModelLoadError(
                 f"llama.cpp could not create a context for {model.path.name} "
-                f"(n_ctx={n_ctx}, KV {kv}, flash attention {flash_attn})")
+                f"(n_ctx={n_ctx}, KV {kv}, flash attention {flash_attn})"
+            )
         self.ptr = ptr
         self.model = model
         self.mem = C.llama_get_memory(ptr)
@@ -221,13 +241,14 @@ class Context(_Handle):
         for seq in range(n_seqs):
             # a chain can be initialised for the backend only once, so each attach builds a new one
             chain = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
-            C.llama_sampler_chain_add(chain, C.llama_sampler_init_greedy() if kind == "greedy"
-                                      else C.llama_sampler_init_top_k(k))
+            C.llama_sampler_chain_add(
+                chain, C.llama_sampler_init_greedy() if kind == "greedy" else C.llama_sampler_init_top_k(k)
+            )
             if not C.llama_set_sampler(self.ptr, seq, chain):
                 C.llama_sampler_free(chain)
                 self._backend_chains = chains
                 self._backend_spec = spec
-                self._set_backend(None)      # all or nothing
+                self._set_backend(None)  # all or nothing
                 return False
             chains[seq] = chain
         self._backend_chains, self._backend_spec = chains, spec
@@ -250,10 +271,12 @@ class Context(_Handle):
         if not lg0 or int(C.llama_get_sampled_candidates_count_ith(self.ptr, first)) < k:
             raise DecodeError("the backend top-k sampler returned no candidates")
         stride = self.n_vocab
-        if n == 1 or (ctypes.addressof(get_ids(self.ptr, first + n - 1).contents)
-                      == ctypes.addressof(ids0.contents) + 4 * stride * (n - 1)
-                      and ctypes.addressof(get_logits(self.ptr, first + n - 1).contents)
-                      == ctypes.addressof(lg0.contents) + 4 * stride * (n - 1)):
+        if n == 1 or (
+            ctypes.addressof(get_ids(self.ptr, first + n - 1).contents)
+            == ctypes.addressof(ids0.contents) + 4 * stride * (n - 1)
+            and ctypes.addressof(get_logits(self.ptr, first + n - 1).contents)
+            == ctypes.addressof(lg0.contents) + 4 * stride * (n - 1)
+        ):
             ids = np.ctypeslib.as_array(ids0, shape=(n, stride))[:, :k]
             lg = np.ctypeslib.as_array(lg0, shape=(n, stride))[:, :k]
             return ids, lg
@@ -270,7 +293,8 @@ class Context(_Handle):
         rc = C.llama_process(self.ptr, C.LLAMA_PROCESS_TYPE_DECODE, batch.ptr)
         if rc == 1:
             raise ContextOverflowError(
-                f"no room left in the KV cache of {self.model.path.name} (context size {self.n_ctx})")
+                f"no room left in the KV cache of {self.model.path.name} (context size {self.n_ctx})"
+            )
         if rc != 0:
             raise DecodeError(f"llama_process failed with code {rc} on {self.model.path.name}")
 
@@ -317,7 +341,7 @@ class Context(_Handle):
 
     def free(self) -> None:
         if self.ptr:
-            self._set_backend(None)   # samplers must outlive their use by the context
+            self._set_backend(None)  # samplers must outlive their use by the context
         super().free()
 
     def _release(self, ptr) -> None:

@@ -31,8 +31,8 @@ REPLAY_ROWS = (1, 2, 4, 8, 16, 32)
 
 @dataclass(frozen=True)
 class Parting:
-    index: int                 # first position where the two token lists differ
-    margin: float | None       # target's top-2 logit margin there (None: not measured)
+    index: int  # first position where the two token lists differ
+    margin: float | None  # target's top-2 logit margin there (None: not measured)
     tolerance: float
     #: the target's logit of the AR token minus that of the speculative token, per replayed batch
     #: shape (None: not replayed); a gap <= 0 means the target itself picks the speculative token there
@@ -58,14 +58,23 @@ class Parting:
     @property
     def near_tie(self) -> bool:
         lead = min(self.shape_gaps.values()) if self.shape_gaps else None
-        return ((self.margin is not None and self.margin < self.tolerance)
-                or (lead is not None and lead < self.tolerance)    # a near-tie under another history
-                or self.picked_by_target or self.within_shape_spread)
+        return (
+            (self.margin is not None and self.margin < self.tolerance)
+            or (lead is not None and lead < self.tolerance)  # a near-tie under another history
+            or self.picked_by_target
+            or self.within_shape_spread
+        )
 
     def to_dict(self) -> dict:
-        return {"index": self.index, "margin": self.margin, "tolerance": self.tolerance,
-                "near_tie": self.near_tie, "shape_gaps": self.shape_gaps,
-                "picked_by_target": self.picked_by_target, "within_shape_spread": self.within_shape_spread}
+        return {
+            "index": self.index,
+            "margin": self.margin,
+            "tolerance": self.tolerance,
+            "near_tie": self.near_tie,
+            "shape_gaps": self.shape_gaps,
+            "picked_by_target": self.picked_by_target,
+            "within_shape_spread": self.within_shape_spread,
+        }
 
 
 def first_divergence(reference: list[int], produced: list[int]) -> int | None:
@@ -73,8 +82,7 @@ def first_divergence(reference: list[int], produced: list[int]) -> int | None:
     None when the lists are equal."""
     if list(reference) == list(produced):
         return None
-    return next((i for i, (a, b) in enumerate(zip(reference, produced)) if a != b),
-                min(len(reference), len(produced)))
+    return next((i for i, (a, b) in enumerate(zip(reference, produced)) if a != b), min(len(reference), len(produced)))
 
 
 def top2_margin(logits) -> float:
@@ -102,8 +110,17 @@ def batches_upto(verify_batches, k: int) -> list:
     return []
 
 
-def replay_gaps(engine, prompt_tokens: list[int], reference: list[int], produced: list[int], k: int,
-                rows=REPLAY_ROWS, ar_logits=None, start=None, verify_batches=()) -> dict[str, float]:
+def replay_gaps(
+    engine,
+    prompt_tokens: list[int],
+    reference: list[int],
+    produced: list[int],
+    k: int,
+    rows=REPLAY_ROWS,
+    ar_logits=None,
+    start=None,
+    verify_batches=(),
+) -> dict[str, float]:
     """At a parting ``k`` (both lists hold a token there), the target's logit gap between the AR
     token and the speculative one, with the AR tokens up to ``k`` decoded in batches of each of
     ``rows`` ("b8": eight-row batches ending at the parting row) and with the parting row first in
@@ -141,8 +158,9 @@ def replay_gaps(engine, prompt_tokens: list[int], reference: list[int], produced
         else:
             gap(f"b{n}", lambda: engine.replay_logits(pt, hist, n))
         if n > 1:
-            gap(f"v{n}", lambda: engine.replay_logits(pt, hist, n, follow=list(produced[k:k + n - 1]),
-                                                      history_rows=n))
+            gap(
+                f"v{n}", lambda: engine.replay_logits(pt, hist, n, follow=list(produced[k : k + n - 1]), history_rows=n)
+            )
     if verify_batches:
         # the tree step's own batch over the AR-written prefix, then the run's batches up to it
         vbs = list(verify_batches)
@@ -154,9 +172,16 @@ def replay_gaps(engine, prompt_tokens: list[int], reference: list[int], produced
     return gaps
 
 
-def parting(engine, prompt_tokens: list[int], reference: list[int], produced: list[int],
-            tolerance: float | None = None, replay: bool = False, start=None,
-            verify_batches=()) -> Parting | None:
+def parting(
+    engine,
+    prompt_tokens: list[int],
+    reference: list[int],
+    produced: list[int],
+    tolerance: float | None = None,
+    replay: bool = False,
+    start=None,
+    verify_batches=(),
+) -> Parting | None:
     """Where ``produced`` parts from the autoregressive ``reference`` and how sure the target was
     there (a replay of the AR run up to the parting; it resets the engine's KV). None when equal.
 
@@ -189,6 +214,14 @@ def parting(engine, prompt_tokens: list[int], reference: list[int], produced: li
     margin = top2_margin(ar_logits)
     gaps = None
     if replay and margin >= tol and k < len(reference) and k < len(produced):
-        gaps = replay_gaps(engine, prompt_tokens, reference, produced, k, ar_logits=ar_logits, start=start,
-                           verify_batches=batches_upto(verify_batches, k))
+        gaps = replay_gaps(
+            engine,
+            prompt_tokens,
+            reference,
+            produced,
+            k,
+            ar_logits=ar_logits,
+            start=start,
+            verify_batches=batches_upto(verify_batches, k),
+        )
     return Parting(k, margin, tol, gaps)

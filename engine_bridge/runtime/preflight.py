@@ -31,5 +31,7 @@ class Preflight(Protocol):
 def missing() -> EngineError:
     """The error for a caller that asked for the checks without handing them over: a programming
     error, said plainly instead of loading a pair nobody checked."""
-    return EngineError("the engine was asked to check the pair but was given no checks: pass "
-                       "preflight=engine_bridge.models.pair_preflight.PAIR_PREFLIGHT (or check=False)")
+    return EngineError(
+        "the engine was asked to check the pair but was given no checks: pass "
+        "preflight=engine_bridge.models.pair_preflight.PAIR_PREFLIGHT (or check=False)"
+    )

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, field
 PHASES = ("draft", "inject", "verify", "accept", "other")
 
 #: Provenance of a committed token.
-FROM_DRAFT = "draft"      # a drafted token the target accepted
-FROM_TARGET = "target"    # the target's own token (bonus / correction / autoregressive)
+FROM_DRAFT = "draft"  # a drafted token the target accepted
+FROM_TARGET = "target"  # the target's own token (bonus / correction / autoregressive)
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,10 +21,10 @@ class TokenEvent:
     """One committed token, streamed as soon as its step commits."""
 
     token: int
-    piece: str          # text this token adds (UTF-8 safe: multibyte pieces arrive complete)
-    source: str         # FROM_DRAFT | FROM_TARGET
-    step: int           # index of the step that committed it (0-based)
-    index: int          # index of the token in this generation (0-based)
+    piece: str  # text this token adds (UTF-8 safe: multibyte pieces arrive complete)
+    source: str  # FROM_DRAFT | FROM_TARGET
+    step: int  # index of the step that committed it (0-based)
+    index: int  # index of the token in this generation (0-based)
 
 
 @dataclass(slots=True)
@@ -32,20 +32,20 @@ class StepRecord:
     """One speculative (or autoregressive) step. Times are seconds of wall clock."""
 
     step: int
-    pos: int                 # target KV length when the step began
-    drafted: int             # draft tokens proposed (0 in AR mode)
-    accepted: int            # of those, accepted by the target
-    committed: int           # tokens committed = accepted + 1 (fewer only when the run ends mid-step)
-    t_draft: float = 0.0     # drafter decode + reading the draft
-    t_inject: float = 0.0    # target features into the drafter's KV
-    t_verify: float = 0.0    # target decode of [last, drafts...]
-    t_accept: float = 0.0    # target sampling along the draft
-    t_other: float = 0.0     # KV trims, bookkeeping, streaming callbacks
-    t_native: float = 0.0    # time inside llama.cpp calls (host overhead = 1 - native / wall)
+    pos: int  # target KV length when the step began
+    drafted: int  # draft tokens proposed (0 in AR mode)
+    accepted: int  # of those, accepted by the target
+    committed: int  # tokens committed = accepted + 1 (fewer only when the run ends mid-step)
+    t_draft: float = 0.0  # drafter decode + reading the draft
+    t_inject: float = 0.0  # target features into the drafter's KV
+    t_verify: float = 0.0  # target decode of [last, drafts...]
+    t_accept: float = 0.0  # target sampling along the draft
+    t_other: float = 0.0  # KV trims, bookkeeping, streaming callbacks
+    t_native: float = 0.0  # time inside llama.cpp calls (host overhead = 1 - native / wall)
     wall: float = 0.0
-    tree_nodes: int = 0      # tree mode: nodes verified
-    tree_depth: int = 0      # tree mode: depth of the tree
-    path_len: int = 0        # tree mode: accepted path length (== accepted)
+    tree_nodes: int = 0  # tree mode: nodes verified
+    tree_depth: int = 0  # tree mode: depth of the tree
+    path_len: int = 0  # tree mode: accepted path length (== accepted)
     #: the target's top-2 logit margin at each committed token, in order (GenerationSettings.record_margins)
     margins: tuple[float, ...] = ()
 
@@ -73,14 +73,14 @@ class VerifyBatch:
     every sequence, row i+1 is ``tokens[i]`` at ``pos + 1 + depth[i]`` in sequences ``seqs[i]``.
     Kept so that a parting can be judged in the very batch that made it (near_tie.parting)."""
 
-    first: int                          # index (in the generation) of the first token this step committed
+    first: int  # index (in the generation) of the first token this step committed
     pos: int
     last: int
     n_seqs: int
     tokens: tuple[int, ...]
     depth: tuple[int, ...]
     seqs: tuple[tuple[int, ...], ...]
-    rows: tuple[int, ...]               # the rows whose target picks were committed, in order
+    rows: tuple[int, ...]  # the rows whose target picks were committed, in order
 
     def problems(self) -> list[str]:
         """What keeps this batch from being a tree whose rows see their ancestors only: in one
@@ -115,25 +115,25 @@ class VerifyBatch:
 @dataclass
 class RunSummary:
     mode: str
-    n_prompt: int            # prompt tokens
-    n_prompt_reused: int     # of those, served from the KV of an earlier turn
+    n_prompt: int  # prompt tokens
+    n_prompt_reused: int  # of those, served from the KV of an earlier turn
     n_generated: int
     n_steps: int
     n_drafted: int
     n_accepted: int
     t_prefill: float
-    t_first_token: float     # from request to the first committed token
-    t_generate: float        # from the end of prefill to the last commit
+    t_first_token: float  # from request to the first committed token
+    t_generate: float  # from the end of prefill to the last commit
     budget_requested: int
     budget_effective: int
-    budget_note: str         # why the budget was clamped, if it was
-    finish_reason: str       # eog | max_tokens | context_full | cancelled
+    budget_note: str  # why the budget was clamped, if it was
+    finish_reason: str  # eog | max_tokens | context_full | cancelled
     verify_mode: str = "chain"
     # does speculation pay? (engine_bridge.runtime.breakeven; 0 / "" when no cost table is known)
-    break_even: float = 0.0          # commit length a step of `break_even_label` must reach to beat AR
-    break_even_label: str = ""       # the mode and budget it refers to, e.g. "chain 7"
-    break_even_commit: float = 0.0   # the commit length measured for it (running mean)
-    auto_note: str = ""              # auto mode: what ran, e.g. "auto: chain 4 x30, AR x5"
+    break_even: float = 0.0  # commit length a step of `break_even_label` must reach to beat AR
+    break_even_label: str = ""  # the mode and budget it refers to, e.g. "chain 7"
+    break_even_commit: float = 0.0  # the commit length measured for it (running mean)
+    auto_note: str = ""  # auto mode: what ran, e.g. "auto: chain 4 x30, AR x5"
 
     @property
     def mean_commit_len(self) -> float:
@@ -154,8 +154,12 @@ class RunSummary:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d.update(mean_commit_len=self.mean_commit_len, acceptance_rate=self.acceptance_rate,
-                 tok_per_s=self.tok_per_s, prefill_tok_per_s=self.prefill_tok_per_s)
+        d.update(
+            mean_commit_len=self.mean_commit_len,
+            acceptance_rate=self.acceptance_rate,
+            tok_per_s=self.tok_per_s,
+            prefill_tok_per_s=self.prefill_tok_per_s,
+        )
         return d
 
 

@@ -26,7 +26,7 @@ from ..common.errors import EngineError
 #: the protocol this build's client speaks (ggml-rpc.h RPC_PROTO_*_VERSION)
 PROTO_MAJOR, PROTO_MINOR = 7, 0
 _HELLO, _GET_DEVICE_MEMORY, _DEVICE_COUNT = 14, 11, 15
-_CONN_CAPS = 24                       # RPC_CONN_CAPS_SIZE: zeros = plain TCP, no RDMA
+_CONN_CAPS = 24  # RPC_CONN_CAPS_SIZE: zeros = plain TCP, no RDMA
 DEFAULT_PORT = 50052
 #: ggml-rpc's own limit (GGML_RPC_MAX_SERVERS)
 MAX_SERVERS = 16
@@ -41,14 +41,14 @@ class RpcError(EngineError):
         self.endpoint = endpoint
         self.reason = reason
 
-    def __reduce__(self):   # raised in the engine's child process, read in the app's
+    def __reduce__(self):  # raised in the engine's child process, read in the app's
         return (type(self), (self.endpoint, self.reason, str(self)))
 
 
 @dataclass(frozen=True)
 class RpcDevice:
     endpoint: str
-    index: int                        # the device's number on its server
+    index: int  # the device's number on its server
     memory_free: int
     memory_total: int
 
@@ -58,8 +58,14 @@ class RpcDevice:
 
     def as_gpu(self) -> dict:
         """The dict shape of llama_ffi.gpus(), for the device plan and the split check."""
-        return {"name": f"RPC {self.label}", "description": f"RPC {self.label}", "type": "rpc",
-                "endpoint": self.endpoint, "memory_free": self.memory_free, "memory_total": self.memory_total}
+        return {
+            "name": f"RPC {self.label}",
+            "description": f"RPC {self.label}",
+            "type": "rpc",
+            "endpoint": self.endpoint,
+            "memory_free": self.memory_free,
+            "memory_total": self.memory_total,
+        }
 
 
 @dataclass(frozen=True)
@@ -129,7 +135,9 @@ def probe(endpoint: str, timeout: float = 3.0) -> ServerInfo:
     try:
         sock = socket.create_connection((host, port), timeout=timeout)
     except socket.timeout:
-        raise RpcError(endpoint, "unreachable", f"RPC server {endpoint}: no answer to connect within {timeout:g} s") from None
+        raise RpcError(
+            endpoint, "unreachable", f"RPC server {endpoint}: no answer to connect within {timeout:g} s"
+        ) from None
     except OSError as exc:
         why = exc.strerror or str(exc)
         raise RpcError(endpoint, "unreachable", f"RPC server {endpoint} is unreachable: {why}") from None
@@ -137,17 +145,26 @@ def probe(endpoint: str, timeout: float = 3.0) -> ServerInfo:
         try:
             hello = _call(sock, _HELLO, bytes(_CONN_CAPS))
         except socket.timeout:
-            raise RpcError(endpoint, "busy", f"RPC server {endpoint} accepted the connection but did not answer within "
-                           f"{timeout:g} s: it serves one client at a time and is probably in use") from None
+            raise RpcError(
+                endpoint,
+                "busy",
+                f"RPC server {endpoint} accepted the connection but did not answer within "
+                f"{timeout:g} s: it serves one client at a time and is probably in use",
+            ) from None
         except (OSError, ConnectionError, ValueError, struct.error) as exc:
             raise RpcError(endpoint, "protocol", f"{endpoint} did not answer as an RPC server ({exc})") from None
         if len(hello) < 4:
-            raise RpcError(endpoint, "protocol", f"{endpoint} did not answer as an RPC server (HELLO of {len(hello)} bytes)")
+            raise RpcError(
+                endpoint, "protocol", f"{endpoint} did not answer as an RPC server (HELLO of {len(hello)} bytes)"
+            )
         version = (hello[0], hello[1], hello[2])
         if version[0] != PROTO_MAJOR or version[1] > PROTO_MINOR:
-            raise RpcError(endpoint, "version",
-                           f"RPC server {endpoint} speaks protocol {'.'.join(map(str, version))}; this engine speaks "
-                           f"{PROTO_MAJOR}.{PROTO_MINOR}: run an rpc-server built from the same llama.cpp")
+            raise RpcError(
+                endpoint,
+                "version",
+                f"RPC server {endpoint} speaks protocol {'.'.join(map(str, version))}; this engine speaks "
+                f"{PROTO_MAJOR}.{PROTO_MINOR}: run an rpc-server built from the same llama.cpp",
+            )
         try:
             (count,) = struct.unpack("<I", _call(sock, _DEVICE_COUNT, b""))
             devices = []
@@ -155,7 +172,9 @@ def probe(endpoint: str, timeout: float = 3.0) -> ServerInfo:
                 free, total = struct.unpack("<QQ", _call(sock, _GET_DEVICE_MEMORY, struct.pack("<I", i)))
                 devices.append(RpcDevice(endpoint, i, free, total))
         except (OSError, ConnectionError, ValueError, struct.error) as exc:
-            raise RpcError(endpoint, "protocol", f"RPC server {endpoint} broke off while listing its devices ({exc})") from None
+            raise RpcError(
+                endpoint, "protocol", f"RPC server {endpoint} broke off while listing its devices ({exc})"
+            ) from None
     if not devices:
         raise RpcError(endpoint, "no-devices", f"RPC server {endpoint} exposes no devices")
     return ServerInfo(endpoint, version, tuple(devices))
@@ -206,8 +225,11 @@ def register(endpoints, timeout: float = 3.0) -> list[int]:
     from .native import ensure_backend
 
     if not supported():
-        raise RpcError(",".join(endpoints), "unsupported",
-                       "this engine was built without the RPC backend: run `make engine` (build_engine.sh adds -DGGML_RPC=ON)")
+        raise RpcError(
+            ",".join(endpoints),
+            "unsupported",
+            "this engine was built without the RPC backend: run `make engine` (build_engine.sh adds -DGGML_RPC=ON)",
+        )
     ensure_backend()
     # a server this process already holds a connection to would answer a probe "busy"
     infos = probe_all([ep for ep in endpoints if ep not in _registered], timeout)
@@ -220,14 +242,18 @@ def register(endpoints, timeout: float = 3.0) -> list[int]:
     lib.ggml_backend_reg_dev_get.restype = ctypes.c_void_p
     addr = proc_address("ggml_backend_rpc_add_server")
     if not addr:
-        raise RpcError(",".join(endpoints), "unsupported", "this engine's RPC backend has no ggml_backend_rpc_add_server")
+        raise RpcError(
+            ",".join(endpoints), "unsupported", "this engine's RPC backend has no ggml_backend_rpc_add_server"
+        )
     add_server = _ADD_SERVER(addr)
     for info in infos:
         reg = add_server(info.endpoint.encode())
         if not reg:
             raise RpcError(info.endpoint, "no-devices", f"RPC server {info.endpoint} exposes no devices")
-        lib.ggml_backend_register(reg)     # a second registration of the same server is skipped by ggml
-        _registered[info.endpoint] = [lib.ggml_backend_reg_dev_get(reg, i) for i in range(lib.ggml_backend_reg_dev_count(reg))]
+        lib.ggml_backend_register(reg)  # a second registration of the same server is skipped by ggml
+        _registered[info.endpoint] = [
+            lib.ggml_backend_reg_dev_get(reg, i) for i in range(lib.ggml_backend_reg_dev_count(reg))
+        ]
     return [dev for ep in endpoints for dev in _registered[ep]]
 
 

@@ -24,8 +24,9 @@ from pathlib import Path
 
 from . import rpc
 
-_START_SERVER = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t,
-                                 ctypes.POINTER(ctypes.c_void_p))
+_START_SERVER = ctypes.CFUNCTYPE(
+    None, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)
+)
 _CPU, _ACCEL = 0, 3
 
 
@@ -33,7 +34,7 @@ def _devices(names: list[str]) -> list[int]:
     """The named ggml devices, or, as ggml-rpc-server: every accelerator, else the CPU."""
     from . import llama_ffi
 
-    _, lib = llama_ffi._ggml_devices_api()      # dev_count / dev_get / dev_type, bound once there
+    _, lib = llama_ffi._ggml_devices_api()  # dev_count / dev_get / dev_type, bound once there
     lib.ggml_backend_dev_by_name.argtypes = [ctypes.c_char_p]
     lib.ggml_backend_dev_by_name.restype = ctypes.c_void_p
     lib.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
@@ -51,8 +52,13 @@ def _devices(names: list[str]) -> list[int]:
     return out or [lib.ggml_backend_dev_by_type(_CPU)]
 
 
-def serve(host: str = "127.0.0.1", port: int = rpc.DEFAULT_PORT, threads: int | None = None,
-          devices: list[str] | None = None, cache_dir: str | None = None) -> None:
+def serve(
+    host: str = "127.0.0.1",
+    port: int = rpc.DEFAULT_PORT,
+    threads: int | None = None,
+    devices: list[str] | None = None,
+    cache_dir: str | None = None,
+) -> None:
     """Blocks serving clients until the process is killed."""
     from .native import ensure_backend
 
@@ -64,8 +70,11 @@ def serve(host: str = "127.0.0.1", port: int = rpc.DEFAULT_PORT, threads: int | 
     devs = _devices(devices or [])
     arr = (ctypes.c_void_p * len(devs))(*devs)
     if host != "127.0.0.1":
-        print(f"rpc-server: listening on {host}: anyone who reaches this port can run code on this machine's "
-              "devices; never expose it to an open network", file=sys.stderr)
+        print(
+            f"rpc-server: listening on {host}: anyone who reaches this port can run code on this machine's "
+            "devices; never expose it to an open network",
+            file=sys.stderr,
+        )
     n_threads = threads or max(1, (os.cpu_count() or 2) // 2)
     start(f"{host}:{port}".encode(), cache_dir.encode() if cache_dir else None, n_threads, len(devs), arr)
     # start_server returns only when it could not listen (the port is taken) or init failed
@@ -82,8 +91,14 @@ class RpcServerProcess:
     """A local rpc-server child: ``start()`` waits until it answers a probe; ``kill()`` drops it
     at once (a server lost mid-generation), ``stop()`` ends it politely."""
 
-    def __init__(self, port: int | None = None, host: str = "127.0.0.1", threads: int = 1,
-                 devices: list[str] | None = None, log: Path | None = None):
+    def __init__(
+        self,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        threads: int = 1,
+        devices: list[str] | None = None,
+        log: Path | None = None,
+    ):
         self.host = host
         self.port = port or free_port(host)
         self.threads = threads
@@ -96,14 +111,24 @@ class RpcServerProcess:
         return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> "RpcServerProcess":
-        cmd = [sys.executable, "-m", "engine_bridge.runtime.rpc_server", "--host", self.host,
-               "--port", str(self.port), "--threads", str(self.threads)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "engine_bridge.runtime.rpc_server",
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--threads",
+            str(self.threads),
+        ]
         if self.devices:
             cmd += ["--device", ",".join(self.devices)]
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
         try:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=out if self.log else subprocess.PIPE,
-                                         cwd=Path(__file__).resolve().parents[2])
+            self.proc = subprocess.Popen(
+                cmd, stdout=out, stderr=out if self.log else subprocess.PIPE, cwd=Path(__file__).resolve().parents[2]
+            )
         finally:
             if self.log:
                 out.close()
@@ -150,14 +175,22 @@ class RpcServerProcess:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="dflash-studio rpc-server",
-                                 description="serve this machine's devices to a DFlash Studio engine on another machine "
-                                             "(llama.cpp's RPC backend; one client at a time)")
-    ap.add_argument("-H", "--host", default="127.0.0.1",
-                    help="address to listen on (default 127.0.0.1; anything else is reachable by anyone on that network)")
+    ap = argparse.ArgumentParser(
+        prog="dflash-studio rpc-server",
+        description="serve this machine's devices to a DFlash Studio engine on another machine "
+        "(llama.cpp's RPC backend; one client at a time)",
+    )
+    ap.add_argument(
+        "-H",
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; anything else is reachable by anyone on that network)",
+    )
     ap.add_argument("-p", "--port", type=int, default=rpc.DEFAULT_PORT)
     ap.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default: half the cores)")
-    ap.add_argument("-d", "--device", default="", help="ggml devices to serve, e.g. CUDA0,CUDA1 (default: every GPU, else the CPU)")
+    ap.add_argument(
+        "-d", "--device", default="", help="ggml devices to serve, e.g. CUDA0,CUDA1 (default: every GPU, else the CPU)"
+    )
     ap.add_argument("-c", "--cache", default=None, help="a folder where large tensors are cached between runs")
     a = ap.parse_args(argv)
     sys.stdout.reconfigure(line_buffering=True)

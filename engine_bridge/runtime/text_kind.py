@@ -22,11 +22,12 @@ import re
 PROSE, CODE, MATH = "prose", "code", "math"
 KINDS = (PROSE, CODE, MATH)
 
-MIN_LINE = 12       # characters of a partial line before it decides the kind by itself
+MIN_LINE = 12  # characters of a partial line before it decides the kind by itself
 
 _CODE_START = re.compile(
     r"^\s*(def |class |import |from \S+ import|return\b|for .* in |while |if .*:$|elif |else:|try:|except\b|"
-    r"with .*:$|print\(|#include|function |const |let |var |public |private |static |fn |#!/|>>> |\$ )")
+    r"with .*:$|print\(|#include|function |const |let |var |public |private |static |fn |#!/|>>> |\$ )"
+)
 _CODE_END = re.compile(r"[;{}]\s*$|\):\s*$|^\s*[}\])]")
 _MATH_CHARS = frozenset("0123456789+-*/=×÷^%<>.,()$")
 _OPERATORS = frozenset("+-*/=×÷^%")
@@ -37,8 +38,12 @@ def classify_line(line: str) -> str | None:
     s = line.strip()
     if not s:
         return None
-    if (line.startswith(("    ", "\t")) and not s.startswith(("-", "*", "•"))) or _CODE_START.match(line) \
-            or _CODE_END.search(s) or "<<" in s:
+    if (
+        (line.startswith(("    ", "\t")) and not s.startswith(("-", "*", "•")))
+        or _CODE_START.match(line)
+        or _CODE_END.search(s)
+        or "<<" in s
+    ):
         # gsm8k-style calculator annotations (<<2*3=6>>) are arithmetic, not code
         return MATH if "<<" in s and ">>" in s else CODE
     chars = [c for c in s if not c.isspace()]
@@ -54,9 +59,9 @@ class KindTracker:
     def __init__(self):
         self.kind = PROSE
         self.fenced = False
-        self._line = ""            # the current (unfinished) line
-        self._line_kind: str | None = None      # its kind once it reached MIN_LINE characters
-        self._last_kind = PROSE    # the kind of the last non-empty finished line
+        self._line = ""  # the current (unfinished) line
+        self._line_kind: str | None = None  # its kind once it reached MIN_LINE characters
+        self._last_kind = PROSE  # the kind of the last non-empty finished line
 
     def feed(self, text: str) -> str:
         """Takes the next committed text; returns the kind now."""

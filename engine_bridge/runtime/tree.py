@@ -27,9 +27,9 @@ import numpy as np
 
 @dataclass
 class DraftTree:
-    tokens: list[int] = field(default_factory=list)    # node i's token
-    parent: list[int] = field(default_factory=list)    # node i's parent (-1: the root, i.e. `last`)
-    depth: list[int] = field(default_factory=list)     # 0 for the root's children
+    tokens: list[int] = field(default_factory=list)  # node i's token
+    parent: list[int] = field(default_factory=list)  # node i's parent (-1: the root, i.e. `last`)
+    depth: list[int] = field(default_factory=list)  # 0 for the root's children
     children: dict[int, dict[int, int]] = field(default_factory=dict)  # node (-1 root) -> token -> child
     n_leaves: int = 0
 
@@ -67,7 +67,7 @@ class DraftTree:
         return sets, list(range(len(leaves)))
 
 
-_scratch = threading.local()   # one reusable (rows x vocab) work buffer per thread
+_scratch = threading.local()  # one reusable (rows x vocab) work buffer per thread
 
 
 def _work_buffer(shape: tuple[int, int], dtype) -> np.ndarray:
@@ -104,7 +104,7 @@ def top_candidates(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     finally:
         for j in reversed(range(masked)):
             logits[rows, tokens[:, j]] = vals[:, j]
-    m = vals[:, :1]                   # the row maxima
+    m = vals[:, :1]  # the row maxima
     work = _work_buffer(logits.shape, logits.dtype)
     np.subtract(logits, m, out=work)
     np.maximum(work, -80.0, out=work)
@@ -140,8 +140,9 @@ def max_leaves(budget: int, rows: int) -> int:
     return max(1, budget - min(seeded_chain_len(budget), rows) + 1)
 
 
-def build_tree(tokens: np.ndarray, logp: np.ndarray, budget: int, chain_len: int | None = None,
-               leaf_cap: int | None = None) -> DraftTree:
+def build_tree(
+    tokens: np.ndarray, logp: np.ndarray, budget: int, chain_len: int | None = None, leaf_cap: int | None = None
+) -> DraftTree:
     """DDTree best-first construction from per-position candidates (rows = block positions).
 
     ``chain_len`` seeds the greedy chain to that depth (default: as deep as rows and budget allow).
@@ -155,7 +156,7 @@ def build_tree(tokens: np.ndarray, logp: np.ndarray, budget: int, chain_len: int
     # plain Python lists and floats: this loop runs every tree step, and numpy scalar indexing
     # costs several times a list's
     toks, lp = tokens.tolist(), logp.tolist()
-    heap: list[tuple] = []   # (-score, tiebreak, depth, rank, parent, score): a max-heap via negation
+    heap: list[tuple] = []  # (-score, tiebreak, depth, rank, parent, score): a max-heap via negation
     counter = 0
     push_ = heapq.heappush
     ninf = float("-inf")
@@ -171,7 +172,7 @@ def build_tree(tokens: np.ndarray, logp: np.ndarray, budget: int, chain_len: int
     parent, score = -1, 0.0
     for d in range(chain):
         if k > 1:
-            push(score + lp[d][1], d, 1, parent)      # the chain node's next sibling
+            push(score + lp[d][1], d, 1, parent)  # the chain node's next sibling
         score += lp[d][0]
         parent = tree.add(toks[d][0], parent)
     if chain < n_pos:
@@ -184,7 +185,7 @@ def build_tree(tokens: np.ndarray, logp: np.ndarray, budget: int, chain_len: int
         if siblings is not None:
             if tok in siblings:
                 continue
-            if tree.n_leaves >= cap:      # a new branch; deepening a leaf would not add one
+            if tree.n_leaves >= cap:  # a new branch; deepening a leaf would not add one
                 continue
         node = tree.add(tok, par)
         if r + 1 < k:

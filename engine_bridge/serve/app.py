@@ -21,7 +21,7 @@ from starlette.routing import Route
 from .protocol import Answer, ApiError, Defaults, Limits, parse_request
 from .worker import Job, JobQueue
 
-MAX_BODY = 16 * 2**20   # 16 MiB: far past any context this serves, short of exhausting memory
+MAX_BODY = 16 * 2**20  # 16 MiB: far past any context this serves, short of exhausting memory
 
 
 def _error(exc: ApiError) -> JSONResponse:
@@ -36,18 +36,29 @@ class ServeApp:
     """The routes over one EngineWorker. ``model_ids``: the names /v1/models lists (the first is
     the target's file name without .gguf); a request naming another model gets 404."""
 
-    def __init__(self, worker: JobQueue, model_ids: tuple[str, ...], defaults: Defaults, limits: Limits,
-                 api_key: str | None = None):
+    def __init__(
+        self,
+        worker: JobQueue,
+        model_ids: tuple[str, ...],
+        defaults: Defaults,
+        limits: Limits,
+        api_key: str | None = None,
+    ):
         self.worker, self.model_ids, self.defaults, self.limits = worker, model_ids, defaults, limits
         self.api_key = api_key
         self.started = int(time.time())
-        self.asgi = Starlette(routes=[
-            Route("/health", self.health, methods=["GET"]),
-            Route("/v1/models", self.models, methods=["GET"]),
-            Route("/v1/chat/completions", self.chat, methods=["POST"]),
-            Route("/v1/completions", self.completions, methods=["POST"]),
-        ], exception_handlers={HTTPException: self._http_error,  # type: ignore[dict-item]  # called with its key's type
-                               Exception: self._crash})
+        self.asgi = Starlette(
+            routes=[
+                Route("/health", self.health, methods=["GET"]),
+                Route("/v1/models", self.models, methods=["GET"]),
+                Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                Route("/v1/completions", self.completions, methods=["POST"]),
+            ],
+            exception_handlers={
+                HTTPException: self._http_error,  # type: ignore[dict-item]  # called with its key's type
+                Exception: self._crash,
+            },
+        )
 
     # -- plumbing ---------------------------------------------------------------------------------
     async def _http_error(self, request: Request, exc: HTTPException) -> JSONResponse:
@@ -79,17 +90,31 @@ class ServeApp:
     # -- routes -----------------------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
         w = self.worker
-        return JSONResponse({"status": "ok", "busy": w.busy, "waiting": w.waiting, "queue": w.max_waiting,
-                             "served": w.served, "cancelled": w.cancelled})
+        return JSONResponse(
+            {
+                "status": "ok",
+                "busy": w.busy,
+                "waiting": w.waiting,
+                "queue": w.max_waiting,
+                "served": w.served,
+                "cancelled": w.cancelled,
+            }
+        )
 
     async def models(self, request: Request) -> Response:
         try:
             self._authorise(request)
         except ApiError as exc:
             return _error(exc)
-        return JSONResponse({"object": "list", "data": [
-            {"id": m, "object": "model", "created": self.started, "owned_by": "dflash-studio"}
-            for m in self.model_ids]})
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {"id": m, "object": "model", "created": self.started, "owned_by": "dflash-studio"}
+                    for m in self.model_ids
+                ],
+            }
+        )
 
     async def chat(self, request: Request) -> Response:
         return await self._complete(request, "chat")
@@ -112,8 +137,11 @@ class ServeApp:
         if first[0] == "error":
             return _error(first[1])
         if req.stream:
-            return StreamingResponse(self._stream(job, Answer(req)), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            return StreamingResponse(
+                self._stream(job, Answer(req)),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
         parts = []
         while True:
             ev = await self._next_or_gone(job, request)
@@ -176,7 +204,7 @@ class ServeApp:
                             break
                         parts.append(nxt[1])
                     yield _sse(answer.chunk("".join(parts)))
-                elif kind == "error":   # after the stream began: an error event, then the end
+                elif kind == "error":  # after the stream began: an error event, then the end
                     yield _sse(value.body())
                     break
                 else:
@@ -187,4 +215,4 @@ class ServeApp:
                     break
             yield b"data: [DONE]\n\n"
         finally:
-            job.cancel.set()   # a no-op once the run ended; stops it within one step otherwise
+            job.cancel.set()  # a no-op once the run ended; stops it within one step otherwise

@@ -22,7 +22,7 @@ def is_loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
-        return False   # a host name other than localhost may resolve to anything
+        return False  # a host name other than localhost may resolve to anything
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Binding:
     host: str
     port: int
     api_key: str | None
-    key_source: str      # "--api-key", "DFLASH_API_KEY" or "none"
+    key_source: str  # "--api-key", "DFLASH_API_KEY" or "none"
 
     @property
     def url(self) -> str:
@@ -51,7 +51,9 @@ def resolve_binding(host: str, port: int, api_key: str | None, environ: Mapping[
     if api_key is not None and not api_key.strip():
         raise ValueError(f"the API key from {source} is empty")
     if not is_loopback(host) and api_key is None:
-        raise ValueError(f"--host {host} lets other machines reach the server: give an API key with "
-                         f"--api-key KEY or {KEY_ENV}=KEY (clients send it as 'Authorization: Bearer KEY'), "
-                         f"or keep the default --host {DEFAULT_HOST}")
+        raise ValueError(
+            f"--host {host} lets other machines reach the server: give an API key with "
+            f"--api-key KEY or {KEY_ENV}=KEY (clients send it as 'Authorization: Bearer KEY'), "
+            f"or keep the default --host {DEFAULT_HOST}"
+        )
     return Binding(host, port, api_key, source)

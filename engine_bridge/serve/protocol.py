@@ -19,34 +19,53 @@ MAX_STOPS = 16
 class ApiError(Exception):
     """An answer that is not a completion: status, message and OpenAI's error type / param / code."""
 
-    TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-             413: "invalid_request_error", 503: "server_busy", 500: "server_error"}
+    TYPES = {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        404: "not_found_error",
+        413: "invalid_request_error",
+        503: "server_busy",
+        500: "server_error",
+    }
 
-    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
-                 headers: dict | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict | None = None,
+    ):
         super().__init__(message)
         self.status, self.message, self.param, self.code = status, message, param, code
         self.headers = headers or {}
 
     def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.TYPES.get(self.status, "error"),
-                          "param": self.param, "code": self.code}}
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.TYPES.get(self.status, "error"),
+                "param": self.param,
+                "code": self.code,
+            }
+        }
 
 
 @dataclass
 class CompletionRequest:
     """One request, checked: what the worker renders, tokenizes and generates."""
 
-    kind: str                         # "chat" | "completion"
+    kind: str  # "chat" | "completion"
     model: str
-    messages: list[dict] | None       # chat
-    prompt: str | list[int] | None    # completion: text or token ids
+    messages: list[dict] | None  # chat
+    prompt: str | list[int] | None  # completion: text or token ids
     settings: GenerationSettings
-    max_tokens_given: bool            # False: up to the end of the context
+    max_tokens_given: bool  # False: up to the end of the context
     stops: list[str] = field(default_factory=list)
     stream: bool = False
     include_usage: bool = False
-    variant: str | None = None        # a draft variant's name (None: the one loaded now stays)
+    variant: str | None = None  # a draft variant's name (None: the one loaded now stays)
 
 
 @dataclass(frozen=True)
@@ -67,10 +86,10 @@ class Limits:
     """What the loaded pair can honour, for refusing a ``speculative`` override it cannot."""
 
     has_drafter: bool
-    max_draft: int           # chain: most draft tokens per step (the drafter's block size - 1)
-    tree_nodes: int          # tree: most nodes (0: no tree verification on this target)
+    max_draft: int  # chain: most draft tokens per step (the drafter's block size - 1)
+    tree_nodes: int  # tree: most nodes (0: no tree verification on this target)
     n_ctx: int
-    variants: tuple[str, ...] = ()   # draft variants by name ("base": --draft; then each --variant)
+    variants: tuple[str, ...] = ()  # draft variants by name ("base": --draft; then each --variant)
 
 
 def _bad(message: str, param: str | None = None) -> ApiError:
@@ -101,8 +120,7 @@ def _content(msg: dict, i: int) -> str:
         parts = []
         for p in c:
             if not isinstance(p, dict) or p.get("type") != "text" or not isinstance(p.get("text"), str):
-                raise _bad(f"messages[{i}].content: only text parts are served (a target here reads text)",
-                           "messages")
+                raise _bad(f"messages[{i}].content: only text parts are served (a target here reads text)", "messages")
             parts.append(p["text"])
         return "".join(parts)
     raise _bad(f"messages[{i}].content must be a string or a list of text parts", "messages")
@@ -118,8 +136,9 @@ def _messages(body: dict) -> list[dict]:
             raise _bad(f"messages[{i}] must be an object with a 'role'", "messages")
         role = "system" if m["role"] == "developer" else m["role"]
         if role not in ("system", "user", "assistant", "tool"):
-            raise _bad(f"messages[{i}].role {m['role']!r} is not one of system, developer, user, assistant, tool",
-                       "messages")
+            raise _bad(
+                f"messages[{i}].role {m['role']!r} is not one of system, developer, user, assistant, tool", "messages"
+            )
         out.append({"role": role, "content": _content(m, i)})
     return out
 
@@ -134,8 +153,11 @@ def _prompt(body: dict) -> str | list[int]:
         return p
     if isinstance(p, list) and p and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in p):
         return list(p)
-    raise _bad("'prompt' must be a string (or one string in a list, or a list of token ids); "
-               "several prompts in one request are not served", "prompt")
+    raise _bad(
+        "'prompt' must be a string (or one string in a list, or a list of token ids); "
+        "several prompts in one request are not served",
+        "prompt",
+    )
 
 
 def _stops(body: dict) -> list[str]:
@@ -158,13 +180,18 @@ def _speculative(body: dict, d: Defaults, lim: Limits) -> tuple[str, int, str | 
         raise _bad("'speculative' must be an object {mode, budget, draft_variant}", "speculative")
     unknown = set(sp) - {"mode", "budget", "draft_variant"}
     if unknown:
-        raise _bad(f"'speculative' has {', '.join(sorted(unknown))}: this server takes mode, budget and "
-                   "draft_variant", "speculative")
+        raise _bad(
+            f"'speculative' has {', '.join(sorted(unknown))}: this server takes mode, budget and draft_variant",
+            "speculative",
+        )
     variant = sp.get("draft_variant")
     if variant is not None and variant not in lim.variants:
         served = ", ".join(lim.variants) or "none (the server runs the target alone)"
-        raise _bad(f"speculative.draft_variant {variant!r} is not served; the variants are: {served} "
-                   "(start the server with --variant PATH to add one)", "speculative.draft_variant")
+        raise _bad(
+            f"speculative.draft_variant {variant!r} is not served; the variants are: {served} "
+            "(start the server with --variant PATH to add one)",
+            "speculative.draft_variant",
+        )
     mode = sp.get("mode", d.mode)
     if mode not in MODES:
         raise _bad(f"speculative.mode {mode!r} is not one of {', '.join(MODES)}", "speculative.mode")
@@ -172,17 +199,22 @@ def _speculative(body: dict, d: Defaults, lim: Limits) -> tuple[str, int, str | 
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise _bad(f"speculative.budget must be an integer >= 1, not {budget!r}", "speculative.budget")
     if mode in ("chain", "tree", "auto") and not lim.has_drafter:
-        raise _bad(f"speculative.mode {mode!r} needs a drafter, and this server runs the target alone",
-                   "speculative.mode")
+        raise _bad(
+            f"speculative.mode {mode!r} needs a drafter, and this server runs the target alone", "speculative.mode"
+        )
     if mode == "chain" and budget > lim.max_draft:
-        raise _bad(f"speculative.budget {budget}: the drafter drafts at most {lim.max_draft} tokens a step",
-                   "speculative.budget")
+        raise _bad(
+            f"speculative.budget {budget}: the drafter drafts at most {lim.max_draft} tokens a step",
+            "speculative.budget",
+        )
     if mode == "tree":
         if lim.tree_nodes <= 1:
             raise _bad("speculative.mode 'tree': this target cannot verify a tree", "speculative.mode")
         if budget > lim.tree_nodes:
-            raise _bad(f"speculative.budget {budget}: the context was made for {lim.tree_nodes} tree nodes",
-                       "speculative.budget")
+            raise _bad(
+                f"speculative.budget {budget}: the context was made for {lim.tree_nodes} tree nodes",
+                "speculative.budget",
+            )
     return mode, budget, variant
 
 
@@ -194,11 +226,15 @@ def parse_request(kind: str, body, model_ids: tuple[str, ...], d: Defaults, lim:
     if not isinstance(model, str):
         raise _bad("'model' must be a string", "model")
     if model not in model_ids:
-        raise ApiError(404, f"The model '{model}' does not exist; this server serves {', '.join(model_ids)}",
-                       param="model", code="model_not_found")
+        raise ApiError(
+            404,
+            f"The model '{model}' does not exist; this server serves {', '.join(model_ids)}",
+            param="model",
+            code="model_not_found",
+        )
     messages = _messages(body) if kind == "chat" else None
     prompt = _prompt(body) if kind == "completion" else None
-    _number(body, "n", int, 1, 1)   # one choice per request: n other than 1 is a 400
+    _number(body, "n", int, 1, 1)  # one choice per request: n other than 1 is a 400
     max_tokens = _number(body, "max_completion_tokens", int, 1)
     max_tokens = _number(body, "max_tokens", int, 1, default=max_tokens)
     temperature = _number(body, "temperature", float, 0, 2, d.temperature)
@@ -214,21 +250,40 @@ def parse_request(kind: str, body, model_ids: tuple[str, ...], d: Defaults, lim:
     if so is not None and (not isinstance(so, dict) or not isinstance(so.get("include_usage", False), bool)):
         raise _bad("'stream_options' must be an object {include_usage: bool}", "stream_options")
     mode, budget, variant = _speculative(body, d, lim)
-    settings = GenerationSettings(mode=mode, budget=budget, p_min=d.p_min,
-                                  max_tokens=max_tokens or max(1, lim.n_ctx), temperature=temperature,
-                                  top_k=top_k, top_p=top_p, seed=seed & 0xFFFFFFFF)
-    return CompletionRequest(kind=kind, model=model, messages=messages, prompt=prompt, settings=settings,
-                             max_tokens_given=max_tokens is not None, stops=_stops(body), stream=stream,
-                             include_usage=bool(so and so.get("include_usage")), variant=variant)
+    settings = GenerationSettings(
+        mode=mode,
+        budget=budget,
+        p_min=d.p_min,
+        max_tokens=max_tokens or max(1, lim.n_ctx),
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed & 0xFFFFFFFF,
+    )
+    return CompletionRequest(
+        kind=kind,
+        model=model,
+        messages=messages,
+        prompt=prompt,
+        settings=settings,
+        max_tokens_given=max_tokens is not None,
+        stops=_stops(body),
+        stream=stream,
+        include_usage=bool(so and so.get("include_usage")),
+        variant=variant,
+    )
 
 
 # -- answers ---------------------------------------------------------------------------------------
 def usage(res: GenerationResult) -> dict:
     s = res.summary
-    assert s is not None        # every finished generation has one
-    return {"prompt_tokens": s.n_prompt, "completion_tokens": s.n_generated,
-            "total_tokens": s.n_prompt + s.n_generated,
-            "prompt_tokens_details": {"cached_tokens": s.n_prompt_reused}}
+    assert s is not None  # every finished generation has one
+    return {
+        "prompt_tokens": s.n_prompt,
+        "completion_tokens": s.n_generated,
+        "total_tokens": s.n_prompt + s.n_generated,
+        "prompt_tokens_details": {"cached_tokens": s.n_prompt_reused},
+    }
 
 
 def timings(res: GenerationResult, variant: str | None = None) -> dict:
@@ -240,16 +295,22 @@ def timings(res: GenerationResult, variant: str | None = None) -> dict:
     p_ms, g_ms = s.t_prefill * 1e3, s.t_generate * 1e3
     return {
         "cache_n": s.n_prompt_reused,
-        "prompt_n": fresh, "prompt_ms": p_ms,
+        "prompt_n": fresh,
+        "prompt_ms": p_ms,
         "prompt_per_token_ms": p_ms / fresh if fresh else 0.0,
         "prompt_per_second": fresh / s.t_prefill if s.t_prefill > 0 else 0.0,
-        "predicted_n": s.n_generated, "predicted_ms": g_ms,
+        "predicted_n": s.n_generated,
+        "predicted_ms": g_ms,
         "predicted_per_token_ms": g_ms / s.n_generated if s.n_generated else 0.0,
         "predicted_per_second": s.tok_per_s,
-        "draft_n": s.n_drafted, "draft_n_accepted": s.n_accepted,
+        "draft_n": s.n_drafted,
+        "draft_n_accepted": s.n_accepted,
         # ours
-        "mode": s.verify_mode if s.mode != "auto" else "auto", "budget": s.budget_effective,
-        "steps": s.n_steps, "mean_commit_len": s.mean_commit_len, "acceptance_rate": s.acceptance_rate,
+        "mode": s.verify_mode if s.mode != "auto" else "auto",
+        "budget": s.budget_effective,
+        "steps": s.n_steps,
+        "mean_commit_len": s.mean_commit_len,
+        "acceptance_rate": s.acceptance_rate,
         # the engine's own time to first token (prefill and the first step; no HTTP, queue or tokenizing)
         "first_token_ms": s.t_first_token * 1e3,
         "phase_ms": {p: sum(getattr(r, f"t_{p}") for r in res.steps) * 1e3 for p in PHASES},
@@ -262,27 +323,41 @@ class Answer:
 
     def __init__(self, req: CompletionRequest):
         self.req = req
-        self.variant: str | None = None   # the draft variant that ran (set by the worker's "done")
+        self.variant: str | None = None  # the draft variant that ran (set by the worker's "done")
         chat = req.kind == "chat"
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
         self.object = "chat.completion" if chat else "text_completion"
 
     def _head(self, obj: str) -> dict:
-        return {"id": self.id, "object": obj, "created": self.created, "model": self.req.model,
-                "system_fingerprint": "dflash-studio"}
+        return {
+            "id": self.id,
+            "object": obj,
+            "created": self.created,
+            "model": self.req.model,
+            "system_fingerprint": "dflash-studio",
+        }
 
     def full(self, text: str, finish: str, res: GenerationResult) -> dict:
         if self.req.kind == "chat":
-            choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                      "logprobs": None, "finish_reason": finish}
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None,
+                "finish_reason": finish,
+            }
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
-        return {**self._head(self.object), "choices": [choice], "usage": usage(res),
-                "timings": timings(res, self.variant)}
+        return {
+            **self._head(self.object),
+            "choices": [choice],
+            "usage": usage(res),
+            "timings": timings(res, self.variant),
+        }
 
-    def chunk(self, text: str | None, finish: str | None = None, *, first: bool = False,
-              res: GenerationResult | None = None) -> dict:
+    def chunk(
+        self, text: str | None, finish: str | None = None, *, first: bool = False, res: GenerationResult | None = None
+    ) -> dict:
         if self.req.kind == "chat":
             delta = {}
             if first:
@@ -300,5 +375,4 @@ class Answer:
 
     def usage_chunk(self, res: GenerationResult) -> dict:
         obj = "chat.completion.chunk" if self.req.kind == "chat" else "text_completion"
-        return {**self._head(obj), "choices": [], "usage": usage(res),
-                "timings": timings(res, self.variant)}
+        return {**self._head(obj), "choices": [], "usage": usage(res), "timings": timings(res, self.variant)}

@@ -49,8 +49,18 @@ class Server:
     ``worker`` (a JobQueue whose jobs another thread runs: the desktop app's engine worker) and
     ``facts`` (the pair's, read on that thread)."""
 
-    def __init__(self, engine, binding: Binding, defaults: Defaults, *, max_waiting: int = 8,
-                 worker: JobQueue | None = None, variants=(), check: bool = True, facts: PairFacts | None = None):
+    def __init__(
+        self,
+        engine,
+        binding: Binding,
+        defaults: Defaults,
+        *,
+        max_waiting: int = 8,
+        worker: JobQueue | None = None,
+        variants=(),
+        check: bool = True,
+        facts: PairFacts | None = None,
+    ):
         self.engine = engine
         if worker is None:
             table = variant_table(engine, variants)
@@ -67,8 +77,11 @@ class Server:
         self.sock = bind(binding.host, binding.port)
         self.binding = Binding(binding.host, self.sock.getsockname()[1], binding.api_key, binding.key_source)
         self.app = ServeApp(self.worker, facts.model_ids, defaults, facts.limits, binding.api_key)
-        self._uv = uvicorn.Server(uvicorn.Config(self.app.asgi, log_level="warning", access_log=False,
-                                                 lifespan="off", timeout_graceful_shutdown=2))
+        self._uv = uvicorn.Server(
+            uvicorn.Config(
+                self.app.asgi, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=2
+            )
+        )
         self._thread: threading.Thread | None = None
 
     @property
@@ -78,7 +91,7 @@ class Server:
     def run(self) -> None:
         """Serves until interrupted (Ctrl-C) or ``stop``."""
         if self._own_worker:
-            assert isinstance(self.worker, EngineWorker)      # made in __init__
+            assert isinstance(self.worker, EngineWorker)  # made in __init__
             self.worker.start()
         try:
             self._uv.run(sockets=[self.sock])

@@ -23,14 +23,14 @@ class StopFilter:
         if cut >= 0:
             self.hit, self.held = True, ""
             return text[:cut]
-        keep = 0   # the longest tail of text that begins some stop string
+        keep = 0  # the longest tail of text that begins some stop string
         for s in self.stops:
             for n in range(min(len(s) - 1, len(text)), keep, -1):
                 if text.endswith(s[:n]):
                     keep = n
                     break
-        self.held = text[len(text) - keep:] if keep else ""
-        return text[:len(text) - keep]
+        self.held = text[len(text) - keep :] if keep else ""
+        return text[: len(text) - keep]
 
     def flush(self) -> str:
         """What was held back, once the generation ended without completing a stop string."""

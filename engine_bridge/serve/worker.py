@@ -53,11 +53,16 @@ def pair_facts(engine, variants: tuple[str, ...] = ()) -> PairFacts:
     d = engine.describe()
     cfg = engine.config
     nodes = getattr(engine, "tree_max_nodes", None)
-    if nodes is None:    # a child process: its context was made for this many sequences (Engine.load's rule)
+    if nodes is None:  # a child process: its context was made for this many sequences (Engine.load's rule)
         nodes = min(cfg.max_tree_nodes, 256, cfg.n_batch - 1) if engine.tree_capable else 0
     has_drafter = "draft" in d
-    limits = Limits(has_drafter=has_drafter, max_draft=int(d.get("max_draft", 0)),
-                    tree_nodes=int(nodes) if has_drafter else 0, n_ctx=int(d["n_ctx"]), variants=tuple(variants))
+    limits = Limits(
+        has_drafter=has_drafter,
+        max_draft=int(d.get("max_draft", 0)),
+        tree_nodes=int(nodes) if has_drafter else 0,
+        n_ctx=int(d["n_ctx"]),
+        variants=tuple(variants),
+    )
     # the model's name: the target's file name without .gguf (clients must send one)
     return PairFacts(model_ids=(cfg.target.stem,), limits=limits, n_vocab=int(d["n_vocab"]))
 
@@ -75,7 +80,7 @@ class Job:
     def emit(self, kind: str, value) -> None:
         try:
             self.loop.call_soon_threadsafe(self.events.put_nowait, (kind, value))
-        except RuntimeError:   # the event loop is closed: the server is shutting down
+        except RuntimeError:  # the event loop is closed: the server is shutting down
             self.cancel.set()
 
 
@@ -86,9 +91,18 @@ class JobQueue:
     then a drafter load; the target stays), and the next request without one swaps "base" back.
     ``n_ctx``, ``n_vocab``: the pair's context and vocabulary (PairFacts), that prompts are held to."""
 
-    def __init__(self, *, n_ctx: int, n_vocab: int, has_drafter: bool, max_waiting: int = 8,
-                 retry_after_s: int = 1, variants: dict | None = None, check: bool = True,
-                 stream_flush_s: float = STREAM_FLUSH_S):
+    def __init__(
+        self,
+        *,
+        n_ctx: int,
+        n_vocab: int,
+        has_drafter: bool,
+        max_waiting: int = 8,
+        retry_after_s: int = 1,
+        variants: dict | None = None,
+        check: bool = True,
+        stream_flush_s: float = STREAM_FLUSH_S,
+    ):
         if max_waiting < 1:
             raise ValueError("the queue must hold at least one waiting request")
         self.variants = dict(variants or {})
@@ -100,12 +114,12 @@ class JobQueue:
         self.retry_after_s = retry_after_s
         self._waiting: deque[Job] = deque()
         self._cv = threading.Condition()
-        self._held = False                 # hold(): no new job starts
+        self._held = False  # hold(): no new job starts
         self._stopping = False
         self.busy = False
-        self.served = 0        # requests answered (a completion, or an error from the engine side)
-        self.cancelled = 0     # requests whose client left (while waiting or generating)
-        self.last: tuple[str, object] | None = None   # (engine finish reason, summary) of the last run
+        self.served = 0  # requests answered (a completion, or an error from the engine side)
+        self.cancelled = 0  # requests whose client left (while waiting or generating)
+        self.last: tuple[str, object] | None = None  # (engine finish reason, summary) of the last run
         self._running: Job | None = None
 
     # -- the HTTP side ----------------------------------------------------------------------------
@@ -114,9 +128,13 @@ class JobQueue:
             if self._stopping:
                 raise ApiError(503, "the server is shutting down", code="shutting_down")
             if len(self._waiting) >= self.max_waiting:
-                raise ApiError(503, f"the server is busy: {len(self._waiting)} requests are waiting for the "
-                                    f"engine (the queue holds {self.max_waiting}); try again shortly",
-                               code="queue_full", headers={"Retry-After": str(self.retry_after_s)})
+                raise ApiError(
+                    503,
+                    f"the server is busy: {len(self._waiting)} requests are waiting for the "
+                    f"engine (the queue holds {self.max_waiting}); try again shortly",
+                    code="queue_full",
+                    headers={"Retry-After": str(self.retry_after_s)},
+                )
             self._waiting.append(job)
             self._cv.notify()
         self._submitted(job)
@@ -179,8 +197,10 @@ class JobQueue:
             if job.cancel.is_set():
                 self.cancelled += 1
                 gone = "the server stopped" if self._stopping else "the client left before its turn"
-                job.emit("error", ApiError(503 if self._stopping else 499, gone, code="shutting_down"
-                                           if self._stopping else None))
+                job.emit(
+                    "error",
+                    ApiError(503 if self._stopping else 499, gone, code="shutting_down" if self._stopping else None),
+                )
                 return
             if engine is None:
                 self.served += 1
@@ -205,31 +225,33 @@ class JobQueue:
                 # holding "<|im_end|><|im_start|>system" stays text and cannot forge a turn
                 tokens = eng.tokenize_chat(req.messages)
             else:
-                assert prompt is not None       # parse_request gives every completion one
+                assert prompt is not None  # parse_request gives every completion one
                 tokens = eng.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
             n_ctx = self.n_ctx
             if not tokens:
                 raise ApiError(400, "the prompt is empty once tokenized", param="prompt")
             if len(tokens) >= n_ctx:
-                raise ApiError(400, f"the prompt has {len(tokens)} tokens but the context holds {n_ctx}; "
-                                    "shorten the prompt or start the server with a larger --n-ctx",
-                               param="messages" if req.kind == "chat" else "prompt",
-                               code="context_length_exceeded")
+                raise ApiError(
+                    400,
+                    f"the prompt has {len(tokens)} tokens but the context holds {n_ctx}; "
+                    "shorten the prompt or start the server with a larger --n-ctx",
+                    param="messages" if req.kind == "chat" else "prompt",
+                    code="context_length_exceeded",
+                )
             if req.kind == "completion" and isinstance(prompt, list):
                 vocab = self.n_vocab
                 if max(tokens) >= vocab:
-                    raise ApiError(400, f"token id {max(tokens)} is outside the vocabulary ({vocab})",
-                                   param="prompt")
+                    raise ApiError(400, f"token id {max(tokens)} is outside the vocabulary ({vocab})", param="prompt")
             want = req.variant or ("base" if "base" in self.variants else self.current)
             if want != self.current:
-                self.current = None    # unknown until the swap is done (a failed load leaves no drafter)
+                self.current = None  # unknown until the swap is done (a failed load leaves no drafter)
                 eng.swap_drafter(self.variants[want], check=self.check)
                 self.current = want
             job.emit("start", len(tokens))
             stop = StopFilter(req.stops)
 
             step_text: list[str] = []
-            last_emit = [0.0]   # when text was last handed over (0: not yet)
+            last_emit = [0.0]  # when text was last handed over (0: not yet)
 
             def hand_over() -> None:
                 job.emit("text", "".join(step_text))
@@ -246,7 +268,7 @@ class JobQueue:
                         # time to first token
                         hand_over()
                 if stop.hit:
-                    job.cancel.set()   # ends the run within this step
+                    job.cancel.set()  # ends the run within this step
 
             def on_step(rec):
                 # every hand-over wakes the event loop, whose Python competes with this thread's for the
@@ -269,21 +291,35 @@ class JobQueue:
         except ApiError as exc:
             self.served += 1
             job.emit("error", exc)
-        except IncompatiblePairError as exc:   # a draft variant that does not pair with the target
+        except IncompatiblePairError as exc:  # a draft variant that does not pair with the target
             self.served += 1
-            job.emit("error", ApiError(400, f"the draft variant cannot run with this target: {exc}",
-                                       param="speculative.draft_variant", code="incompatible_variant"))
-        except ChatTemplateError as exc:   # the model's template refused these messages (roles out of order...)
+            job.emit(
+                "error",
+                ApiError(
+                    400,
+                    f"the draft variant cannot run with this target: {exc}",
+                    param="speculative.draft_variant",
+                    code="incompatible_variant",
+                ),
+            )
+        except ChatTemplateError as exc:  # the model's template refused these messages (roles out of order...)
             self.served += 1
-            job.emit("error", ApiError(400, f"the model's chat template refused the messages: {exc}",
-                                       param="messages", code="chat_template"))
+            job.emit(
+                "error",
+                ApiError(
+                    400,
+                    f"the model's chat template refused the messages: {exc}",
+                    param="messages",
+                    code="chat_template",
+                ),
+            )
         except (ContextOverflowError, UnsupportedSettingError, ValueError) as exc:
             self.served += 1
             job.emit("error", ApiError(400, str(exc)))
-        except EngineError as exc:   # a decode error, or an engine process that died: this request fails
+        except EngineError as exc:  # a decode error, or an engine process that died: this request fails
             self.served += 1
             job.emit("error", ApiError(500, str(exc), code="engine_error"))
-        except Exception as exc:     # never a dead worker: the next request still runs
+        except Exception as exc:  # never a dead worker: the next request still runs
             self.served += 1
             job.emit("error", ApiError(500, f"the engine failed: {type(exc).__name__}: {exc}", code="engine_error"))
 
@@ -291,12 +327,27 @@ class JobQueue:
 class EngineWorker(JobQueue):
     """The queue with a thread of its own that owns the engine once started (``dflash-studio serve``)."""
 
-    def __init__(self, engine, max_waiting: int = 8, retry_after_s: int = 1, variants: dict | None = None,
-                 check: bool = True, stream_flush_s: float = STREAM_FLUSH_S, facts: PairFacts | None = None):
+    def __init__(
+        self,
+        engine,
+        max_waiting: int = 8,
+        retry_after_s: int = 1,
+        variants: dict | None = None,
+        check: bool = True,
+        stream_flush_s: float = STREAM_FLUSH_S,
+        facts: PairFacts | None = None,
+    ):
         facts = facts or pair_facts(engine)
-        super().__init__(n_ctx=facts.limits.n_ctx, n_vocab=facts.n_vocab, has_drafter=facts.limits.has_drafter,
-                         max_waiting=max_waiting, retry_after_s=retry_after_s, variants=variants, check=check,
-                         stream_flush_s=stream_flush_s)
+        super().__init__(
+            n_ctx=facts.limits.n_ctx,
+            n_vocab=facts.n_vocab,
+            has_drafter=facts.limits.has_drafter,
+            max_waiting=max_waiting,
+            retry_after_s=retry_after_s,
+            variants=variants,
+            check=check,
+            stream_flush_s=stream_flush_s,
+        )
         self.engine = engine
         self._thread = threading.Thread(target=self._loop, name="dflash-serve-engine", daemon=True)
 
@@ -321,5 +372,5 @@ class EngineWorker(JobQueue):
         try:
             self.engine.reload(check=self.check)
             self.current = "base" if self.engine.config.draft is not None else None
-        except Exception:   # noqa: BLE001 - the request's own run raises it again, as a 500 with the reason
+        except Exception:  # noqa: BLE001 - the request's own run raises it again, as a 500 with the reason
             pass

@@ -30,6 +30,8 @@ def unavailable() -> str | None:
     if importlib.util.find_spec("torch") is not None:
         return None
     if getattr(sys, "frozen", False):
-        return ("training needs PyTorch, which the one-file bundle does not carry; train from a checkout "
-                "(make setup installs it)")
+        return (
+            "training needs PyTorch, which the one-file bundle does not carry; train from a checkout "
+            "(make setup installs it)"
+        )
     return "training needs PyTorch, which this install lacks: install the train extra (pip install -e '.[train]')"

@@ -62,8 +62,12 @@ def pick_mask_token(model, template: str) -> int:
     own = int(C.llama_vocab_mask(v))
     if own >= 0:
         return own
-    reserved = {int(C.llama_vocab_bos(v)), int(C.llama_vocab_eos(v)), int(C.llama_vocab_eot(v)),
-                int(C.llama_vocab_pad(v))}
+    reserved = {
+        int(C.llama_vocab_bos(v)),
+        int(C.llama_vocab_eos(v)),
+        int(C.llama_vocab_eot(v)),
+        int(C.llama_vocab_pad(v)),
+    }
     best = -1
     for tid in range(model.n_vocab):
         if not C.llama_vocab_is_control(v, tid) or tid in reserved or model.is_eog(tid):
@@ -86,39 +90,61 @@ def end_tokens(model) -> list[int]:
 
 
 PROMPT_SOURCES = ("real", "templates")
-HELDOUT_PER_CATEGORY = 16      # held-out (val split) prompts per evaluated category
-VAL_PER_CATEGORY = 64          # val-split prompts per category tokenized into val.npz (checkpoint choice)
+HELDOUT_PER_CATEGORY = 16  # held-out (val split) prompts per evaluated category
+VAL_PER_CATEGORY = 64  # val-split prompts per category tokenized into val.npz (checkpoint choice)
 
 
 def _real_prompts(n_per_category: int, seed: int, heldout_per_category: int) -> tuple[list[dict], list[dict], dict]:
     """(training prompts from the train split, held-out prompts from the val split, sources)."""
     from . import real_prompts
 
-    train = [{"id": r["id"], "category": r["category"], "text": r["text"], "source": r["source"],
-              "template": r["source"]}
-             for r in real_prompts.sample(n_per_category, "train", seed, chat_prompts.CATEGORIES)]
-    held = [{"id": f"val-{r['id']}", "category": r["category"], "text": r["text"], "source": r["source"],
-             "template": r["source"]}
-            for r in real_prompts.sample(heldout_per_category, "val", seed, chat_prompts.EVAL_CATEGORIES)]
+    train = [
+        {"id": r["id"], "category": r["category"], "text": r["text"], "source": r["source"], "template": r["source"]}
+        for r in real_prompts.sample(n_per_category, "train", seed, chat_prompts.CATEGORIES)
+    ]
+    held = [
+        {
+            "id": f"val-{r['id']}",
+            "category": r["category"],
+            "text": r["text"],
+            "source": r["source"],
+            "template": r["source"],
+        }
+        for r in real_prompts.sample(heldout_per_category, "val", seed, chat_prompts.EVAL_CATEGORIES)
+    ]
     info = real_prompts.sources()
     used = {p["source"] for p in train + held}
-    sources = {k: f"{v['licence']} ({v['repository']}" + (f" @ {v['commit'][:12]}" if v["commit"] else "") + f": {v['read']})"
-               for k, v in info["sources"].items() if k in used}
+    sources = {
+        k: f"{v['licence']} ({v['repository']}" + (f" @ {v['commit'][:12]}" if v["commit"] else "") + f": {v['read']})"
+        for k, v in info["sources"].items()
+        if k in used
+    }
     return train, held, sources
 
 
 def _val_prompts(seed: int) -> list[dict]:
     from . import real_prompts
 
-    return [{"id": r["id"], "category": r["category"], "text": r["text"], "source": r["source"]}
-            for r in real_prompts.sample(VAL_PER_CATEGORY, "val", seed, chat_prompts.CATEGORIES)]
+    return [
+        {"id": r["id"], "category": r["category"], "text": r["text"], "source": r["source"]}
+        for r in real_prompts.sample(VAL_PER_CATEGORY, "val", seed, chat_prompts.CATEGORIES)
+    ]
 
 
-def prepare(target: str | Path, out: str | Path, *, n_per_category: int = 3000, variants: int = 2, seed: int = 0,
-            mask_token_id: int | None = None, heldout_copy: str | Path | None = None,
-            source: str = "real", extra_prompts: str | Path | None = None,
-            heldout_per_category: int = HELDOUT_PER_CATEGORY,
-            log: Callable[[str], None] = print) -> dict:
+def prepare(
+    target: str | Path,
+    out: str | Path,
+    *,
+    n_per_category: int = 3000,
+    variants: int = 2,
+    seed: int = 0,
+    mask_token_id: int | None = None,
+    heldout_copy: str | Path | None = None,
+    source: str = "real",
+    extra_prompts: str | Path | None = None,
+    heldout_per_category: int = HELDOUT_PER_CATEGORY,
+    log: Callable[[str], None] = print,
+) -> dict:
     """``source``: "real" (the shipped real set's train split, ``n_per_category`` drawn per category,
     held-out prompts from its val split) or "templates" (``chat_prompts.compose``). ``extra_prompts``:
     a user's JSONL file (``read_extra_prompts``), added in full. Everything that is trained on or
@@ -134,8 +160,10 @@ def prepare(target: str | Path, out: str | Path, *, n_per_category: int = 3000, 
     if source == "real":
         composed, held, sources = _real_prompts(n_per_category, seed, heldout_per_category)
         val = _val_prompts(seed)
-        heldout_note = (f"Held-out prompts (chat, code, math; {heldout_per_category} each) come from the shipped set's "
-                        "validation split (about 2 % of it, chosen by a hash of the text), never trained on.")
+        heldout_note = (
+            f"Held-out prompts (chat, code, math; {heldout_per_category} each) come from the shipped set's "
+            "validation split (about 2 % of it, chosen by a hash of the text), never trained on."
+        )
     else:
         composed, held = chat_prompts.compose(n_per_category, seed)
         sources = dict(chat_prompts.SOURCES)
@@ -149,8 +177,10 @@ def prepare(target: str | Path, out: str | Path, *, n_per_category: int = 3000, 
         held_keys = {decontam.full_hash(decontam.words(p["text"])) for p in held + val}
         clash = [p for p in extra if decontam.full_hash(decontam.words(p["text"])) in held_keys]
         if clash:
-            raise PromptFileError(f"{extra_name} line {clash[0]['line']}: this prompt is one of the "
-                                  "held-out (validation) prompts, which are never trained on; remove it")
+            raise PromptFileError(
+                f"{extra_name} line {clash[0]['line']}: this prompt is one of the "
+                "held-out (validation) prompts, which are never trained on; remove it"
+            )
         dup = 0
         for p in extra:
             k = decontam.full_hash(decontam.words(p["text"]))
@@ -159,14 +189,19 @@ def prepare(target: str | Path, out: str | Path, *, n_per_category: int = 3000, 
                 continue
             seen.add(k)
             composed.append(p)
-        sources[f"user:{extra_name}"] = (f"the user's own prompts ({extra_name}, sha256 "
-                                         f"{file_sha256(extra_prompts)[:16]}); licence as the user states")
-        log(f"prepare: {len(extra) - dup} extra prompts from {extra_prompts}" + (f" ({dup} duplicates skipped)" if dup else ""))
-    labels = [f"{extra_name} line {p['line']}" if "line" in p else f"prompt {p['id']} ({p['source']})"
-              for p in composed]
+        sources[f"user:{extra_name}"] = (
+            f"the user's own prompts ({extra_name}, sha256 "
+            f"{file_sha256(extra_prompts)[:16]}); licence as the user states"
+        )
+        log(
+            f"prepare: {len(extra) - dup} extra prompts from {extra_prompts}"
+            + (f" ({dup} duplicates skipped)" if dup else "")
+        )
+    labels = [
+        f"{extra_name} line {p['line']}" if "line" in p else f"prompt {p['id']} ({p['source']})" for p in composed
+    ]
     rep = decontam.require_clean([p["text"] for p in composed], labels, what="the training prompts")
-    decontam.require_clean([p["text"] for p in held + val], [p["id"] for p in held + val],
-                           what="the held-out prompts")
+    decontam.require_clean([p["text"] for p in held + val], [p["id"] for p in held + val], what="the held-out prompts")
     fp = decontam.load()
 
     target = Path(target)
@@ -175,8 +210,10 @@ def prepare(target: str | Path, out: str | Path, *, n_per_category: int = 3000, 
     model = Model(target, n_gpu_layers=0)
     template = model.chat_template()
     if not template:
-        raise ValueError(f"{target.name} has no chat template (tokenizer.chat_template): a base model; "
-                         "train its drafter on text instead")
+        raise ValueError(
+            f"{target.name} has no chat template (tokenizer.chat_template): a base model; "
+            "train its drafter on text instead"
+        )
     v = model.vocab
     bos = model.token_text(C.llama_vocab_bos(v)) if C.llama_vocab_bos(v) >= 0 else ""
     eos = model.token_text(C.llama_vocab_eos(v)) if C.llama_vocab_eos(v) >= 0 else ""
@@ -211,8 +248,12 @@ def prepare(target: str | Path, out: str | Path, *, n_per_category: int = 3000, 
                 if (i + 1) % 5000 == 0:
                     log(f"prepare: {i + 1}/{len(rows)} {stem} tokenized")
         # uint16 where the vocabulary allows: the folder travels to the GPU machine (64 MiB a call)
-        np.savez_compressed(out / f"{stem}.npz", ids=np.asarray(ids, dtype=np.uint16 if model.n_vocab <= 65535 else np.int32),
-                            offsets=np.asarray(offsets, dtype=np.int64), category=np.asarray(cats, dtype=np.int8))
+        np.savez_compressed(
+            out / f"{stem}.npz",
+            ids=np.asarray(ids, dtype=np.uint16 if model.n_vocab <= 65535 else np.int32),
+            offsets=np.asarray(offsets, dtype=np.int64),
+            category=np.asarray(cats, dtype=np.int8),
+        )
         return np.diff(np.asarray(offsets))
 
     lens = tokenize_all(train, "prompts")
@@ -220,9 +261,17 @@ def prepare(target: str | Path, out: str | Path, *, n_per_category: int = 3000, 
         tokenize_all([{**p, "system": None} for p in val], "val")
     held_lines = []
     for p in held:
-        held_lines.append(json.dumps({"id": p["id"], "category": p["category"], "source": p["source"],
-                                      "template": p["template"],
-                                      "messages": [{"role": "user", "content": p["text"]}]}))
+        held_lines.append(
+            json.dumps(
+                {
+                    "id": p["id"],
+                    "category": p["category"],
+                    "source": p["source"],
+                    "template": p["template"],
+                    "messages": [{"role": "user", "content": p["text"]}],
+                }
+            )
+        )
     (out / "heldout.jsonl").write_text("\n".join(held_lines) + "\n")
     if heldout_copy:
         Path(heldout_copy).parent.mkdir(parents=True, exist_ok=True)
@@ -231,37 +280,68 @@ def prepare(target: str | Path, out: str | Path, *, n_per_category: int = 3000, 
     stops = end_tokens(model)
     mask = int(mask_token_id) if mask_token_id is not None else pick_mask_token(model, template)
     meta = {
-        "format": FORMAT, "kind": "chat-prompts",
-        "target": {"file": target.name, "sha256": file_sha256(target), "arch": model.meta("general.architecture"),
-                   "name": model.meta("general.name"), "n_vocab": model.n_vocab, "n_layer": model.n_layer,
-                   "n_embd": model.n_embd,
-                   "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest()},
-        "vocab_size": model.n_vocab, "stop_ids": stops, "mask_id": mask, "mask_token": model.token_text(mask),
-        "eos_id": int(C.llama_vocab_eos(v)), "pad_id": int(C.llama_vocab_eos(v)),
+        "format": FORMAT,
+        "kind": "chat-prompts",
+        "target": {
+            "file": target.name,
+            "sha256": file_sha256(target),
+            "arch": model.meta("general.architecture"),
+            "name": model.meta("general.name"),
+            "n_vocab": model.n_vocab,
+            "n_layer": model.n_layer,
+            "n_embd": model.n_embd,
+            "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest(),
+        },
+        "vocab_size": model.n_vocab,
+        "stop_ids": stops,
+        "mask_id": mask,
+        "mask_token": model.token_text(mask),
+        "eos_id": int(C.llama_vocab_eos(v)),
+        "pad_id": int(C.llama_vocab_eos(v)),
         "categories": list(chat_prompts.CATEGORIES),
         "counts": {c: int(sum(1 for p in train if p["category"] == c)) for c in chat_prompts.CATEGORIES},
         "counts_by_source": _counts_by_source(composed),
         "heldout_counts": {c: int(sum(1 for p in held if p["category"] == c)) for c in chat_prompts.EVAL_CATEGORIES},
         "heldout_split": "val" if source == "real" else "templates",
         "heldout_note": heldout_note,
-        "val": {"file": "val.npz", "n": len(val), "split": "val",
-                "counts": {c: int(sum(1 for p in val if p["category"] == c)) for c in chat_prompts.CATEGORIES}}
-        if val else None,
-        "n_prompts": len(train), "prompt_tokens": int(lens.sum()), "prompt_len_max": int(lens.max()),
+        "val": {
+            "file": "val.npz",
+            "n": len(val),
+            "split": "val",
+            "counts": {c: int(sum(1 for p in val if p["category"] == c)) for c in chat_prompts.CATEGORIES},
+        }
+        if val
+        else None,
+        "n_prompts": len(train),
+        "prompt_tokens": int(lens.sum()),
+        "prompt_len_max": int(lens.max()),
         "prompt_len_mean": round(float(lens.mean()), 1),
-        "prompt_source": source, "extra_prompts": ({"file": str(extra_prompts), "sha256": file_sha256(extra_prompts),
-                                                    "n": len(extra)} if extra_prompts else None),
-        "sources": sources, "seed": seed, "n_per_category": n_per_category, "variants": variants,
+        "prompt_source": source,
+        "extra_prompts": (
+            {"file": str(extra_prompts), "sha256": file_sha256(extra_prompts), "n": len(extra)}
+            if extra_prompts
+            else None
+        ),
+        "sources": sources,
+        "seed": seed,
+        "n_per_category": n_per_category,
+        "variants": variants,
         "distinct_requests": len(composed),
         "python": sys.version.split()[0],
         "benchmarks_excluded": ["MT-Bench", "AlpacaEval", "Vicuna-80", "HumanEval", "MBPP", "GSM8K test", "MATH test"],
-        "decontamination": {"rule": f"{decontam.N}-gram overlap on normalised words; whole short items; exact copies",
-                            "fingerprints": list(fp.sets), "checked": rep["n"] + len(held) + len(val), "hits": 0},
+        "decontamination": {
+            "rule": f"{decontam.N}-gram overlap on normalised words; whole short items; exact copies",
+            "fingerprints": list(fp.sets),
+            "checked": rep["n"] + len(held) + len(val),
+            "hits": 0,
+        },
     }
     meta["turns"] = turn_fragments(model, template, bos, eos, stops, log)
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
-    log(f"prepare: {len(train)} training prompts ({meta['prompt_tokens']} tokens, mean {meta['prompt_len_mean']}), "
-        f"{len(held)} held-out, {len(val)} validation; mask token {mask} {meta['mask_token']!r}; stop ids {stops} -> {out}")
+    log(
+        f"prepare: {len(train)} training prompts ({meta['prompt_tokens']} tokens, mean {meta['prompt_len_mean']}), "
+        f"{len(held)} held-out, {len(val)} validation; mask token {mask} {meta['mask_token']!r}; stop ids {stops} -> {out}"
+    )
     return meta
 
 
@@ -272,9 +352,11 @@ def turn_fragments(model, template: str, bos: str, eos: str, stops: list[int], l
     from .chat_turns import TemplateTurnsError, fragments
 
     try:
-        return fragments(lambda msgs, gen: render_chat(template, msgs, bos_token=bos, eos_token=eos,
-                                                       add_generation_prompt=gen),
-                         lambda text, special: model.tokenize(text, add_special=special, parse_special=True), stops)
+        return fragments(
+            lambda msgs, gen: render_chat(template, msgs, bos_token=bos, eos_token=eos, add_generation_prompt=gen),
+            lambda text, special: model.tokenize(text, add_special=special, parse_special=True),
+            stops,
+        )
     except (TemplateTurnsError, ValueError) as e:
         log(f"prepare: no multi-turn fragments ({e}): single-turn data only")
         return None
@@ -305,7 +387,7 @@ def load_prompts(folder: str | Path, stem: str = "prompts") -> tuple[list[np.nda
     meta = json.loads((folder / "meta.json").read_text())
     z = np.load(folder / f"{stem}.npz")
     ids, off = z["ids"], z["offsets"]
-    return [ids[off[i]:off[i + 1]] for i in range(len(off) - 1)], z["category"], meta
+    return [ids[off[i] : off[i + 1]] for i in range(len(off) - 1)], z["category"], meta
 
 
 def main(argv=None) -> int:
@@ -320,8 +402,16 @@ def main(argv=None) -> int:
     ap.add_argument("--prompts", default=None, metavar="FILE.jsonl", help="extra prompts of your own (JSONL)")
     a = ap.parse_args(argv)
     try:
-        prepare(a.target, a.out, n_per_category=a.per_category, variants=a.variants, seed=a.seed,
-                mask_token_id=a.mask_token_id, source=a.prompt_source, extra_prompts=a.prompts)
+        prepare(
+            a.target,
+            a.out,
+            n_per_category=a.per_category,
+            variants=a.variants,
+            seed=a.seed,
+            mask_token_id=a.mask_token_id,
+            source=a.prompt_source,
+            extra_prompts=a.prompts,
+        )
     except (ValueError, FileNotFoundError) as e:
         print(f"prepare: {e}", file=sys.stderr)
         return 1

@@ -31,87 +31,264 @@ SOURCES = {
     "dflash-studio-templates": "MIT (written for DFlash Studio: prompt templates)",
     "dflash-studio-topics": "MIT (written for DFlash Studio: everyday topics, names, objects)",
     "cpython-stdlib": "PSF-2.0 (module and function names and docstring first lines of CPython "
-                      f"{sys.version_info.major}.{sys.version_info.minor}'s standard library)",
+    f"{sys.version_info.major}.{sys.version_info.minor}'s standard library)",
     "seeded-random": "generated (numbers and orderings from a seeded random generator; no licence needed)",
 }
 
 TOPICS = [
-    "growing tomatoes on a balcony", "learning to play the guitar", "saving money on groceries",
-    "training for a first 10k run", "keeping houseplants alive", "planning a weekend trip",
-    "making sourdough bread", "studying for an exam", "starting a vegetable garden", "writing a cover letter",
-    "adopting a cat", "caring for a dog in hot weather", "reducing screen time", "sleeping better",
-    "learning a new language", "organising a small kitchen", "painting a room", "fixing a bicycle puncture",
-    "brewing good coffee at home", "cooking rice", "meal planning for a week", "moving to a new city",
-    "preparing for a job interview", "giving a short presentation", "working from home", "composting",
-    "birdwatching", "taking better photos with a phone", "choosing a laptop", "backing up files",
-    "public speaking nerves", "making friends as an adult", "hosting a dinner party", "camping in the rain",
-    "reading more books", "keeping a journal", "learning to swim", "the history of the bicycle",
-    "how rainbows form", "why the sky is blue", "how bees make honey", "the water cycle", "volcanoes",
-    "the phases of the moon", "how vaccines work", "black holes", "the printing press", "coral reefs",
-    "the Roman aqueducts", "how airplanes fly", "electric cars", "solar panels", "recycling plastics",
-    "the invention of the telephone", "the Silk Road", "ancient Egyptian pyramids", "tides", "earthquakes",
-    "photosynthesis", "the human heart", "how memory works", "dinosaurs", "glaciers", "the Amazon rainforest",
-    "chess openings", "knitting a scarf", "baking cookies", "making a budget spreadsheet", "renting a flat",
-    "a rainy afternoon", "a lighthouse keeper", "a lost umbrella", "a robot learning to paint",
-    "a small town bakery", "the first day of school", "an old map", "a night train", "a forgotten garden",
-    "a friendly dragon", "a letter from the future", "a storm at sea", "a street musician", "autumn leaves",
-    "time management", "team meetings", "giving feedback", "negotiating a salary", "customer service",
-    "writing clear emails", "version control", "unit testing", "code review", "open source licences",
-    "password security", "spam emails", "online privacy", "the metric system", "time zones",
-    "leap years", "prime numbers", "fractions", "percentages", "compound interest", "probability of dice",
-    "maps and scale", "the speed of sound", "gravity", "magnets", "clouds", "the seasons", "snowflakes",
-    "octopuses", "elephants", "penguins", "honeybees", "wolves", "whales", "owls", "ants",
-    "the olympic games", "football tactics", "tennis scoring", "yoga for beginners", "stretching",
-    "drinking enough water", "a healthy breakfast", "tea ceremonies", "street food", "spices",
-    "jazz music", "classical music", "learning to draw", "origami", "pottery", "woodworking",
-    "museums", "libraries", "trains", "lighthouses", "bridges", "castles", "deserts", "islands",
+    "growing tomatoes on a balcony",
+    "learning to play the guitar",
+    "saving money on groceries",
+    "training for a first 10k run",
+    "keeping houseplants alive",
+    "planning a weekend trip",
+    "making sourdough bread",
+    "studying for an exam",
+    "starting a vegetable garden",
+    "writing a cover letter",
+    "adopting a cat",
+    "caring for a dog in hot weather",
+    "reducing screen time",
+    "sleeping better",
+    "learning a new language",
+    "organising a small kitchen",
+    "painting a room",
+    "fixing a bicycle puncture",
+    "brewing good coffee at home",
+    "cooking rice",
+    "meal planning for a week",
+    "moving to a new city",
+    "preparing for a job interview",
+    "giving a short presentation",
+    "working from home",
+    "composting",
+    "birdwatching",
+    "taking better photos with a phone",
+    "choosing a laptop",
+    "backing up files",
+    "public speaking nerves",
+    "making friends as an adult",
+    "hosting a dinner party",
+    "camping in the rain",
+    "reading more books",
+    "keeping a journal",
+    "learning to swim",
+    "the history of the bicycle",
+    "how rainbows form",
+    "why the sky is blue",
+    "how bees make honey",
+    "the water cycle",
+    "volcanoes",
+    "the phases of the moon",
+    "how vaccines work",
+    "black holes",
+    "the printing press",
+    "coral reefs",
+    "the Roman aqueducts",
+    "how airplanes fly",
+    "electric cars",
+    "solar panels",
+    "recycling plastics",
+    "the invention of the telephone",
+    "the Silk Road",
+    "ancient Egyptian pyramids",
+    "tides",
+    "earthquakes",
+    "photosynthesis",
+    "the human heart",
+    "how memory works",
+    "dinosaurs",
+    "glaciers",
+    "the Amazon rainforest",
+    "chess openings",
+    "knitting a scarf",
+    "baking cookies",
+    "making a budget spreadsheet",
+    "renting a flat",
+    "a rainy afternoon",
+    "a lighthouse keeper",
+    "a lost umbrella",
+    "a robot learning to paint",
+    "a small town bakery",
+    "the first day of school",
+    "an old map",
+    "a night train",
+    "a forgotten garden",
+    "a friendly dragon",
+    "a letter from the future",
+    "a storm at sea",
+    "a street musician",
+    "autumn leaves",
+    "time management",
+    "team meetings",
+    "giving feedback",
+    "negotiating a salary",
+    "customer service",
+    "writing clear emails",
+    "version control",
+    "unit testing",
+    "code review",
+    "open source licences",
+    "password security",
+    "spam emails",
+    "online privacy",
+    "the metric system",
+    "time zones",
+    "leap years",
+    "prime numbers",
+    "fractions",
+    "percentages",
+    "compound interest",
+    "probability of dice",
+    "maps and scale",
+    "the speed of sound",
+    "gravity",
+    "magnets",
+    "clouds",
+    "the seasons",
+    "snowflakes",
+    "octopuses",
+    "elephants",
+    "penguins",
+    "honeybees",
+    "wolves",
+    "whales",
+    "owls",
+    "ants",
+    "the olympic games",
+    "football tactics",
+    "tennis scoring",
+    "yoga for beginners",
+    "stretching",
+    "drinking enough water",
+    "a healthy breakfast",
+    "tea ceremonies",
+    "street food",
+    "spices",
+    "jazz music",
+    "classical music",
+    "learning to draw",
+    "origami",
+    "pottery",
+    "woodworking",
+    "museums",
+    "libraries",
+    "trains",
+    "lighthouses",
+    "bridges",
+    "castles",
+    "deserts",
+    "islands",
 ]
 
-NAMES = ["Ada", "Ben", "Chloe", "Dev", "Elena", "Farid", "Grace", "Hugo", "Ines", "Jonas", "Kim", "Liam",
-         "Maya", "Noor", "Omar", "Priya", "Quinn", "Rosa", "Sam", "Tariq", "Uma", "Victor", "Wen", "Yusuf", "Zoe"]
-OBJECTS = ["apples", "pencils", "marbles", "stickers", "books", "cookies", "coins", "cards", "shells", "stamps",
-           "bottles", "tickets", "eggs", "plants", "boxes", "candles"]
+NAMES = [
+    "Ada",
+    "Ben",
+    "Chloe",
+    "Dev",
+    "Elena",
+    "Farid",
+    "Grace",
+    "Hugo",
+    "Ines",
+    "Jonas",
+    "Kim",
+    "Liam",
+    "Maya",
+    "Noor",
+    "Omar",
+    "Priya",
+    "Quinn",
+    "Rosa",
+    "Sam",
+    "Tariq",
+    "Uma",
+    "Victor",
+    "Wen",
+    "Yusuf",
+    "Zoe",
+]
+OBJECTS = [
+    "apples",
+    "pencils",
+    "marbles",
+    "stickers",
+    "books",
+    "cookies",
+    "coins",
+    "cards",
+    "shells",
+    "stamps",
+    "bottles",
+    "tickets",
+    "eggs",
+    "plants",
+    "boxes",
+    "candles",
+]
 
 # -- templates ----------------------------------------------------------------------------------------
 # {t}: a topic; code templates: {mod}, {fn}, {doc}; math/reasoning are generated by functions below.
 TRAIN_TEMPLATES = {
     "chat": [
-        "Hi! Can you tell me a bit about {t}?", "What do you think is the most interesting thing about {t}?",
-        "I'm curious about {t}. Where should I start?", "Can you give me some tips on {t}?",
-        "My friend keeps talking about {t}. What is it all about?", "Is {t} hard for a beginner?",
-        "What are common mistakes people make with {t}?", "Tell me three fun facts about {t}.",
-        "How would you explain {t} to a ten-year-old?", "I have ten minutes. Teach me something about {t}.",
-        "What should I know before getting into {t}?", "Why do people care about {t}?",
+        "Hi! Can you tell me a bit about {t}?",
+        "What do you think is the most interesting thing about {t}?",
+        "I'm curious about {t}. Where should I start?",
+        "Can you give me some tips on {t}?",
+        "My friend keeps talking about {t}. What is it all about?",
+        "Is {t} hard for a beginner?",
+        "What are common mistakes people make with {t}?",
+        "Tell me three fun facts about {t}.",
+        "How would you explain {t} to a ten-year-old?",
+        "I have ten minutes. Teach me something about {t}.",
+        "What should I know before getting into {t}?",
+        "Why do people care about {t}?",
     ],
     "instructions": [
-        "Give step-by-step instructions for {t}.", "Write a checklist for {t}.",
-        "List five practical tips for {t}, one line each.", "Summarise the key points of {t} in three bullet points.",
-        "Explain {t} in one short paragraph.", "Make a simple plan for {t} over one week.",
-        "What are the pros and cons of {t}? Answer as two lists.", "Describe {t} in exactly three sentences.",
-        "Give me a short glossary of terms related to {t}.", "Write a FAQ with three questions about {t}.",
+        "Give step-by-step instructions for {t}.",
+        "Write a checklist for {t}.",
+        "List five practical tips for {t}, one line each.",
+        "Summarise the key points of {t} in three bullet points.",
+        "Explain {t} in one short paragraph.",
+        "Make a simple plan for {t} over one week.",
+        "What are the pros and cons of {t}? Answer as two lists.",
+        "Describe {t} in exactly three sentences.",
+        "Give me a short glossary of terms related to {t}.",
+        "Write a FAQ with three questions about {t}.",
     ],
     "writing": [
-        "Write a short poem about {t}.", "Write a haiku about {t}.", "Write a short story about {t}.",
-        "Write a friendly email inviting a colleague to a talk on {t}.", "Write a product description for a book about {t}.",
-        "Write the opening paragraph of a novel about {t}.", "Write a limerick about {t}.",
-        "Write a short blog post introduction about {t}.", "Write a tweet announcing a workshop on {t}.",
+        "Write a short poem about {t}.",
+        "Write a haiku about {t}.",
+        "Write a short story about {t}.",
+        "Write a friendly email inviting a colleague to a talk on {t}.",
+        "Write a product description for a book about {t}.",
+        "Write the opening paragraph of a novel about {t}.",
+        "Write a limerick about {t}.",
+        "Write a short blog post introduction about {t}.",
+        "Write a tweet announcing a workshop on {t}.",
         "Write a thank-you note to someone who taught me about {t}.",
     ],
     "code": [
-        "Write a Python function that does the following: {doc}", "Explain what `{mod}.{fn}` does in Python and show a short example.",
-        "Show how to use the `{mod}` module in Python with a small example.", "What is the `{mod}` module in Python used for?",
-        "Write a small Python script that uses `{mod}.{fn}`.", "Implement in Python, without using `{mod}`: {doc}",
+        "Write a Python function that does the following: {doc}",
+        "Explain what `{mod}.{fn}` does in Python and show a short example.",
+        "Show how to use the `{mod}` module in Python with a small example.",
+        "What is the `{mod}` module in Python used for?",
+        "Write a small Python script that uses `{mod}.{fn}`.",
+        "Implement in Python, without using `{mod}`: {doc}",
         "Write a Python function with type hints and a docstring that does this: {doc}",
         "Give an example of a common mistake when using `{mod}.{fn}` in Python and how to fix it.",
     ],
 }
 HELD_OUT_TEMPLATES = {
     "chat": [
-        "Hello there, what can you tell me about {t}?", "I just got interested in {t}. Any advice?",
-        "What is something surprising about {t}?", "Could you chat with me about {t} for a bit?",
+        "Hello there, what can you tell me about {t}?",
+        "I just got interested in {t}. Any advice?",
+        "What is something surprising about {t}?",
+        "Could you chat with me about {t} for a bit?",
     ],
     "code": [
-        "In Python, write a function for this task: {doc}", "Please demonstrate `{mod}.{fn}` with a Python example.",
+        "In Python, write a function for this task: {doc}",
+        "Please demonstrate `{mod}.{fn}` with a Python example.",
         "Describe the Python `{mod}` module and give one usage example.",
     ],
 }
@@ -120,10 +297,12 @@ HELD_OUT_TEMPLATES = {
 #: System messages (our own text) a prompt may be rendered with, besides the template's default:
 #: a second rendering of the same request gives another, equally valid, response of the target.
 SYSTEM_PROMPTS = [
-    "You are a helpful assistant.", "You are a friendly and knowledgeable assistant. Answer clearly.",
+    "You are a helpful assistant.",
+    "You are a friendly and knowledgeable assistant. Answer clearly.",
     "You are a concise assistant. Keep answers short and to the point.",
     "You are a patient teacher who explains things step by step.",
-    "You are an expert programmer and a careful writer.", "Answer the user's question as well as you can.",
+    "You are an expert programmer and a careful writer.",
+    "Answer the user's question as well as you can.",
 ]
 
 
@@ -142,12 +321,62 @@ def topic_is_held_out(topic: str) -> bool:
 
 # -- code topics from CPython's standard library (PSF-2.0) ----------------------------------------------
 STDLIB_MODULES = (
-    "math", "statistics", "random", "string", "textwrap", "re", "json", "csv", "datetime", "calendar",
-    "collections", "itertools", "functools", "operator", "heapq", "bisect", "os.path", "pathlib", "shutil",
-    "glob", "fnmatch", "hashlib", "base64", "binascii", "zlib", "gzip", "struct", "difflib", "fractions",
-    "decimal", "copy", "pprint", "html", "urllib.parse", "ipaddress", "uuid", "secrets", "time", "enum",
-    "dataclasses", "typing", "unicodedata", "colorsys", "zipfile", "tempfile", "argparse", "logging",
-    "shlex", "array", "keyword", "cmath", "sqlite3", "email.utils", "http", "io", "inspect",
+    "math",
+    "statistics",
+    "random",
+    "string",
+    "textwrap",
+    "re",
+    "json",
+    "csv",
+    "datetime",
+    "calendar",
+    "collections",
+    "itertools",
+    "functools",
+    "operator",
+    "heapq",
+    "bisect",
+    "os.path",
+    "pathlib",
+    "shutil",
+    "glob",
+    "fnmatch",
+    "hashlib",
+    "base64",
+    "binascii",
+    "zlib",
+    "gzip",
+    "struct",
+    "difflib",
+    "fractions",
+    "decimal",
+    "copy",
+    "pprint",
+    "html",
+    "urllib.parse",
+    "ipaddress",
+    "uuid",
+    "secrets",
+    "time",
+    "enum",
+    "dataclasses",
+    "typing",
+    "unicodedata",
+    "colorsys",
+    "zipfile",
+    "tempfile",
+    "argparse",
+    "logging",
+    "shlex",
+    "array",
+    "keyword",
+    "cmath",
+    "sqlite3",
+    "email.utils",
+    "http",
+    "io",
+    "inspect",
 )
 
 
@@ -159,7 +388,7 @@ def stdlib_functions() -> list[tuple[str, str, str]]:
         for name in STDLIB_MODULES:
             try:
                 mod = importlib.import_module(name)
-            except Exception:       # a module missing from this interpreter's build
+            except Exception:  # a module missing from this interpreter's build
                 continue
             for fn_name in sorted(dir(mod)):
                 if fn_name.startswith("_"):
@@ -169,7 +398,7 @@ def stdlib_functions() -> list[tuple[str, str, str]]:
                     continue
                 doc = (inspect.getdoc(obj) or "").strip().splitlines()
                 first = doc[0].strip() if doc else ""
-                if not (20 <= len(first) <= 160) or "(" in first[:len(fn_name) + 1] or first.endswith(":"):
+                if not (20 <= len(first) <= 160) or "(" in first[: len(fn_name) + 1] or first.endswith(":"):
                     continue
                 out.append((name, fn_name, first.rstrip(".") + "."))
     return out
@@ -178,8 +407,22 @@ def stdlib_functions() -> list[tuple[str, str, str]]:
 # -- math (seeded random numbers) ---------------------------------------------------------------------------
 def math_prompt(rng: random.Random) -> tuple[str, str]:
     """(kind, prompt): arithmetic word problems, percentages, equations, units, sequences, geometry."""
-    kind = rng.choice(["items", "percent", "linear", "speed", "area", "sequence", "average", "fraction",
-                       "interest", "arith", "ratio", "minutes"])
+    kind = rng.choice(
+        [
+            "items",
+            "percent",
+            "linear",
+            "speed",
+            "area",
+            "sequence",
+            "average",
+            "fraction",
+            "interest",
+            "arith",
+            "ratio",
+            "minutes",
+        ]
+    )
     a, b, c = rng.randint(2, 60), rng.randint(2, 40), rng.randint(2, 12)
     n1, n2 = rng.sample(NAMES, 2)
     obj = rng.choice(OBJECTS)
@@ -235,8 +478,10 @@ def reasoning_prompt(rng: random.Random) -> tuple[str, str]:
         p = f"{a} is {b}'s mother's only child's child. What is {a}'s relationship to {b}? Explain."
     elif kind == "schedule":
         a, b, c = rng.sample(NAMES, 3)
-        p = (f"{a} can meet on Monday or Wednesday, {b} on Wednesday or Friday, and {c} on Monday, Wednesday or "
-             f"Friday. On which day can all three meet? Explain.")
+        p = (
+            f"{a} can meet on Monday or Wednesday, {b} on Wednesday or Friday, and {c} on Monday, Wednesday or "
+            f"Friday. On which day can all three meet? Explain."
+        )
     else:
         t = rng.choice(TOPICS)
         p = f"Think step by step: what are the likely causes and effects of {t} becoming very popular?"
@@ -261,8 +506,9 @@ def compose(n_per_category: int = 3000, seed: int = 0) -> tuple[list[dict], list
         seen.add(text)
         if lst is train:
             counts[cat] = counts.get(cat, 0) + 1
-        lst.append({"id": f"{cat}-{len(lst):05d}", "category": cat, "text": text, "source": source,
-                    "template": template})
+        lst.append(
+            {"id": f"{cat}-{len(lst):05d}", "category": cat, "text": text, "source": source, "template": template}
+        )
 
     topics_train = [t for t in TOPICS if not topic_is_held_out(t)]
     topics_held = [t for t in TOPICS if topic_is_held_out(t)]
@@ -279,14 +525,25 @@ def compose(n_per_category: int = 3000, seed: int = 0) -> tuple[list[dict], list
         for ti, t in pairs:
             if count(cat) >= n_per_category:
                 break
-            add(train, cat, TRAIN_TEMPLATES[cat][ti].format(t=t), "dflash-studio-templates+dflash-studio-topics", f"{cat}/{ti}")
+            add(
+                train,
+                cat,
+                TRAIN_TEMPLATES[cat][ti].format(t=t),
+                "dflash-studio-templates+dflash-studio-topics",
+                f"{cat}/{ti}",
+            )
     code_pairs = [(ti, f) for ti in range(len(TRAIN_TEMPLATES["code"])) for f in funcs_train]
     rng.shuffle(code_pairs)
     for ti, (mod, fn, doc) in code_pairs:
         if count("code") >= n_per_category:
             break
-        add(train, "code", TRAIN_TEMPLATES["code"][ti].format(mod=mod, fn=fn, doc=doc),
-            "dflash-studio-templates+cpython-stdlib", f"code/{ti}")
+        add(
+            train,
+            "code",
+            TRAIN_TEMPLATES["code"][ti].format(mod=mod, fn=fn, doc=doc),
+            "dflash-studio-templates+cpython-stdlib",
+            f"code/{ti}",
+        )
     for cat, gen in (("math", math_prompt), ("reasoning", reasoning_prompt)):
         tries = 0
         while count(cat) < n_per_category and tries < 20 * n_per_category:
@@ -301,7 +558,13 @@ def compose(n_per_category: int = 3000, seed: int = 0) -> tuple[list[dict], list
             add(held, "chat", tmpl.format(t=t), "dflash-studio-templates+dflash-studio-topics", f"held-chat/{ti}")
     for ti, tmpl in enumerate(HELD_OUT_TEMPLATES["code"]):
         for mod, fn, doc in funcs_held[:6]:
-            add(held, "code", tmpl.format(mod=mod, fn=fn, doc=doc), "dflash-studio-templates+cpython-stdlib", f"held-code/{ti}")
+            add(
+                held,
+                "code",
+                tmpl.format(mod=mod, fn=fn, doc=doc),
+                "dflash-studio-templates+cpython-stdlib",
+                f"held-code/{ti}",
+            )
     n_math = 0
     while n_math < 16:
         kind, text = math_prompt(hrng)

@@ -23,28 +23,30 @@ from __future__ import annotations
 
 from typing import Callable
 
-A, B, C = "Qzx1", "Qzx2", "Qzx3"        # sentinels: plain words no template rewrites
+A, B, C = "Qzx1", "Qzx2", "Qzx3"  # sentinels: plain words no template rewrites
 
 
 class TemplateTurnsError(ValueError):
     """The chat template does not render turns in an order these fragments can express."""
 
 
-def fragments(render: Callable[[list[dict], bool], str], tokenize: Callable[[str, bool], list[int]],
-              stop_ids: list[int]) -> dict:
+def fragments(
+    render: Callable[[list[dict], bool], str], tokenize: Callable[[str, bool], list[int]], stop_ids: list[int]
+) -> dict:
     """``render(messages, add_generation_prompt)`` -> text; ``tokenize(text, add_special)`` -> ids.
 
     Returns {"pre_query", "after_query", "after_answer": token ids, "answer_end": the end-of-turn id
     an answer ends with (or -1)}."""
     one = render([{"role": "user", "content": A}], True)
-    two = render([{"role": "user", "content": A}, {"role": "assistant", "content": B},
-                  {"role": "user", "content": C}], True)
+    two = render(
+        [{"role": "user", "content": A}, {"role": "assistant", "content": B}, {"role": "user", "content": C}], True
+    )
     if one.count(A) != 1 or two.count(B) != 1 or two.count(C) != 1:
         raise TemplateTurnsError("the chat template repeats or drops the user's text")
-    pre = one[:one.index(A)]
-    after_q = one[one.index(A) + len(A):]
-    between = two[two.index(B) + len(B):two.index(C)]
-    after_q2 = two[two.index(C) + len(C):]
+    pre = one[: one.index(A)]
+    after_q = one[one.index(A) + len(A) :]
+    between = two[two.index(B) + len(B) : two.index(C)]
+    after_q2 = two[two.index(C) + len(C) :]
     if after_q2 != after_q:
         raise TemplateTurnsError("the template closes a later user turn differently from the first")
     pre_ids = tokenize(pre, True)
@@ -52,8 +54,12 @@ def fragments(render: Callable[[list[dict], bool], str], tokenize: Callable[[str
     between_ids = tokenize(between, False)
     stops = set(int(s) for s in stop_ids)
     end = int(between_ids[0]) if between_ids and int(between_ids[0]) in stops else -1
-    return {"pre_query": [int(t) for t in pre_ids], "after_query": [int(t) for t in after_q_ids],
-            "after_answer": [int(t) for t in between_ids], "answer_end": end}
+    return {
+        "pre_query": [int(t) for t in pre_ids],
+        "after_query": [int(t) for t in after_q_ids],
+        "after_answer": [int(t) for t in between_ids],
+        "answer_end": end,
+    }
 
 
 def close_answer(answer: list[int], frag: dict) -> list[int]:

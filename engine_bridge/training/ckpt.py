@@ -11,8 +11,18 @@ import json
 import struct
 from pathlib import Path
 
-_ST_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "int64": "I64", "int32": "I32",
-              "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL", "float64": "F64"}
+_ST_DTYPES = {
+    "float32": "F32",
+    "float16": "F16",
+    "bfloat16": "BF16",
+    "int64": "I64",
+    "int32": "I32",
+    "int16": "I16",
+    "int8": "I8",
+    "uint8": "U8",
+    "bool": "BOOL",
+    "float64": "F64",
+}
 
 
 def _save_file(tensors: dict, path: str) -> None:
@@ -42,14 +52,14 @@ def _load_file(path: str) -> dict:
     back = {v: getattr(torch, k) for k, v in _ST_DTYPES.items()}
     data = Path(path).read_bytes()
     n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
+    header = json.loads(data[8 : 8 + n])
     base = 8 + n
     out = {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
         a, b = info["data_offsets"]
-        buf = bytearray(data[base + a:base + b])
+        buf = bytearray(data[base + a : base + b])
         t = torch.frombuffer(buf, dtype=torch.uint8) if buf else torch.empty(0, dtype=torch.uint8)
         out[name] = t.view(back[info["dtype"]]).reshape(info["shape"]).clone()
     return out
@@ -58,13 +68,15 @@ def _load_file(path: str) -> dict:
 def _st():
     try:
         from safetensors.torch import load_file, save_file
+
         return save_file, load_file
     except ImportError:
         return _save_file, _load_file
 
 
-def save_sharded(state: dict, folder: str | Path, prefix: str, *, max_bytes: int = 15_000_000,
-                 dtype=None, config: dict | None = None) -> list[Path]:
+def save_sharded(
+    state: dict, folder: str | Path, prefix: str, *, max_bytes: int = 15_000_000, dtype=None, config: dict | None = None
+) -> list[Path]:
     save_file, _ = _st()
 
     folder = Path(folder)

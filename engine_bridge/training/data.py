@@ -69,7 +69,7 @@ MAX_FILE_BYTES = 200_000
 
 @dataclass
 class Doc:
-    name: str       # source/relative/path.py
+    name: str  # source/relative/path.py
     licence: str
     text: str
 
@@ -124,8 +124,13 @@ def train_tokenizer(texts, vocab_size: int = 8192):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=list(SPECIAL_TOKENS),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(texts, trainer=trainer)
     assert tok.token_to_id(BOS_TEXT) == BOS_ID and tok.token_to_id(MASK_TEXT) == MASK_ID
     return tok
@@ -190,7 +195,7 @@ def make_prompts(docs: list[Doc], n: int = 48, seed: int = 0) -> list[dict]:
         if name in used:
             continue
         k = rng.randint(4, 10)
-        text = "\n".join(lines[i:i + k]) + "\n"
+        text = "\n".join(lines[i : i + k]) + "\n"
         if 60 <= len(text) <= 600:
             used.add(name)
             out.append({"id": f"heldout-{len(out):02d}", "source": name, "prompt": text})
@@ -199,8 +204,14 @@ def make_prompts(docs: list[Doc], n: int = 48, seed: int = 0) -> list[dict]:
     return out
 
 
-def prepare(out: str | Path, site_dirs: list[Path], vocab_size: int = 8192, held_out: float = 0.01,
-            max_train_tokens: int | None = None, stdlib: Path | None = None) -> dict:
+def prepare(
+    out: str | Path,
+    site_dirs: list[Path],
+    vocab_size: int = 8192,
+    held_out: float = 0.01,
+    max_train_tokens: int | None = None,
+    stdlib: Path | None = None,
+) -> dict:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     docs = collect(site_dirs, stdlib=stdlib)
@@ -209,7 +220,7 @@ def prepare(out: str | Path, site_dirs: list[Path], vocab_size: int = 8192, held
     tok = train_tokenizer((d.text for d in train), vocab_size)
     tok.save(str(out / "tokenizer.json"))
     rng = random.Random(0)
-    rng.shuffle(train)   # document order of the stream: deterministic
+    rng.shuffle(train)  # document order of the stream: deterministic
     tr = encode_docs(tok, [d.text for d in train])
     if max_train_tokens:
         tr = tr[:max_train_tokens]
@@ -227,9 +238,14 @@ def prepare(out: str | Path, site_dirs: list[Path], vocab_size: int = 8192, held
         e["files"] += 1
         e["bytes"] += len(d.text.encode())
     meta = {
-        "vocab_size": tok.get_vocab_size(), "bos_id": BOS_ID, "mask_id": MASK_ID,
-        "train_tokens": int(tr.size), "val_tokens": int(va.size),
-        "train_files": len(train), "val_files": len(val), "held_out_fraction": held_out,
+        "vocab_size": tok.get_vocab_size(),
+        "bos_id": BOS_ID,
+        "mask_id": MASK_ID,
+        "train_tokens": int(tr.size),
+        "val_tokens": int(va.size),
+        "train_files": len(train),
+        "val_files": len(val),
+        "held_out_fraction": held_out,
         "sources": by_src,
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1))

@@ -35,9 +35,9 @@ import numpy as np
 
 from ..common.resources import resource
 
-N = 13                 # the n-gram length of the overlap rule
-SHORT_MIN = 8          # evaluation items of SHORT_MIN..N-1 words are matched as whole sequences
-_P = np.uint64(0x9E3779B97F4A7C15)      # odd multiplier of the rolling n-gram hash
+N = 13  # the n-gram length of the overlap rule
+SHORT_MIN = 8  # evaluation items of SHORT_MIN..N-1 words are matched as whole sequences
+_P = np.uint64(0x9E3779B97F4A7C15)  # odd multiplier of the rolling n-gram hash
 _WORD_RE = re.compile(r"[^\W_]+")
 
 
@@ -62,7 +62,7 @@ def _ngram_hashes(ws: list[str], n: int) -> np.ndarray:
     h = np.zeros(len(ws) - n + 1, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for i in range(n):
-            h = h * _P + w[i:len(ws) - n + 1 + i]
+            h = h * _P + w[i : len(ws) - n + 1 + i]
         h ^= np.uint64(n) * np.uint64(0xD6E8FEB86659FD93)
     return h
 
@@ -74,15 +74,15 @@ def full_hash(ws: list[str]) -> int:
 
 @dataclass(frozen=True)
 class Fingerprints:
-    sets: tuple[str, ...]            # evaluation set names; bit i of a mask = sets[i]
-    gram: np.ndarray                 # uint64, sorted: 13-gram hashes
-    gram_mask: np.ndarray            # uint32: which sets hold each
-    short: np.ndarray                # uint64, sorted: whole sequences of 8..12-word items
+    sets: tuple[str, ...]  # evaluation set names; bit i of a mask = sets[i]
+    gram: np.ndarray  # uint64, sorted: 13-gram hashes
+    gram_mask: np.ndarray  # uint32: which sets hold each
+    short: np.ndarray  # uint64, sorted: whole sequences of 8..12-word items
     short_mask: np.ndarray
-    short_lens: tuple[int, ...]      # the lengths present in ``short``
-    full: np.ndarray                 # uint64, sorted: whole normalised texts of every item
+    short_lens: tuple[int, ...]  # the lengths present in ``short``
+    full: np.ndarray  # uint64, sorted: whole normalised texts of every item
     full_mask: np.ndarray
-    info: dict                       # per set: items, source, licence
+    info: dict  # per set: items, source, licence
 
     def names(self, mask: int) -> list[str]:
         return [s for i, s in enumerate(self.sets) if mask >> i & 1]
@@ -133,10 +133,18 @@ def build(items: dict[str, list[str]], info: dict | None = None) -> Fingerprints
 def save(fp: Fingerprints, path: str | Path) -> None:
     import json
 
-    np.savez_compressed(path, sets=np.array(json.dumps({"sets": fp.sets, "info": fp.info, "n": N,
-                                                       "short_min": SHORT_MIN, "short_lens": fp.short_lens})),
-                        gram=fp.gram, gram_mask=fp.gram_mask, short=fp.short, short_mask=fp.short_mask,
-                        full=fp.full, full_mask=fp.full_mask)
+    np.savez_compressed(
+        path,
+        sets=np.array(
+            json.dumps({"sets": fp.sets, "info": fp.info, "n": N, "short_min": SHORT_MIN, "short_lens": fp.short_lens})
+        ),
+        gram=fp.gram,
+        gram_mask=fp.gram_mask,
+        short=fp.short,
+        short_mask=fp.short_mask,
+        full=fp.full,
+        full_mask=fp.full_mask,
+    )
 
 
 def default_path() -> Path:
@@ -149,14 +157,25 @@ def load(path: str | Path | None = None) -> Fingerprints:
 
     p = Path(path) if path else default_path()
     if not p.is_file():
-        raise FileNotFoundError(f"{p}: the evaluation-set fingerprints are missing "
-                                "(python -m engine_bridge.training.public_sets_build rebuilds them)")
+        raise FileNotFoundError(
+            f"{p}: the evaluation-set fingerprints are missing "
+            "(python -m engine_bridge.training.public_sets_build rebuilds them)"
+        )
     z = np.load(p)
     head = json.loads(str(z["sets"]))
     if head.get("n") != N:
         raise ValueError(f"{p}: fingerprints of {head.get('n')}-grams, this check uses {N}-grams")
-    return Fingerprints(tuple(head["sets"]), z["gram"], z["gram_mask"], z["short"], z["short_mask"],
-                        tuple(head["short_lens"]), z["full"], z["full_mask"], head.get("info", {}))
+    return Fingerprints(
+        tuple(head["sets"]),
+        z["gram"],
+        z["gram_mask"],
+        z["short"],
+        z["short_mask"],
+        tuple(head["short_lens"]),
+        z["full"],
+        z["full_mask"],
+        head.get("info", {}),
+    )
 
 
 def check(texts: Iterable[str], fingerprints: Fingerprints | None = None, max_hits: int | None = None) -> dict:
@@ -179,17 +198,16 @@ def check(texts: Iterable[str], fingerprints: Fingerprints | None = None, max_hi
         if hit is None and len(ws) >= N:
             pos, masks = _lookup(fp.gram, fp.gram_mask, _ngram_hashes(ws, N))
             if len(pos):
-                hit = ("13-gram", int(masks[0]), " ".join(ws[pos[0]:pos[0] + N]))
+                hit = ("13-gram", int(masks[0]), " ".join(ws[pos[0] : pos[0] + N]))
         if hit is None:
             for k in fp.short_lens:
                 pos, masks = _lookup(fp.short, fp.short_mask, _ngram_hashes(ws, k))
                 if len(pos):
-                    hit = ("short item", int(masks[0]), " ".join(ws[pos[0]:pos[0] + k]))
+                    hit = ("short item", int(masks[0]), " ".join(ws[pos[0] : pos[0] + k]))
                     break
         if hit is not None:
             kind, mask, gram = hit
-            hits.append({"index": idx, "sets": fp.names(mask), "set": fp.names(mask)[0], "kind": kind,
-                         "ngram": gram})
+            hits.append({"index": idx, "sets": fp.names(mask), "set": fp.names(mask)[0], "kind": kind, "ngram": gram})
     sets: dict[str, int] = {}
     for h in hits:
         for s in h["sets"]:
@@ -201,13 +219,17 @@ def describe_hits(report: dict, labels: list[str] | None = None, first: int = 3)
     out = []
     for h in report["hits"][:first]:
         where = labels[h["index"]] if labels else f"text {h['index']}"
-        out.append(f"{where} matches {', '.join(h['sets'])} ({h['kind']}: \"{h['ngram']}\")")
+        out.append(f'{where} matches {", ".join(h["sets"])} ({h["kind"]}: "{h["ngram"]}")')
     more = report["n_hit"] - min(first, report["n_hit"])
     return "; ".join(out) + (f"; and {more} more" if more > 0 else "")
 
 
-def require_clean(texts: Iterable[str], labels: list[str] | None = None, what: str = "the training prompts",
-                  fingerprints: Fingerprints | None = None) -> dict:
+def require_clean(
+    texts: Iterable[str],
+    labels: list[str] | None = None,
+    what: str = "the training prompts",
+    fingerprints: Fingerprints | None = None,
+) -> dict:
     """The report of ``check``; raises ContaminationError naming the first hits when there are any."""
     texts = list(texts)
     rep = check(texts, fingerprints)
@@ -215,7 +237,8 @@ def require_clean(texts: Iterable[str], labels: list[str] | None = None, what: s
         raise ContaminationError(
             f"{what}: {rep['n_hit']} of {rep['n']} overlap a public evaluation set, which is never trained on "
             f"({', '.join(f'{s}: {c}' for s, c in rep['sets'].items())}). First: {describe_hits(rep, labels)}. "
-            "Remove them and try again.")
+            "Remove them and try again."
+        )
     return rep
 
 
@@ -227,8 +250,9 @@ def main(argv=None) -> int:
 
     from .prompt_files import PromptFileError, read_extra_prompts
 
-    ap = argparse.ArgumentParser(description="check prompt files (JSONL: text / prompt / messages) against the "
-                                             "public evaluation sets")
+    ap = argparse.ArgumentParser(
+        description="check prompt files (JSONL: text / prompt / messages) against the public evaluation sets"
+    )
     ap.add_argument("files", nargs="+")
     ap.add_argument("--show", type=int, default=20, help="hits to list")
     a = ap.parse_args(argv)
@@ -241,8 +265,8 @@ def main(argv=None) -> int:
             return 2
         rep = check([r["text"] for r in rows])
         print(f"{f}: {rep['n']} prompts, {rep['n_hit']} overlap an evaluation set {rep['sets'] or ''}")
-        for h in rep["hits"][:a.show]:
-            print(f"  line {rows[h['index']]['line']}: {', '.join(h['sets'])} ({h['kind']}: \"{h['ngram']}\")")
+        for h in rep["hits"][: a.show]:
+            print(f'  line {rows[h["index"]]["line"]}: {", ".join(h["sets"])} ({h["kind"]}: "{h["ngram"]}")')
         bad += rep["n_hit"]
     return 1 if bad else 0
 

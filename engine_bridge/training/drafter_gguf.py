@@ -45,16 +45,19 @@ def read_drafter_gguf(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
 
     r = GGUFReader(str(path))
     if _field(r, "general.architecture") != "dflash":
-        raise ValueError(f"{path} is not a DFlash drafter (general.architecture is "
-                         f"{_field(r, 'general.architecture')!r})")
+        raise ValueError(
+            f"{path} is not a DFlash drafter (general.architecture is {_field(r, 'general.architecture')!r})"
+        )
     cfg = {k: _field(r, key) for k, key in _CONFIG_KEYS.items()}
     state: dict[str, np.ndarray] = {}
     for t in r.tensors:
         name = gguf_to_hf(t.name)
         if name is None or name in ("embed_tokens.weight", "lm_head.weight"):
             continue
-        shape = tuple(int(x) for x in reversed(t.shape))         # ggml {in, out} -> torch (out, in)
-        state[name] = np.array(dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(shape)   # a copy: torch wants it writable
+        shape = tuple(int(x) for x in reversed(t.shape))  # ggml {in, out} -> torch (out, in)
+        state[name] = np.array(dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(
+            shape
+        )  # a copy: torch wants it writable
     return state, cfg
 
 

@@ -28,14 +28,14 @@ from .target_model import MLP, Attention, RMSNorm, apply_rope, rope_cache
 
 @dataclass
 class DrafterConfig:
-    n_embd: int = 384                 # must equal the target's
+    n_embd: int = 384  # must equal the target's
     n_layer: int = 2
     n_head: int = 6
     n_head_kv: int = 2
     head_dim: int = 64
     n_ff: int = 1024
     block_size: int = 16
-    target_layers: list[int] = field(default_factory=lambda: [2, 5, 7])   # GGUF ids: input of layer k
+    target_layers: list[int] = field(default_factory=lambda: [2, 5, 7])  # GGUF ids: input of layer k
     mask_token_id: int = 1
     rope_theta: float = 10000.0
     rms_eps: float = 1e-6
@@ -116,7 +116,7 @@ class DFlashDrafter(nn.Module):
         cos_b, sin_b = rope_cache(c.head_dim, bpos, c.rope_theta)
         cos_b, sin_b = cos_b[:, None], sin_b[:, None]
         # mask (B, 1, K*S, L + K*S): context keys before the block's anchor, and the block itself
-        ctx_ok = torch.arange(L, device=dev)[None, None, :] < anchors[:, :, None]          # (B, K, L)
+        ctx_ok = torch.arange(L, device=dev)[None, None, :] < anchors[:, :, None]  # (B, K, L)
         ctx_ok = ctx_ok[:, :, None, :].expand(B, K, S, L).reshape(B, K * S, L)
         blk = torch.arange(K, device=dev).repeat_interleave(S)
         blk_ok = (blk[:, None] == blk[None, :])[None].expand(B, K * S, K * S)

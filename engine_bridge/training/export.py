@@ -54,9 +54,15 @@ def target_tensors(state: dict[str, np.ndarray], n_layer: int) -> dict[str, np.n
     return out
 
 
-def export_target(ckpt: str | Path, tokenizer_json: str | Path, out: str | Path, out_type: str = "q8_0",
-                  name: str = "DFlash Studio reference target (pycode-16M)", extra: dict | None = None,
-                  chat_template: str | None = COMPLETION_TEMPLATE) -> Path:
+def export_target(
+    ckpt: str | Path,
+    tokenizer_json: str | Path,
+    out: str | Path,
+    out_type: str = "q8_0",
+    name: str = "DFlash Studio reference target (pycode-16M)",
+    extra: dict | None = None,
+    chat_template: str | None = COMPLETION_TEMPLATE,
+) -> Path:
     from gguf import GGUFWriter
 
     from ..models.convert_quant import FILE_TYPE, encode, storage_type
@@ -129,9 +135,12 @@ def hf_config(c: dict, vocab_size: int, n_target_layers: int) -> dict:
         "tie_word_embeddings": False,
         "num_target_layers": n_target_layers,
         "block_size": c["block_size"],
-        "dflash_config": {"mask_token_id": c["mask_token_id"], "block_size": c["block_size"],
-                          # HF ids: the output of HF layer i is the input of layer i + 1 (GGUF id)
-                          "target_layer_ids": [int(k) - 1 for k in c["target_layers"]]},
+        "dflash_config": {
+            "mask_token_id": c["mask_token_id"],
+            "block_size": c["block_size"],
+            # HF ids: the output of HF layer i is the input of layer i + 1 (GGUF id)
+            "target_layer_ids": [int(k) - 1 for k in c["target_layers"]],
+        },
     }
 
 
@@ -142,14 +151,22 @@ def write_hf_drafter(ckpt: str | Path, folder: str | Path) -> Path:
     state, meta = load_shards(ckpt, "drafter")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    save_file({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in state.items()}, str(folder / "model.safetensors"))
+    save_file(
+        {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in state.items()}, str(folder / "model.safetensors")
+    )
     cfg = hf_config(meta["config"], meta["vocab_size"], meta["n_target_layers"])
     (folder / "config.json").write_text(json.dumps(cfg, indent=1))
     return folder
 
 
-def export_drafter(ckpt: str | Path, target_gguf: str | Path, out: str | Path, hf_dir: str | Path,
-                   out_type: str = "q8_0", name: str = "DFlash Studio reference drafter (pycode-16M DFlash)"):
+def export_drafter(
+    ckpt: str | Path,
+    target_gguf: str | Path,
+    out: str | Path,
+    hf_dir: str | Path,
+    out_type: str = "q8_0",
+    name: str = "DFlash Studio reference drafter (pycode-16M DFlash)",
+):
     from ..models.convert import convert_hf_drafter
 
     write_hf_drafter(ckpt, hf_dir)

@@ -44,7 +44,7 @@ def looping(ids, n: int = 4, most: int = 2) -> bool:
     """True when some n-gram of ``ids`` occurs more than ``most`` times (a model stuck in a loop)."""
     seen: dict[tuple, int] = {}
     for i in range(len(ids) - n + 1):
-        k = tuple(ids[i:i + n])
+        k = tuple(ids[i : i + n])
         seen[k] = seen.get(k, 0) + 1
         if seen[k] > most:
             return True
@@ -72,12 +72,27 @@ class _Budget:
             raise Cancelled()
 
 
-def _batched(target, contexts: list[list[int]], temps: list[float], max_new: int, stop, pad: int, batch: int,
-             until: float, exact: bool, graph: bool, seed: int, budget: _Budget, log, what: str, progress=None):
+def _batched(
+    target,
+    contexts: list[list[int]],
+    temps: list[float],
+    max_new: int,
+    stop,
+    pad: int,
+    batch: int,
+    until: float,
+    exact: bool,
+    graph: bool,
+    seed: int,
+    budget: _Budget,
+    log,
+    what: str,
+    progress=None,
+):
     """Answers ``contexts`` (length-sorted batches, shuffled so a cut-off keeps a mix) until ``until``
     seconds of the budget remain; returns {index: response ids}."""
     order = sorted(range(len(contexts)), key=lambda i: len(contexts[i]))
-    chunks = [order[i:i + batch] for i in range(0, len(order), batch)]
+    chunks = [order[i : i + batch] for i in range(0, len(order), batch)]
     rng = np.random.default_rng(seed)
     rng.shuffle(chunks)
     out: dict[int, list[int]] = {}
@@ -88,17 +103,36 @@ def _batched(target, contexts: list[list[int]], temps: list[float], max_new: int
             log(f"generate/{what}: time budget reached after {len(out)}/{len(contexts)}")
             break
         tt = [temps[i] for i in ch]
-        r = target.generate([contexts[i] for i in ch], max_new, stop, pad_id=pad, exact=exact, graph=graph,
-                            temperature=tt if any(t > 0 for t in tt) else None, seed=seed * 100_003 + ci)
+        r = target.generate(
+            [contexts[i] for i in ch],
+            max_new,
+            stop,
+            pad_id=pad,
+            exact=exact,
+            graph=graph,
+            temperature=tt if any(t > 0 for t in tt) else None,
+            seed=seed * 100_003 + ci,
+        )
         for i, resp in zip(ch, r):
             out[i] = resp
             ntok += len(resp)
         el = time.time() - t0
-        log(f"generate/{what}: {len(out)}/{len(contexts)}, {ntok} tokens, {ntok / max(el, 1e-9):.0f} tok/s, "
-            f"{el:.0f} s, {max(0.0, budget.left() - until):.0f} s left for this pass")
+        log(
+            f"generate/{what}: {len(out)}/{len(contexts)}, {ntok} tokens, {ntok / max(el, 1e-9):.0f} tok/s, "
+            f"{el:.0f} s, {max(0.0, budget.left() - until):.0f} s left for this pass"
+        )
         if progress:
-            progress({"stage": "generate", "pass": what, "done": len(out), "total": len(contexts), "elapsed_s": el,
-                      "eta_s": max(0.0, budget.left() - until), "tokens": ntok})
+            progress(
+                {
+                    "stage": "generate",
+                    "pass": what,
+                    "done": len(out),
+                    "total": len(contexts),
+                    "elapsed_s": el,
+                    "eta_s": max(0.0, budget.left() - until),
+                    "tokens": ntok,
+                }
+            )
     return out
 
 
@@ -112,7 +146,11 @@ def detokenizer(target_path: str | Path):
     model = f.contents() if f is not None else None
     toks = r.fields["tokenizer.ggml.tokens"].contents()
     if model == "gpt2":
-        bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+        bs = (
+            list(range(ord("!"), ord("~") + 1))
+            + list(range(ord("¡"), ord("¬") + 1))
+            + list(range(ord("®"), ord("ÿ") + 1))
+        )
         cs, n = bs[:], 0
         for b in range(256):
             if b not in bs:
@@ -133,15 +171,34 @@ def _clean_filter(log):
 
         decontam.check(["warm up the fingerprints"])
         return decontam
-    except Exception as e:                   # noqa: BLE001 -- a missing checker is reported, not fatal here
+    except Exception as e:  # noqa: BLE001 -- a missing checker is reported, not fatal here
         log(f"generate/magpie: no contamination check ({type(e).__name__}: {e}); Magpie prompts kept unchecked")
         return None
 
 
-def generate(target, target_path, data: Path, out: Path, *, seconds: float, max_new: int, batch: int,
-             max_prompts: int | None, log, progress, cancel, exact: bool = False,
-             temperatures=(0.0, 0.8), magpie_frac: float = 0.1, followup_frac: float = 0.2, magpie_n: int | None = None,
-             seed: int = 0, query_min_tokens: int = 6, val_n: int = 512, every_temperature: bool = False) -> dict:
+def generate(
+    target,
+    target_path,
+    data: Path,
+    out: Path,
+    *,
+    seconds: float,
+    max_new: int,
+    batch: int,
+    max_prompts: int | None,
+    log,
+    progress,
+    cancel,
+    exact: bool = False,
+    temperatures=(0.0, 0.8),
+    magpie_frac: float = 0.1,
+    followup_frac: float = 0.2,
+    magpie_n: int | None = None,
+    seed: int = 0,
+    query_min_tokens: int = 6,
+    val_n: int = 512,
+    every_temperature: bool = False,
+) -> dict:
     from .chat_data import load_prompts
     from .chat_turns import close_answer, close_query
 
@@ -158,8 +215,10 @@ def generate(target, target_path, data: Path, out: Path, *, seconds: float, max_
     frag = meta.get("turns")
     if frag is None:
         magpie_frac = followup_frac = 0.0
-        log("generate: the data folder has no chat-turn fragments (prepared before they existed): "
-            "single-turn prompts only")
+        log(
+            "generate: the data folder has no chat-turn fragments (prepared before they existed): "
+            "single-turn prompts only"
+        )
     rng = np.random.default_rng(seed)
     n = len(prompts) if max_prompts is None else min(max_prompts, len(prompts))
     pick = rng.permutation(len(prompts))[:n]
@@ -175,20 +234,40 @@ def generate(target, target_path, data: Path, out: Path, *, seconds: float, max_
             b = target.generate(probe, 24, stop, pad_id=pad, exact=exact, graph=True)
             graph = a == b
             log(f"generate: CUDA graphs {'on' if graph else 'off (they decoded differently)'}")
-        except Exception as e:       # capture unsupported here: the eager loop is correct, only slower
+        except Exception as e:  # capture unsupported here: the eager loop is correct, only slower
             log(f"generate: CUDA graphs off ({type(e).__name__}: {e})")
     ctx_l, resp_l, kind_l, pidx_l, temp_l = [], [], [], [], []
-    stats = {"max_new": max_new, "batch": batch, "temperatures": list(temperatures),
-                   "precision": "float32" if exact or dev.type != "cuda" else "bfloat16", "cuda_graphs": graph}
+    stats = {
+        "max_new": max_new,
+        "batch": batch,
+        "temperatures": list(temperatures),
+        "precision": "float32" if exact or dev.type != "cuda" else "bfloat16",
+        "cuda_graphs": graph,
+    }
 
     # 1. Magpie: the target writes requests
     magpie: list[list[int]] = []
     if magpie_frac > 0:
-        assert frag is not None         # magpie_frac is 0 without the fragments
+        assert frag is not None  # magpie_frac is 0 without the fragments
         want = magpie_n if magpie_n is not None else max(batch, n // 4)
         ctxs = [list(frag["pre_query"])] * want
-        got = _batched(target, ctxs, [1.0] * want, 128, stop, pad, batch, seconds * (1 - magpie_frac), exact, graph,
-                       seed + 1, budget, log, "magpie", progress)
+        got = _batched(
+            target,
+            ctxs,
+            [1.0] * want,
+            128,
+            stop,
+            pad,
+            batch,
+            seconds * (1 - magpie_frac),
+            exact,
+            graph,
+            seed + 1,
+            budget,
+            log,
+            "magpie",
+            progress,
+        )
         raw = [got[i] for i in sorted(got)]
         ok = [q for q in raw if good_query(q, stops, lo=query_min_tokens)]
         uniq = list({tuple(q): q for q in ok}.values())
@@ -206,17 +285,37 @@ def generate(target, target_path, data: Path, out: Path, *, seconds: float, max_
             (gdir / "magpie-samples.txt").write_text("\n---\n".join(texts[:200]))
         magpie = [close_query(q, frag, stop) for q in uniq]
         magpie = [list(frag["pre_query"]) + q for q in magpie]
-        stats["magpie"] = {"sampled": len(raw), "kept": len(magpie), "not_a_request": len(raw) - len(ok),
-                           "duplicates": len(ok) - n_uniq,
-                           "contaminated": dropped_contam, "checked": bool(checker is not None and detok is not None)}
+        stats["magpie"] = {
+            "sampled": len(raw),
+            "kept": len(magpie),
+            "not_a_request": len(raw) - len(ok),
+            "duplicates": len(ok) - n_uniq,
+            "contaminated": dropped_contam,
+            "checked": bool(checker is not None and detok is not None),
+        }
         log(f"generate/magpie: {len(raw)} sampled, {len(magpie)} kept ({stats['magpie']})")
 
     # validation answers: greedy, to the val split's prompts (one or two batches)
     if (data / "val.npz").exists() and val_n:
         vprompts, _, _ = load_prompts(data, "val")
         vp = [v.tolist() for v in vprompts[:val_n]]
-        got = _batched(target, vp, [0.0] * len(vp), max_new, stop, pad, batch, 0.0, exact, graph, seed + 5, budget,
-                       log, "validation", progress)
+        got = _batched(
+            target,
+            vp,
+            [0.0] * len(vp),
+            max_new,
+            stop,
+            pad,
+            batch,
+            0.0,
+            exact,
+            graph,
+            seed + 5,
+            budget,
+            log,
+            "validation",
+            progress,
+        )
         for i in sorted(got):
             if len(got[i]) >= 2:
                 ctx_l.append(vp[i])
@@ -232,12 +331,27 @@ def generate(target, target_path, data: Path, out: Path, *, seconds: float, max_
     # or one at each temperature (every_temperature)
     ctxs, temps, src = [], [], []
     for j, c in enumerate(firsts):
-        for t in (temperatures if every_temperature else (temperatures[j % len(temperatures)],)):
+        for t in temperatures if every_temperature else (temperatures[j % len(temperatures)],):
             ctxs.append(c)
             temps.append(float(t))
             src.append(j)
-    got = _batched(target, ctxs, temps, max_new, stop, pad, batch, seconds * followup_frac, exact, graph, seed + 2,
-                   budget, log, "first-turns", progress)
+    got = _batched(
+        target,
+        ctxs,
+        temps,
+        max_new,
+        stop,
+        pad,
+        batch,
+        seconds * followup_frac,
+        exact,
+        graph,
+        seed + 2,
+        budget,
+        log,
+        "first-turns",
+        progress,
+    )
     ended_firsts = []
     for i in sorted(got):
         r = got[i]
@@ -253,14 +367,44 @@ def generate(target, target_path, data: Path, out: Path, *, seconds: float, max_
 
     # 3. follow-ups: the target writes the user's next message, then answers it
     if followup_frac > 0 and ended_firsts and budget.left() > 5:
-        assert frag is not None         # followup_frac is 0 without the fragments
+        assert frag is not None  # followup_frac is 0 without the fragments
         base = [ctx_l[k] + close_answer(resp_l[k], frag) for k in ended_firsts]
-        qs = _batched(target, base, [1.0] * len(base), 96, stop, pad, batch, budget.left() * 0.55, exact, graph,
-                      seed + 3, budget, log, "follow-up questions", progress)
+        qs = _batched(
+            target,
+            base,
+            [1.0] * len(base),
+            96,
+            stop,
+            pad,
+            batch,
+            budget.left() * 0.55,
+            exact,
+            graph,
+            seed + 3,
+            budget,
+            log,
+            "follow-up questions",
+            progress,
+        )
         keep = [(k, close_query(q, frag, stop)) for k, q in qs.items() if good_query(q, stops, lo=query_min_tokens)]
         ctx2 = [base[k] + q for k, q in keep]
-        ans = _batched(target, ctx2, [0.0] * len(ctx2), max_new, stop, pad, batch, 0.0, exact, graph, seed + 4,
-                       budget, log, "follow-up answers", progress)
+        ans = _batched(
+            target,
+            ctx2,
+            [0.0] * len(ctx2),
+            max_new,
+            stop,
+            pad,
+            batch,
+            0.0,
+            exact,
+            graph,
+            seed + 4,
+            budget,
+            log,
+            "follow-up answers",
+            progress,
+        )
         for i in sorted(ans):
             if len(ans[i]) < 2:
                 continue
@@ -280,9 +424,16 @@ def generate(target, target_path, data: Path, out: Path, *, seconds: float, max_
     ci, co = flat(ctx_l)
     ri, ro = flat(resp_l)
     gdir.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(f, ctx_ids=ci, ctx_offsets=co, resp_ids=ri, resp_offsets=ro,
-                        kind=np.asarray(kind_l, np.int8), prompt_index=np.asarray(pidx_l, np.int32),
-                        temperature=np.asarray(temp_l, np.float32))
+    np.savez_compressed(
+        f,
+        ctx_ids=ci,
+        ctx_offsets=co,
+        resp_ids=ri,
+        resp_offsets=ro,
+        kind=np.asarray(kind_l, np.int8),
+        prompt_index=np.asarray(pidx_l, np.int32),
+        temperature=np.asarray(temp_l, np.float32),
+    )
     lens = np.diff(ro)
     kinds = np.asarray(kind_l)
     ended = np.array([r[-1] in stops for r in resp_l]) if resp_l else np.zeros(0, bool)
@@ -291,19 +442,37 @@ def generate(target, target_path, data: Path, out: Path, *, seconds: float, max_
     for c_, name in enumerate(meta["categories"]):
         sel = np.array([p >= 0 and k != KIND_VAL and cats[p] == c_ for p, k in zip(pidx_l, kind_l)])
         if sel.any():
-            by_cat[name] = {"n": int(sel.sum()), "mean_len": round(float(lens[sel].mean()), 1),
-                            "ended": round(float(ended[sel].mean()), 3)}
-    stats.update({"n": len(resp_l), "of": n, "tokens": int(lens.sum()),
-                  "mean_len": round(float(lens.mean()), 1) if resp_l else 0,
-                  "ended_with_stop": round(float(ended.mean()), 3) if resp_l else 0, "seconds": round(el, 1),
-                  "tokens_per_s": round(float(lens.sum()) / max(el, 1e-9), 1),
-                  "by_kind": {name: int((kinds == k).sum()) for k, name in
-                              ((KIND_GREEDY, "greedy"), (KIND_SAMPLED, "sampled"), (KIND_FOLLOWUP, "follow-up"),
-                               (KIND_VAL, "validation"))},
-                  "by_category": by_cat})
+            by_cat[name] = {
+                "n": int(sel.sum()),
+                "mean_len": round(float(lens[sel].mean()), 1),
+                "ended": round(float(ended[sel].mean()), 3),
+            }
+    stats.update(
+        {
+            "n": len(resp_l),
+            "of": n,
+            "tokens": int(lens.sum()),
+            "mean_len": round(float(lens.mean()), 1) if resp_l else 0,
+            "ended_with_stop": round(float(ended.mean()), 3) if resp_l else 0,
+            "seconds": round(el, 1),
+            "tokens_per_s": round(float(lens.sum()) / max(el, 1e-9), 1),
+            "by_kind": {
+                name: int((kinds == k).sum())
+                for k, name in (
+                    (KIND_GREEDY, "greedy"),
+                    (KIND_SAMPLED, "sampled"),
+                    (KIND_FOLLOWUP, "follow-up"),
+                    (KIND_VAL, "validation"),
+                )
+            },
+            "by_category": by_cat,
+        }
+    )
     (gdir / "gen-stats.json").write_text(json.dumps(stats, indent=1))
-    log(f"generate: done, {stats['n']} responses, {stats['tokens']} tokens (mean {stats['mean_len']}, "
-        f"{100 * stats['ended_with_stop']:.0f}% ended; {stats['by_kind']}) in {el:.0f} s")
+    log(
+        f"generate: done, {stats['n']} responses, {stats['tokens']} tokens (mean {stats['mean_len']}, "
+        f"{100 * stats['ended_with_stop']:.0f}% ended; {stats['by_kind']}) in {el:.0f} s"
+    )
     return stats
 
 
@@ -314,13 +483,19 @@ def load_sequences(out: Path, data: Path | None = None):
     z = np.load(Path(out) / "gen" / "responses.npz")
     seqs, plen, pidx, kinds = [], [], [], []
     if "ctx_ids" in z:
-        ci, co, ri, ro, pi, kd = (z["ctx_ids"], z["ctx_offsets"], z["resp_ids"], z["resp_offsets"], z["prompt_index"],
-                                  z["kind"])
+        ci, co, ri, ro, pi, kd = (
+            z["ctx_ids"],
+            z["ctx_offsets"],
+            z["resp_ids"],
+            z["resp_offsets"],
+            z["prompt_index"],
+            z["kind"],
+        )
         for k in range(len(co) - 1):
-            r = ri[ro[k]:ro[k + 1]]
+            r = ri[ro[k] : ro[k + 1]]
             if len(r) < 2:
                 continue
-            c = ci[co[k]:co[k + 1]]
+            c = ci[co[k] : co[k + 1]]
             seqs.append(np.concatenate([c, r]).astype(np.int64))
             plen.append(len(c))
             pidx.append(int(pi[k]))
@@ -333,7 +508,7 @@ def load_sequences(out: Path, data: Path | None = None):
     prompts, _, _ = load_prompts(data)
     ids, off, pi = z["ids"], z["offsets"], z["prompt_index"]
     for k, i in enumerate(pi):
-        r = ids[off[k]:off[k + 1]]
+        r = ids[off[k] : off[k + 1]]
         if len(r) < 2:
             continue
         seqs.append(np.concatenate([prompts[i], r]).astype(np.int64))

@@ -50,8 +50,7 @@ class GGUFTargetConfig:
     n_ctx: int
     qk_norm: bool
     tied: bool
-    qkv_bias: bool = False        # qwen2: Q, K and V projections carry biases
-
+    qkv_bias: bool = False  # qwen2: Q, K and V projections carry biases
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -84,9 +83,9 @@ class TargetAttention(nn.Module):
             return self._decode_static(q, k, v, cache, pos0, mask, x.dtype)
         if cache is not None:
             kc, vc = cache
-            kc[:, :, pos0:pos0 + T] = k.to(kc.dtype)
-            vc[:, :, pos0:pos0 + T] = v.to(vc.dtype)
-            k, v = kc[:, :, :pos0 + T], vc[:, :, :pos0 + T]
+            kc[:, :, pos0 : pos0 + T] = k.to(kc.dtype)
+            vc[:, :, pos0 : pos0 + T] = v.to(vc.dtype)
+            k, v = kc[:, :, : pos0 + T], vc[:, :, : pos0 + T]
             q = q.to(kc.dtype)
         kw: dict = {}
         if c.n_head != c.n_head_kv:
@@ -113,7 +112,7 @@ class TargetAttention(nn.Module):
         vc.index_copy_(2, slot.view(1), v.to(vc.dtype))
         r = c.n_head // c.n_head_kv
         qg = q.to(kc.dtype).reshape(B, c.n_head_kv, r, D)
-        y = F.scaled_dot_product_attention(qg, kc, vc, attn_mask=mask)            # (B, Hkv, r, D)
+        y = F.scaled_dot_product_attention(qg, kc, vc, attn_mask=mask)  # (B, Hkv, r, D)
         return self.o_proj(y.reshape(B, 1, H * D).to(dtype))
 
 
@@ -134,7 +133,7 @@ class GGUFTarget(nn.Module):
     """The target as llama.cpp runs it. ``forward(tokens, layer_inputs=ids)`` also returns the
     inputs of the given layers (llama.cpp's ``t_layer_inp``: what ``dflash.target_layers`` names)."""
 
-    inv_freq: torch.Tensor      # a buffer (register_buffer)
+    inv_freq: torch.Tensor  # a buffer (register_buffer)
 
     def __init__(self, c: GGUFTargetConfig, freq_factors: torch.Tensor | None = None):
         super().__init__()
@@ -158,8 +157,17 @@ class GGUFTarget(nn.Module):
         ang = positions.float()[..., None] * self.inv_freq
         return ang.cos()[:, None], ang.sin()[:, None]
 
-    def forward(self, tokens, layer_inputs=(), logits: bool = True, positions=None, mask=None,
-                caches=None, pos0: int = 0, last_only: bool = False):
+    def forward(
+        self,
+        tokens,
+        layer_inputs=(),
+        logits: bool = True,
+        positions=None,
+        mask=None,
+        caches=None,
+        pos0: int = 0,
+        last_only: bool = False,
+    ):
         B, T = tokens.shape
         if positions is None:
             positions = torch.arange(pos0, pos0 + T, device=tokens.device)[None].expand(B, T)
@@ -170,7 +178,7 @@ class GGUFTarget(nn.Module):
         for i, layer in enumerate(self.layers):
             if i in layer_inputs:
                 feats[i] = x
-            if i >= stop:       # features only: the layers after the last one asked for are not needed
+            if i >= stop:  # features only: the layers after the last one asked for are not needed
                 break
             x = layer(x, cos, sin, mask, None if caches is None else caches[i], pos0)
         if self.c.n_layer in layer_inputs:
@@ -182,8 +190,17 @@ class GGUFTarget(nn.Module):
         return out, [feats[i] for i in layer_inputs]
 
     @torch.no_grad()
-    def generate(self, prompts: list[list[int]], max_new: int, stop_ids, pad_id: int = 0, exact: bool = False,
-                 graph: bool = False, temperature=None, seed: int | None = None) -> list[list[int]]:
+    def generate(
+        self,
+        prompts: list[list[int]],
+        max_new: int,
+        stop_ids,
+        pad_id: int = 0,
+        exact: bool = False,
+        graph: bool = False,
+        temperature=None,
+        seed: int | None = None,
+    ) -> list[list[int]]:
         """Greedy responses to a batch of prompts of different lengths (left-padded, one static KV
         cache); each response ends with its stop token, or after ``max_new`` tokens.
 
@@ -223,19 +240,24 @@ class GGUFTarget(nn.Module):
             u = torch.rand_like(lg).clamp_(min=1e-20, max=1.0 - 1e-7)
             samp = (lg / temp.clamp(min=1e-4)[:, None] - torch.log(-torch.log(u))).argmax(-1)
             return torch.where(temp > 0, samp, best)
+
         P = max(len(p) for p in prompts)
         pad = torch.tensor([P - len(p) for p in prompts], device=dev)
         toks = torch.full((B, P), pad_id, dtype=torch.long, device=dev)
         for b, p in enumerate(prompts):
-            toks[b, P - len(p):] = torch.as_tensor(p, dtype=torch.long)
+            toks[b, P - len(p) :] = torch.as_tensor(p, dtype=torch.long)
         L = P + max_new
         low = dev.type == "cuda" and not exact
         dtype = torch.bfloat16 if low else torch.float32
-        caches = [(torch.zeros(B, self.c.n_head_kv, L, self.c.head_dim, dtype=dtype, device=dev),
-                   torch.zeros(B, self.c.n_head_kv, L, self.c.head_dim, dtype=dtype, device=dev))
-                  for _ in range(self.c.n_layer)]
+        caches = [
+            (
+                torch.zeros(B, self.c.n_head_kv, L, self.c.head_dim, dtype=dtype, device=dev),
+                torch.zeros(B, self.c.n_head_kv, L, self.c.head_dim, dtype=dtype, device=dev),
+            )
+            for _ in range(self.c.n_layer)
+        ]
         slots = torch.arange(L, device=dev)
-        key_ok = slots[None, :] >= pad[:, None]                                   # (B, L): not padding
+        key_ok = slots[None, :] >= pad[:, None]  # (B, L): not padding
         pos = (torch.arange(P, device=dev)[None] - pad[:, None]).clamp(min=0)
         causal = slots[:P, None] >= slots[None, :P]
         # a padded query row sees itself, so no row is all -inf (NaN would reach the cache)
@@ -247,7 +269,7 @@ class GGUFTarget(nn.Module):
         nxt = pick(logits[:, -1].float())
         out[:, 0] = nxt
         done = (nxt[:, None] == stop[None]).any(-1)
-        cur = torch.tensor(P, device=dev)              # cache slot of the token being fed
+        cur = torch.tensor(P, device=dev)  # cache slot of the token being fed
 
         def step():
             mask = (key_ok & (slots[None, :] <= cur))[:, None, None, :]
@@ -295,7 +317,7 @@ class GGUFTarget(nn.Module):
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             step()
-        for t, v in zip(state, saved):      # capture does not run the step, but be certain
+        for t, v in zip(state, saved):  # capture does not run the step, but be certain
             t.copy_(v)
         return g.replay
 
@@ -321,8 +343,10 @@ def read_config(path: str | Path):
     r = GGUFReader(str(path))
     arch = _field(r, "general.architecture")
     if arch not in SUPPORTED_ARCHS:
-        raise ValueError(f"{Path(path).name}: architecture {arch!r} is not supported for drafter training "
-                         f"(supported: {', '.join(SUPPORTED_ARCHS)})")
+        raise ValueError(
+            f"{Path(path).name}: architecture {arch!r} is not supported for drafter training "
+            f"(supported: {', '.join(SUPPORTED_ARCHS)})"
+        )
     names = {t.name for t in r.tensors}
     n_embd = int(_field(r, f"{arch}.embedding_length"))
     n_head = int(_field(r, f"{arch}.attention.head_count"))
@@ -336,12 +360,21 @@ def read_config(path: str | Path):
         raise ValueError(f"RoPE scaling {scaling!r} is not supported for drafter training")
     emb = next(t for t in r.tensors if t.name == "token_embd.weight")
     c = GGUFTargetConfig(
-        arch=arch, vocab_size=int(emb.shape[1]), n_embd=n_embd, n_layer=int(_field(r, f"{arch}.block_count")),
-        n_head=n_head, n_head_kv=int(head_kv if not isinstance(head_kv, list) else head_kv[0]), head_dim=head_dim,
-        n_ff=int(_field(r, f"{arch}.feed_forward_length")), rope_theta=float(_field(r, f"{arch}.rope.freq_base", 10000.0)),
+        arch=arch,
+        vocab_size=int(emb.shape[1]),
+        n_embd=n_embd,
+        n_layer=int(_field(r, f"{arch}.block_count")),
+        n_head=n_head,
+        n_head_kv=int(head_kv if not isinstance(head_kv, list) else head_kv[0]),
+        head_dim=head_dim,
+        n_ff=int(_field(r, f"{arch}.feed_forward_length")),
+        rope_theta=float(_field(r, f"{arch}.rope.freq_base", 10000.0)),
         rms_eps=float(_field(r, f"{arch}.attention.layer_norm_rms_epsilon")),
-        n_ctx=int(_field(r, f"{arch}.context_length", 4096)), qk_norm="blk.0.attn_q_norm.weight" in names,
-        tied="output.weight" not in names, qkv_bias="blk.0.attn_q.bias" in names)
+        n_ctx=int(_field(r, f"{arch}.context_length", 4096)),
+        qk_norm="blk.0.attn_q_norm.weight" in names,
+        tied="output.weight" not in names,
+        qkv_bias="blk.0.attn_q.bias" in names,
+    )
     return c, r
 
 
@@ -353,12 +386,19 @@ def _dequant(t) -> np.ndarray:
 
 
 GGUF_TO_TORCH_LAYER = {
-    "attn_norm.weight": "input_layernorm.weight", "ffn_norm.weight": "post_attention_layernorm.weight",
-    "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
-    "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
-    "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight",
-    "attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias", "attn_v.bias": "self_attn.v_proj.bias",
-    "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
+    "attn_norm.weight": "input_layernorm.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight",
+    "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "attn_q_norm.weight": "self_attn.q_norm.weight",
+    "attn_k_norm.weight": "self_attn.k_norm.weight",
+    "attn_q.bias": "self_attn.q_proj.bias",
+    "attn_k.bias": "self_attn.k_proj.bias",
+    "attn_v.bias": "self_attn.v_proj.bias",
+    "ffn_gate.weight": "mlp.gate_proj.weight",
+    "ffn_up.weight": "mlp.up_proj.weight",
     "ffn_down.weight": "mlp.down_proj.weight",
 }
 

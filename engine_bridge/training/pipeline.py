@@ -1,6 +1,6 @@
 """Target then drafter in one process (one GPU call), with a log file next to the weights.
 
-    python -m engine_bridge.training.pipeline --data DIR --out DIR --target-seconds 280 --drafter-seconds 170
+python -m engine_bridge.training.pipeline --data DIR --out DIR --target-seconds 280 --drafter-seconds 170
 """
 
 from __future__ import annotations
@@ -43,11 +43,22 @@ def main(argv=None) -> int:
         logf.flush()
 
     t0 = time.time()
-    target = train_target.train(a.data, out, seconds=a.target_seconds, preset=a.preset, batch=a.target_batch,
-                                lr=a.target_lr, log=log)
-    train_drafter.train(a.data, out, out, seconds=a.drafter_seconds, n_layer=a.drafter_layers,
-                        batch=a.drafter_batch, length=a.length, n_seq=a.n_seq, gen_seconds=a.gen_seconds,
-                        target=target, log=log)
+    target = train_target.train(
+        a.data, out, seconds=a.target_seconds, preset=a.preset, batch=a.target_batch, lr=a.target_lr, log=log
+    )
+    train_drafter.train(
+        a.data,
+        out,
+        out,
+        seconds=a.drafter_seconds,
+        n_layer=a.drafter_layers,
+        batch=a.drafter_batch,
+        length=a.length,
+        n_seq=a.n_seq,
+        gen_seconds=a.gen_seconds,
+        target=target,
+        log=log,
+    )
     log(f"pipeline done in {time.time() - t0:.0f} s")
     return 0
 

@@ -35,8 +35,10 @@ def read_extra_prompts(path: str | Path) -> list[dict]:
         try:
             obj = json.loads(s)
         except json.JSONDecodeError as e:
-            raise PromptFileError(f"{where}: not JSON ({e.msg}); each line must be one JSON object "
-                                  '{"text": ...} or {"prompt": ...} or {"messages": [...]}') from None
+            raise PromptFileError(
+                f"{where}: not JSON ({e.msg}); each line must be one JSON object "
+                '{"text": ...} or {"prompt": ...} or {"messages": [...]}'
+            ) from None
         if not isinstance(obj, dict):
             raise PromptFileError(f"{where}: each line must be a JSON object, got {type(obj).__name__}")
         text = obj.get("text", obj.get("prompt"))
@@ -48,13 +50,22 @@ def read_extra_prompts(path: str | Path) -> list[dict]:
             if text is None:
                 raise PromptFileError(f"{where}: 'messages' has no user message")
         if not isinstance(text, str) or not text.strip():
-            raise PromptFileError(f"{where}: give a non-empty string in 'text', 'prompt' or the first user "
-                                  "message of 'messages'")
+            raise PromptFileError(
+                f"{where}: give a non-empty string in 'text', 'prompt' or the first user message of 'messages'"
+            )
         cat = obj.get("category", "chat")
         if cat not in CATEGORIES:
             raise PromptFileError(f"{where}: unknown category {cat!r}; use one of {', '.join(CATEGORIES)}")
-        out.append({"id": f"user-{n:06d}", "category": cat, "text": text.strip(), "source": f"user:{path.name}",
-                    "template": "user", "line": n})
+        out.append(
+            {
+                "id": f"user-{n:06d}",
+                "category": cat,
+                "text": text.strip(),
+                "source": f"user:{path.name}",
+                "template": "user",
+                "line": n,
+            }
+        )
     if not out:
         raise PromptFileError(f"{path}: no prompts in the file")
     return out

@@ -28,8 +28,9 @@ def folder() -> Path:
 def _all(path: str) -> tuple[dict, ...]:
     p = Path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"{p}: the shipped prompt set is missing "
-                                "(python -m engine_bridge.training.real_prompts_build rebuilds it)")
+        raise FileNotFoundError(
+            f"{p}: the shipped prompt set is missing (python -m engine_bridge.training.real_prompts_build rebuilds it)"
+        )
     with lzma.open(p, "rt", encoding="utf-8") as f:
         return tuple(json.loads(line) for line in f if line.strip())
 
@@ -39,8 +40,11 @@ def load(split: str | None = "train", category: str | None = None, path: str | P
     if split is not None and split not in SPLITS:
         raise ValueError(f"unknown split {split!r}: {', '.join(SPLITS)}")
     rows = _all(str(path or folder() / "prompts.jsonl.xz"))
-    return [dict(r) for r in rows if (split is None or r["split"] == split)
-            and (category is None or r["category"] == category)]
+    return [
+        dict(r)
+        for r in rows
+        if (split is None or r["split"] == split) and (category is None or r["category"] == category)
+    ]
 
 
 def sources() -> dict:
@@ -48,8 +52,9 @@ def sources() -> dict:
     return json.loads((folder() / "sources.json").read_text())
 
 
-def sample(n_per_category: int, split: str = "train", seed: int = 0,
-           categories: tuple[str, ...] | None = None) -> list[dict]:
+def sample(
+    n_per_category: int, split: str = "train", seed: int = 0, categories: tuple[str, ...] | None = None
+) -> list[dict]:
     """Up to ``n_per_category`` records of each category (all of a category that has fewer), drawn
     with a seeded generator, so a prepare stage gets the same prompts on every machine. Within a
     category the draw is spread over sources in proportion to their size."""
@@ -58,7 +63,7 @@ def sample(n_per_category: int, split: str = "train", seed: int = 0,
     for r in rows:
         by_cat.setdefault(r["category"], []).append(r)
     out = []
-    for cat in (categories or sorted(by_cat)):
+    for cat in categories or sorted(by_cat):
         pool = by_cat.get(cat, [])
         rng = random.Random(f"{seed}:{split}:{cat}")
         out += pool if len(pool) <= n_per_category else rng.sample(pool, n_per_category)

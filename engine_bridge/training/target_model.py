@@ -89,9 +89,9 @@ class Attention(nn.Module):
         q, k, v = self.qkv(x, cos, sin)
         if cache is not None:
             kc, vc = cache
-            kc[:, :, pos0:pos0 + T] = k
-            vc[:, :, pos0:pos0 + T] = v
-            k, v = kc[:, :, :pos0 + T], vc[:, :, :pos0 + T]
+            kc[:, :, pos0 : pos0 + T] = k
+            vc[:, :, pos0 : pos0 + T] = v
+            k, v = kc[:, :, : pos0 + T], vc[:, :, : pos0 + T]
         if cache is not None and T == 1:
             # one new token over the cache: GQA without copying the cache per query head
             y = F.scaled_dot_product_attention(q, k, v, enable_gqa=c.n_head != c.n_head_kv)
@@ -149,7 +149,7 @@ class TargetLM(nn.Module):
 
     @property
     def lm_head_weight(self):
-        return self.embed_tokens.weight     # tied
+        return self.embed_tokens.weight  # tied
 
     def forward(self, tokens, layer_inputs=(), caches=None, pos0: int = 0, logits: bool = True):
         """Returns (logits or final hidden, [inputs of the layers in layer_inputs])."""
@@ -171,9 +171,13 @@ class TargetLM(nn.Module):
 
     def new_caches(self, batch: int, length: int, dtype, device):
         c = self.c
-        return [(torch.zeros(batch, c.n_head_kv, length, c.head_dim, dtype=dtype, device=device),
-                 torch.zeros(batch, c.n_head_kv, length, c.head_dim, dtype=dtype, device=device))
-                for _ in range(c.n_layer)]
+        return [
+            (
+                torch.zeros(batch, c.n_head_kv, length, c.head_dim, dtype=dtype, device=device),
+                torch.zeros(batch, c.n_head_kv, length, c.head_dim, dtype=dtype, device=device),
+            )
+            for _ in range(c.n_layer)
+        ]
 
     @torch.no_grad()
     def greedy(self, prompt: torch.Tensor, n_new: int, stop: int | None = None) -> torch.Tensor:

@@ -38,10 +38,27 @@ from .gen_conversations import Cancelled  # one exception for a cancelled genera
 # the card and docs/benchmarks.md say why: 3 drafter layers (not 5: the step of a 135M target is
 # launch-bound and every drafter layer is paid at every step), 32 anchors per sequence (not 512: our
 # sequences are ~400 tokens, not 3k), the clock rather than epochs as the budget.
-DEFAULTS: dict[str, Any] = dict(gen_seconds=180.0, seconds=540.0, max_new=384, gen_batch=1024, n_layer=3, n_target_layers=5,
-                block_size=16, batch=32, anchors=32, lr=6e-4, gamma=7.0, ckpt_every=120.0, val_frac=0.03,
-                weight_decay=0.1, patience=12, warmup=0.04, temperatures=(0.0, 0.8), magpie_frac=0.1,
-                followup_frac=0.2)
+DEFAULTS: dict[str, Any] = dict(
+    gen_seconds=180.0,
+    seconds=540.0,
+    max_new=384,
+    gen_batch=1024,
+    n_layer=3,
+    n_target_layers=5,
+    block_size=16,
+    batch=32,
+    anchors=32,
+    lr=6e-4,
+    gamma=7.0,
+    ckpt_every=120.0,
+    val_frac=0.03,
+    weight_decay=0.1,
+    patience=12,
+    warmup=0.04,
+    temperatures=(0.0, 0.8),
+    magpie_frac=0.1,
+    followup_frac=0.2,
+)
 
 
 class NoCudaError(RuntimeError):
@@ -67,8 +84,10 @@ def pick_device(device: str | None):
 
     if device in (None, "", "cuda", "auto"):
         if not torch.cuda.is_available():
-            raise NoCudaError("no CUDA device: drafter training needs a GPU (torch sees none). "
-                              "Give --device cpu to run on the CPU anyway (tiny test configurations only).")
+            raise NoCudaError(
+                "no CUDA device: drafter training needs a GPU (torch sees none). "
+                "Give --device cpu to run on the CPU anyway (tiny test configurations only)."
+            )
         return torch.device("cuda")
     return torch.device(device)
 
@@ -112,9 +131,9 @@ def make_batch(seqs, plen, idx, K: int, S: int, mask_id: int, pad_id: int, gen):
     L = max(lens)
     x = torch.full((B, L + S), pad_id, dtype=torch.long)
     for b, i in enumerate(idx):
-        x[b, :lens[b]] = torch.from_numpy(seqs[i])
-    lo = torch.tensor([int(plen[i]) for i in idx], dtype=torch.float32)       # first response token
-    hi = torch.tensor(lens, dtype=torch.float32) - 2                           # last anchor with a label
+        x[b, : lens[b]] = torch.from_numpy(seqs[i])
+    lo = torch.tensor([int(plen[i]) for i in idx], dtype=torch.float32)  # first response token
+    hi = torch.tensor(lens, dtype=torch.float32) - 2  # last anchor with a label
     lo = torch.minimum(lo, hi)
     u = torch.rand(B, K, generator=gen)
     anchors = (lo[:, None] + u * (hi - lo + 1)[:, None]).floor().long()
@@ -132,8 +151,9 @@ def block_loss(logits, labels, valid, weights):
     import torch.nn.functional as F
 
     B, K, S, V = logits.shape
-    ce = F.cross_entropy(logits[:, :, 1:].float().reshape(-1, V), labels[:, :, 1:].reshape(-1),
-                         reduction="none").view(B, K, S - 1)
+    ce = F.cross_entropy(logits[:, :, 1:].float().reshape(-1, V), labels[:, :, 1:].reshape(-1), reduction="none").view(
+        B, K, S - 1
+    )
     w = weights[1:] * valid[:, :, 1:]
     loss = (ce * w).sum() / w.sum().clamp(min=1e-6)
     with torch.no_grad():
@@ -143,10 +163,34 @@ def block_loss(logits, labels, valid, weights):
     return loss, acc, accepted.mean()
 
 
-def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, target_layers: list[int],
-          block_size: int, batch: int, anchors: int, lr: float, gamma: float, ckpt_every: float, val_frac: float,
-          max_steps: int | None, seed: int, resume: bool, log, progress, cancel, weight_decay: float = 0.1,
-          patience: int = 0, mixed_blocks: bool = False, warmup: float = 0.04, init: Path | None = None) -> dict:
+def train(
+    target,
+    data: Path,
+    out: Path,
+    *,
+    dev,
+    seconds: float,
+    n_layer: int,
+    target_layers: list[int],
+    block_size: int,
+    batch: int,
+    anchors: int,
+    lr: float,
+    gamma: float,
+    ckpt_every: float,
+    val_frac: float,
+    max_steps: int | None,
+    seed: int,
+    resume: bool,
+    log,
+    progress,
+    cancel,
+    weight_decay: float = 0.1,
+    patience: int = 0,
+    mixed_blocks: bool = False,
+    warmup: float = 0.04,
+    init: Path | None = None,
+) -> dict:
     import torch
 
     from .ckpt import load_sharded, save_sharded
@@ -172,10 +216,20 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
     tc = target.c
     cuda = dev.type == "cuda"
     ckdir = out / "ckpt"
-    cfg = DrafterConfig(n_embd=tc.n_embd, n_layer=n_layer, n_head=tc.n_head, n_head_kv=tc.n_head_kv,
-                        head_dim=tc.head_dim, n_ff=tc.n_ff, block_size=block_size, target_layers=target_layers,
-                        mask_token_id=int(meta["mask_id"]), rope_theta=tc.rope_theta, rms_eps=tc.rms_eps,
-                        n_ctx=min(int(tc.n_ctx), 32768))
+    cfg = DrafterConfig(
+        n_embd=tc.n_embd,
+        n_layer=n_layer,
+        n_head=tc.n_head,
+        n_head_kv=tc.n_head_kv,
+        head_dim=tc.head_dim,
+        n_ff=tc.n_ff,
+        block_size=block_size,
+        target_layers=target_layers,
+        mask_token_id=int(meta["mask_id"]),
+        rope_theta=tc.rope_theta,
+        rms_eps=tc.rms_eps,
+        n_ctx=min(int(tc.n_ctx), 32768),
+    )
     torch.manual_seed(seed)
     drafter = DFlashDrafter(cfg).to(dev)
     with torch.no_grad():
@@ -200,7 +254,9 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
                 raise ValueError(f"{init} holds a drafter of another configuration than this run's ({'; '.join(bad)})")
             own = drafter.state_dict()
             if arrays.keys() != own.keys() or any(arrays[k].shape != tuple(own[k].shape) for k in own):
-                raise ValueError(f"{init} holds a drafter of another configuration than this run's (its tensors differ)")
+                raise ValueError(
+                    f"{init} holds a drafter of another configuration than this run's (its tensors differ)"
+                )
             w = {k: torch.from_numpy(v) for k, v in arrays.items()}
         else:
             w, c0 = load_sharded(init, "drafter")
@@ -218,16 +274,21 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
         osd = opt.state_dict()
         for i, pid in enumerate(sorted(osd["state"]) or range(len(list(drafter.parameters())))):
             if f"{i}.exp_avg" in o:
-                osd["state"][pid] = {"step": o[f"{i}.step"].float().reshape(()) if f"{i}.step" in o else torch.tensor(float(st["step"])),
-                                     "exp_avg": o[f"{i}.exp_avg"].to(dev), "exp_avg_sq": o[f"{i}.exp_avg_sq"].to(dev)}
+                osd["state"][pid] = {
+                    "step": o[f"{i}.step"].float().reshape(()) if f"{i}.step" in o else torch.tensor(float(st["step"])),
+                    "exp_avg": o[f"{i}.exp_avg"].to(dev),
+                    "exp_avg_sq": o[f"{i}.exp_avg_sq"].to(dev),
+                }
         opt.load_state_dict(osd)
         state = st["state"]
         gen.manual_seed(seed + state["step"])
         log(f"train: resumed at step {state['step']} ({_fmt(state['elapsed'])} of {_fmt(seconds)} done)")
     n_params = sum(p.numel() for p in drafter.parameters())
-    log(f"train: drafter {n_params / 1e6:.2f} M parameters, {n_layer} layers, block {block_size}, target layers "
+    log(
+        f"train: drafter {n_params / 1e6:.2f} M parameters, {n_layer} layers, block {block_size}, target layers "
         f"(GGUF ids) {target_layers}, mask token {cfg.mask_token_id}; {len(tr_idx)} train / {len(va_idx)} held-out "
-        f"sequences; device {dev}")
+        f"sequences; device {dev}"
+    )
     embed_w = target.embed_tokens.weight
     head_w = None if tc.tied else target.lm_head.weight
     weights = {S: position_weights(S, gamma, dev) for S in {8, block_size}}
@@ -249,10 +310,13 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
         parts = []
         with torch.no_grad():
             for i in range(0, min(len(va_idx), 256), batch):
-                parts.append(step_loss(va_idx[i:i + batch].tolist(), block_size, g))
+                parts.append(step_loss(va_idx[i : i + batch].tolist(), block_size, g))
         drafter.train()
-        return (torch.stack([p[0] for p in parts]).mean().item(), torch.stack([p[1] for p in parts]).mean(0).tolist(),
-                torch.stack([p[2] for p in parts]).mean().item())
+        return (
+            torch.stack([p[0] for p in parts]).mean().item(),
+            torch.stack([p[1] for p in parts]).mean(0).tolist(),
+            torch.stack([p[2] for p in parts]).mean().item(),
+        )
 
     def checkpoint():
         save_sharded(drafter.state_dict(), ckdir, "drafter")
@@ -267,24 +331,36 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
 
     def save_drafter(summary: dict) -> None:
         """The drafter for export: f16 shards (<= 15 MB each) + drafter.json, in the run folder."""
-        save_sharded(drafter.state_dict(), out, "drafter", dtype=torch.float16,
-                     config={"config": cfg.to_dict(), "vocab_size": int(tc.vocab_size), "n_target_layers": tc.n_layer,
-                             "target": meta["target"], "train": summary})
+        save_sharded(
+            drafter.state_dict(),
+            out,
+            "drafter",
+            dtype=torch.float16,
+            config={
+                "config": cfg.to_dict(),
+                "vocab_size": int(tc.vocab_size),
+                "n_target_layers": tc.n_layer,
+                "target": meta["target"],
+                "train": summary,
+            },
+        )
 
     t_start = time.time() - state["elapsed"]
     last_ckpt = time.time()
     next_log = state["elapsed"]
     best_state = None
     cancelled = False
-    stale = 0           # evaluations since the held-out acceptance last improved
+    stale = 0  # evaluations since the held-out acceptance last improved
     drafter.train()
     while True:
         el = time.time() - t_start
         if el >= seconds or (max_steps is not None and state["step"] >= max_steps):
             break
         if patience and stale >= patience:
-            log(f"train: stopping early: no held-out improvement in {stale} evaluations (best {state['best']:.2f} "
-                f"at step {state['best_step']})")
+            log(
+                f"train: stopping early: no held-out improvement in {stale} evaluations (best {state['best']:.2f} "
+                f"at step {state['best_step']})"
+            )
             break
         if cancel is not None and cancel.is_set():
             cancelled = True
@@ -306,8 +382,16 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
                 state["best"], state["best_step"] = vlen, state["step"]
                 best_state = {k: v.detach().clone() for k, v in drafter.state_dict().items()}
                 # a run stopped from outside still leaves its best drafter ready for export
-                save_drafter({"steps": state["step"], "kept_step": state["step"], "seconds": round(el, 1),
-                              "val_accepted_per_block": round(vlen, 3), "history": state["hist"], "partial": True})
+                save_drafter(
+                    {
+                        "steps": state["step"],
+                        "kept_step": state["step"],
+                        "seconds": round(el, 1),
+                        "val_accepted_per_block": round(vlen, 3),
+                        "history": state["hist"],
+                        "partial": True,
+                    }
+                )
                 stale = 0
             else:
                 stale += 1
@@ -315,15 +399,32 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
             eta = max(0.0, seconds - el)
             if max_steps is not None:
                 eta = min(eta, (max_steps - state["step"]) / max(rate, 1e-9))
-            rec = {"t": round(el, 1), "step": state["step"], "loss": round(loss.item(), 4), "val_loss": round(vl, 4),
-                   "val_accepted_per_block": round(vlen, 3), "val_slot_acc": [round(a, 3) for a in vacc[:8]],
-                   "lr": opt.param_groups[0]["lr"]}
+            rec = {
+                "t": round(el, 1),
+                "step": state["step"],
+                "loss": round(loss.item(), 4),
+                "val_loss": round(vl, 4),
+                "val_accepted_per_block": round(vlen, 3),
+                "val_slot_acc": [round(a, 3) for a in vacc[:8]],
+                "lr": opt.param_groups[0]["lr"],
+            }
             state["hist"].append(rec)
-            log(f"train: step {state['step']:6d}  loss {loss.item():.3f}  val {vl:.3f}  val accepted/block({block_size}) "
-                f"{vlen:.2f}  slot1 {vacc[0]:.2f}  {rate:.1f} step/s  {_fmt(el)} elapsed, ETA {_fmt(eta)}")
+            log(
+                f"train: step {state['step']:6d}  loss {loss.item():.3f}  val {vl:.3f}  val accepted/block({block_size}) "
+                f"{vlen:.2f}  slot1 {vacc[0]:.2f}  {rate:.1f} step/s  {_fmt(el)} elapsed, ETA {_fmt(eta)}"
+            )
             if progress:
-                progress({"stage": "train", "step": state["step"], "elapsed_s": el, "eta_s": eta,
-                          "loss": rec["loss"], "val_loss": rec["val_loss"], "val_accepted": rec["val_accepted_per_block"]})
+                progress(
+                    {
+                        "stage": "train",
+                        "step": state["step"],
+                        "elapsed_s": el,
+                        "eta_s": eta,
+                        "loss": rec["loss"],
+                        "val_loss": rec["val_loss"],
+                        "val_accepted": rec["val_accepted_per_block"],
+                    }
+                )
             next_log = el + max(min(seconds / 40, 30.0), 1.0)
         if time.time() - last_ckpt > ckpt_every:
             checkpoint()
@@ -332,40 +433,80 @@ def train(target, data: Path, out: Path, *, dev, seconds: float, n_layer: int, t
     kept = state["step"]
     if vlen < state["best"] and (best_state is not None or list(out.glob("drafter-*.safetensors"))):
         log(f"train: keeping step {state['best_step']} (held-out accepted/block {state['best']:.2f} > {vlen:.2f})")
-        if best_state is None:                      # resumed: the best so far is the one saved in the run folder
+        if best_state is None:  # resumed: the best so far is the one saved in the run folder
             best_state = {k: v.to(dev) for k, v in load_sharded(out, "drafter")[0].items()}
         drafter.load_state_dict(best_state)
         kept = state["best_step"]
         vl, vacc, vlen = validate()
     checkpoint()
-    summary = {"params": n_params, "steps": state["step"], "kept_step": kept, "seconds": round(state["elapsed"], 1),
-               "batch": batch, "anchors_per_seq": anchors, "lr": lr, "gamma": gamma, "weight_decay": weight_decay,
-               "best_step": state["best_step"], "val_loss": round(vl, 4),
-               "val_accepted_per_block": round(vlen, 3), "val_slot_acc": [round(a, 3) for a in vacc],
-               "train_sequences": int(len(tr_idx)), "val_sequences": int(len(va_idx)), "cancelled": cancelled,
-               "history": state["hist"],
-               "device": torch.cuda.get_device_name(0) if cuda else str(dev)}
+    summary = {
+        "params": n_params,
+        "steps": state["step"],
+        "kept_step": kept,
+        "seconds": round(state["elapsed"], 1),
+        "batch": batch,
+        "anchors_per_seq": anchors,
+        "lr": lr,
+        "gamma": gamma,
+        "weight_decay": weight_decay,
+        "best_step": state["best_step"],
+        "val_loss": round(vl, 4),
+        "val_accepted_per_block": round(vlen, 3),
+        "val_slot_acc": [round(a, 3) for a in vacc],
+        "train_sequences": int(len(tr_idx)),
+        "val_sequences": int(len(va_idx)),
+        "cancelled": cancelled,
+        "history": state["hist"],
+        "device": torch.cuda.get_device_name(0) if cuda else str(dev),
+    }
     save_drafter(summary)
-    log(f"train: {'cancelled' if cancelled else 'done'}: {state['step']} steps in {_fmt(state['elapsed'])}; held-out "
-        f"accepted drafts per block ({block_size}) {vlen:.2f}; drafter -> {out}/drafter-*.safetensors")
+    log(
+        f"train: {'cancelled' if cancelled else 'done'}: {state['step']} steps in {_fmt(state['elapsed'])}; held-out "
+        f"accepted drafts per block ({block_size}) {vlen:.2f}; drafter -> {out}/drafter-*.safetensors"
+    )
     return summary
 
 
-def run(target: str | Path, data: str | Path, out: str | Path, *, stages=("generate", "train"), device: str | None = None,
-        gen_seconds: float = DEFAULTS["gen_seconds"], seconds: float = DEFAULTS["seconds"],
-        max_new: int = DEFAULTS["max_new"], gen_batch: int = DEFAULTS["gen_batch"], max_prompts: int | None = None,
-        gen_fp32: bool = False,
-        n_layer: int = DEFAULTS["n_layer"], target_layers: list[int] | None = None,
-        n_target_layers: int = DEFAULTS["n_target_layers"], block_size: int = DEFAULTS["block_size"],
-        batch: int = DEFAULTS["batch"], anchors: int = DEFAULTS["anchors"], lr: float = DEFAULTS["lr"],
-        gamma: float = DEFAULTS["gamma"], ckpt_every: float = DEFAULTS["ckpt_every"],
-        val_frac: float = DEFAULTS["val_frac"], weight_decay: float = DEFAULTS["weight_decay"],
-        patience: int = DEFAULTS["patience"], max_steps: int | None = None, seed: int = 0, resume: bool = True,
-        temperatures=DEFAULTS["temperatures"], magpie_frac: float = DEFAULTS["magpie_frac"],
-        followup_frac: float = DEFAULTS["followup_frac"], mixed_blocks: bool = False, warmup: float = DEFAULTS["warmup"],
-        every_temperature: bool = False, init: str | Path | None = None,
-        threads: int | None = None, progress: Callable[[dict], None] | None = None, cancel=None,
-        log: Callable[[str], None] | None = None) -> dict:
+def run(
+    target: str | Path,
+    data: str | Path,
+    out: str | Path,
+    *,
+    stages=("generate", "train"),
+    device: str | None = None,
+    gen_seconds: float = DEFAULTS["gen_seconds"],
+    seconds: float = DEFAULTS["seconds"],
+    max_new: int = DEFAULTS["max_new"],
+    gen_batch: int = DEFAULTS["gen_batch"],
+    max_prompts: int | None = None,
+    gen_fp32: bool = False,
+    n_layer: int = DEFAULTS["n_layer"],
+    target_layers: list[int] | None = None,
+    n_target_layers: int = DEFAULTS["n_target_layers"],
+    block_size: int = DEFAULTS["block_size"],
+    batch: int = DEFAULTS["batch"],
+    anchors: int = DEFAULTS["anchors"],
+    lr: float = DEFAULTS["lr"],
+    gamma: float = DEFAULTS["gamma"],
+    ckpt_every: float = DEFAULTS["ckpt_every"],
+    val_frac: float = DEFAULTS["val_frac"],
+    weight_decay: float = DEFAULTS["weight_decay"],
+    patience: int = DEFAULTS["patience"],
+    max_steps: int | None = None,
+    seed: int = 0,
+    resume: bool = True,
+    temperatures=DEFAULTS["temperatures"],
+    magpie_frac: float = DEFAULTS["magpie_frac"],
+    followup_frac: float = DEFAULTS["followup_frac"],
+    mixed_blocks: bool = False,
+    warmup: float = DEFAULTS["warmup"],
+    every_temperature: bool = False,
+    init: str | Path | None = None,
+    threads: int | None = None,
+    progress: Callable[[dict], None] | None = None,
+    cancel=None,
+    log: Callable[[str], None] | None = None,
+) -> dict:
     """Generate the target's responses and train its drafter; returns a summary dict.
 
     ``target``: the target GGUF (llama or qwen3); ``data``: a folder from ``chat_data.prepare``;
@@ -382,7 +523,7 @@ def run(target: str | Path, data: str | Path, out: str | Path, *, stages=("gener
 
     dev = pick_device(device)
     if dev.type == "cpu":
-        torch.set_num_threads(threads or 1)   # a shared CPU: more threads than cores spin and crawl
+        torch.set_num_threads(threads or 1)  # a shared CPU: more threads than cores spin and crawl
     elif threads:
         torch.set_num_threads(threads)
     if dev.type == "cuda":
@@ -394,29 +535,68 @@ def run(target: str | Path, data: str | Path, out: str | Path, *, stages=("gener
     model = load_gguf_target(target, device=dev)
     c = model.c
     if c.vocab_size != meta["vocab_size"]:
-        raise ValueError(f"the data was prepared for a vocabulary of {meta['vocab_size']} tokens, the target has {c.vocab_size}")
+        raise ValueError(
+            f"the data was prepared for a vocabulary of {meta['vocab_size']} tokens, the target has {c.vocab_size}"
+        )
     layers = target_layers or default_target_layers(c.n_layer, n_target_layers)
     if any(not 0 < k <= c.n_layer for k in layers):
         raise ValueError(f"target layers {layers} must lie in 1..{c.n_layer}")
-    log_(f"target {Path(target).name}: {c.arch}, {c.n_layer} layers, n_embd {c.n_embd}, heads {c.n_head}/{c.n_head_kv}, "
-         f"vocab {c.vocab_size}, {'tied' if c.tied else 'separate'} output; loaded in {time.time() - t0:.0f} s")
+    log_(
+        f"target {Path(target).name}: {c.arch}, {c.n_layer} layers, n_embd {c.n_embd}, heads {c.n_head}/{c.n_head_kv}, "
+        f"vocab {c.vocab_size}, {'tied' if c.tied else 'separate'} output; loaded in {time.time() - t0:.0f} s"
+    )
     summary = {"target": meta["target"], "target_layers": layers}
     try:
         if "generate" in stages:
             from . import gen_conversations
 
             summary["generate"] = gen_conversations.generate(
-                model, target, data, out, seconds=gen_seconds, max_new=max_new, batch=gen_batch,
-                max_prompts=max_prompts, log=log_, progress=progress, cancel=cancel, exact=gen_fp32,
-                temperatures=temperatures, magpie_frac=magpie_frac, followup_frac=followup_frac, seed=seed,
-                every_temperature=every_temperature)
+                model,
+                target,
+                data,
+                out,
+                seconds=gen_seconds,
+                max_new=max_new,
+                batch=gen_batch,
+                max_prompts=max_prompts,
+                log=log_,
+                progress=progress,
+                cancel=cancel,
+                exact=gen_fp32,
+                temperatures=temperatures,
+                magpie_frac=magpie_frac,
+                followup_frac=followup_frac,
+                seed=seed,
+                every_temperature=every_temperature,
+            )
         if "train" in stages:
-            summary["train"] = train(model, data, out, dev=dev, seconds=seconds, n_layer=n_layer, target_layers=layers,
-                                     block_size=block_size, batch=batch, anchors=anchors, lr=lr, gamma=gamma,
-                                     ckpt_every=ckpt_every, val_frac=val_frac, max_steps=max_steps, seed=seed,
-                                     weight_decay=weight_decay, patience=patience, mixed_blocks=mixed_blocks,
-                                     warmup=warmup, init=Path(init) if init else None,
-                                     resume=resume, log=log_, progress=progress, cancel=cancel)
+            summary["train"] = train(
+                model,
+                data,
+                out,
+                dev=dev,
+                seconds=seconds,
+                n_layer=n_layer,
+                target_layers=layers,
+                block_size=block_size,
+                batch=batch,
+                anchors=anchors,
+                lr=lr,
+                gamma=gamma,
+                ckpt_every=ckpt_every,
+                val_frac=val_frac,
+                max_steps=max_steps,
+                seed=seed,
+                weight_decay=weight_decay,
+                patience=patience,
+                mixed_blocks=mixed_blocks,
+                warmup=warmup,
+                init=Path(init) if init else None,
+                resume=resume,
+                log=log_,
+                progress=progress,
+                cancel=cancel,
+            )
     except Cancelled:
         log_("cancelled during generation; nothing saved")
         summary["cancelled"] = True
@@ -434,32 +614,62 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--max-prompts", type=int, default=None, help="use at most this many prompts (default all)")
     ap.add_argument("--layers", type=int, default=DEFAULTS["n_layer"], help="drafter layers")
     ap.add_argument("--target-layers", default=None, help="GGUF ids (input of layer k), comma-separated")
-    ap.add_argument("--n-target-layers", type=int, default=DEFAULTS["n_target_layers"],
-                    help="how many target layers the drafter reads features from (without --target-layers)")
+    ap.add_argument(
+        "--n-target-layers",
+        type=int,
+        default=DEFAULTS["n_target_layers"],
+        help="how many target layers the drafter reads features from (without --target-layers)",
+    )
     ap.add_argument("--block-size", type=int, default=DEFAULTS["block_size"], help="tokens drafted per block")
     ap.add_argument("--batch", type=int, default=DEFAULTS["batch"], help="sequences per training step")
     ap.add_argument("--anchors", type=int, default=DEFAULTS["anchors"], help="blocks per sequence per step")
     ap.add_argument("--lr", type=float, default=DEFAULTS["lr"], help="peak learning rate")
     ap.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (default: the time budget)")
     ap.add_argument("--weight-decay", type=float, default=DEFAULTS["weight_decay"], help="AdamW weight decay")
-    ap.add_argument("--patience", type=int, default=DEFAULTS["patience"],
-                    help="stop after this many held-out evaluations without improvement (0: never)")
+    ap.add_argument(
+        "--patience",
+        type=int,
+        default=DEFAULTS["patience"],
+        help="stop after this many held-out evaluations without improvement (0: never)",
+    )
     ap.add_argument("--ckpt-every", type=float, default=DEFAULTS["ckpt_every"], help="seconds between checkpoints")
     ap.add_argument("--no-resume", action="store_true", help="start afresh instead of from the last checkpoint")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: 1 on a CPU device, torch's own on CUDA)")
+    ap.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads (default: 1 on a CPU device, torch's own on CUDA)"
+    )
     ap.add_argument("--seed", type=int, default=0, help="seed for the data split and initialisation")
-    ap.add_argument("--temperatures", default=",".join(str(t) for t in DEFAULTS["temperatures"]),
-                    help="one response per prompt at each temperature (0 = greedy), comma-separated")
-    ap.add_argument("--magpie-frac", type=float, default=DEFAULTS["magpie_frac"],
-                    help="share of the generation budget in which the target writes requests itself (0: none)")
-    ap.add_argument("--followup-frac", type=float, default=DEFAULTS["followup_frac"],
-                    help="share of the generation budget for second turns (the target asks and answers; 0: none)")
-    ap.add_argument("--init", default=None, metavar="RUN_DIR|DRAFTER.gguf",
-                    help="start from the drafter of another run (its drafter-*.safetensors + drafter.json) "
-                         "or from a drafter GGUF of this configuration (e.g. the shipped one)")
-    ap.add_argument("--every-temperature", action="store_true",
-                    help="answer each prompt at every temperature (default: once, the temperatures taking turns)")
-    ap.add_argument("--mixed-blocks", action="store_true", help="train on blocks of 8 half the time (before 2026-11-25)")
+    ap.add_argument(
+        "--temperatures",
+        default=",".join(str(t) for t in DEFAULTS["temperatures"]),
+        help="one response per prompt at each temperature (0 = greedy), comma-separated",
+    )
+    ap.add_argument(
+        "--magpie-frac",
+        type=float,
+        default=DEFAULTS["magpie_frac"],
+        help="share of the generation budget in which the target writes requests itself (0: none)",
+    )
+    ap.add_argument(
+        "--followup-frac",
+        type=float,
+        default=DEFAULTS["followup_frac"],
+        help="share of the generation budget for second turns (the target asks and answers; 0: none)",
+    )
+    ap.add_argument(
+        "--init",
+        default=None,
+        metavar="RUN_DIR|DRAFTER.gguf",
+        help="start from the drafter of another run (its drafter-*.safetensors + drafter.json) "
+        "or from a drafter GGUF of this configuration (e.g. the shipped one)",
+    )
+    ap.add_argument(
+        "--every-temperature",
+        action="store_true",
+        help="answer each prompt at every temperature (default: once, the temperatures taking turns)",
+    )
+    ap.add_argument(
+        "--mixed-blocks", action="store_true", help="train on blocks of 8 half the time (before 2026-11-25)"
+    )
     ap.add_argument("--warmup", type=float, default=DEFAULTS["warmup"], help="share of the budget spent warming up")
 
 
@@ -474,13 +684,36 @@ def _temperatures(text: str) -> tuple[float, ...]:
 
 
 def kwargs_from(a) -> dict:
-    return dict(device=a.device, gen_seconds=a.gen_seconds, seconds=a.seconds, max_new=a.max_new, gen_batch=a.gen_batch,
-                max_prompts=a.max_prompts, gen_fp32=a.gen_fp32, n_layer=a.layers,
-                target_layers=[int(x) for x in a.target_layers.split(",")] if a.target_layers else None,
-                n_target_layers=a.n_target_layers, block_size=a.block_size, batch=a.batch, anchors=a.anchors, lr=a.lr,
-                max_steps=a.max_steps, weight_decay=a.weight_decay, patience=a.patience, ckpt_every=a.ckpt_every, resume=not a.no_resume, threads=a.threads, seed=a.seed,
-                temperatures=_temperatures(a.temperatures), magpie_frac=a.magpie_frac, followup_frac=a.followup_frac,
-                mixed_blocks=a.mixed_blocks, warmup=a.warmup, every_temperature=a.every_temperature, init=a.init)
+    return dict(
+        device=a.device,
+        gen_seconds=a.gen_seconds,
+        seconds=a.seconds,
+        max_new=a.max_new,
+        gen_batch=a.gen_batch,
+        max_prompts=a.max_prompts,
+        gen_fp32=a.gen_fp32,
+        n_layer=a.layers,
+        target_layers=[int(x) for x in a.target_layers.split(",")] if a.target_layers else None,
+        n_target_layers=a.n_target_layers,
+        block_size=a.block_size,
+        batch=a.batch,
+        anchors=a.anchors,
+        lr=a.lr,
+        max_steps=a.max_steps,
+        weight_decay=a.weight_decay,
+        patience=a.patience,
+        ckpt_every=a.ckpt_every,
+        resume=not a.no_resume,
+        threads=a.threads,
+        seed=a.seed,
+        temperatures=_temperatures(a.temperatures),
+        magpie_frac=a.magpie_frac,
+        followup_frac=a.followup_frac,
+        mixed_blocks=a.mixed_blocks,
+        warmup=a.warmup,
+        every_temperature=a.every_temperature,
+        init=a.init,
+    )
 
 
 def main(argv=None) -> int:

@@ -30,13 +30,29 @@ def work_dir_for(out: str | Path) -> Path:
     return out.with_name(out.stem + ".train")
 
 
-def run(target: str | Path, out: str | Path, *, stages=STAGES, work: str | Path | None = None,
-        run_dir: str | Path | None = None, data_dir: str | Path | None = None, card: str | Path | None = None, heldout_copy: str | Path | None = None,
-        n_per_category: int = 3000, mask_token_id: int | None = None, eval_max_tokens: int = 128,
-        eval_n_per_category: int | None = None, eval_gpu_layers: int = -1, command: str | None = None,
-        prompt_source: str = "real", extra_prompts: str | Path | None = None,
-        progress: Callable[[dict], None] | None = None, cancel=None, log: Callable[[str], None] = print,
-        **train_kwargs) -> dict:
+def run(
+    target: str | Path,
+    out: str | Path,
+    *,
+    stages=STAGES,
+    work: str | Path | None = None,
+    run_dir: str | Path | None = None,
+    data_dir: str | Path | None = None,
+    card: str | Path | None = None,
+    heldout_copy: str | Path | None = None,
+    n_per_category: int = 3000,
+    mask_token_id: int | None = None,
+    eval_max_tokens: int = 128,
+    eval_n_per_category: int | None = None,
+    eval_gpu_layers: int = -1,
+    command: str | None = None,
+    prompt_source: str = "real",
+    extra_prompts: str | Path | None = None,
+    progress: Callable[[dict], None] | None = None,
+    cancel=None,
+    log: Callable[[str], None] = print,
+    **train_kwargs,
+) -> dict:
     """Runs the given stages; returns {"data": meta, "train": summary, "export": paths, "evaluate": results}.
 
     ``train_kwargs`` go to ``train_chat.run`` (device, seconds, gen_seconds, n_layer, target_layers,
@@ -57,8 +73,16 @@ def run(target: str | Path, out: str | Path, *, stages=STAGES, work: str | Path 
         say({"stage": "prepare"})
         from .chat_data import prepare
 
-        result["data"] = prepare(target, data, n_per_category=n_per_category, mask_token_id=mask_token_id,
-                                 heldout_copy=heldout_copy, source=prompt_source, extra_prompts=extra_prompts, log=log)
+        result["data"] = prepare(
+            target,
+            data,
+            n_per_category=n_per_category,
+            mask_token_id=mask_token_id,
+            heldout_copy=heldout_copy,
+            source=prompt_source,
+            extra_prompts=extra_prompts,
+            log=log,
+        )
     if "train" in stages and not cancelled():
         from . import train_chat
 
@@ -71,8 +95,16 @@ def run(target: str | Path, out: str | Path, *, stages=STAGES, work: str | Path 
         from .evaluate_chat import evaluate, table
 
         heldout = data / "heldout.jsonl"
-        res = evaluate(target, out, heldout, max_tokens=eval_max_tokens, n_per_category=eval_n_per_category,
-                       n_gpu_layers=eval_gpu_layers, log=log, cancel=cancel)
+        res = evaluate(
+            target,
+            out,
+            heldout,
+            max_tokens=eval_max_tokens,
+            n_per_category=eval_n_per_category,
+            n_gpu_layers=eval_gpu_layers,
+            log=log,
+            cancel=cancel,
+        )
         (work / "eval.json").write_text(json.dumps(res, indent=1))
         log(table(res))
         result["evaluate"] = res
@@ -112,11 +144,24 @@ def _run_from_checkpoint(target: Path, ckdir: Path, dest: Path) -> Path:
     for p in sorted(ckdir.glob("drafter-*.safetensors")):
         (dest / p.name).symlink_to(p.resolve())
     hist = st["state"].get("hist", [])
-    (dest / "drafter.json").write_text(json.dumps({
-        "config": st["config"], "vocab_size": tc.vocab_size, "n_target_layers": tc.n_layer,
-        "train": {"steps": st["state"]["step"], "kept_step": st["state"]["step"], "seconds": round(st["state"]["elapsed"], 1),
-                  "val_accepted_per_block": hist[-1]["val_accepted_per_block"] if hist else None,
-                  "history": hist, "note": "exported from a resumable checkpoint (the run was stopped)"}}, indent=1))
+    (dest / "drafter.json").write_text(
+        json.dumps(
+            {
+                "config": st["config"],
+                "vocab_size": tc.vocab_size,
+                "n_target_layers": tc.n_layer,
+                "train": {
+                    "steps": st["state"]["step"],
+                    "kept_step": st["state"]["step"],
+                    "seconds": round(st["state"]["elapsed"], 1),
+                    "val_accepted_per_block": hist[-1]["val_accepted_per_block"] if hist else None,
+                    "history": hist,
+                    "note": "exported from a resumable checkpoint (the run was stopped)",
+                },
+            },
+            indent=1,
+        )
+    )
     return dest
 
 
@@ -133,39 +178,71 @@ def write_card(path: Path, target: Path, out: Path, data: Path, rdir: Path, res:
             gen_stats = json.loads(p.read_text())
             break
     t = dmeta["target"]
-    L = [f"# DFlash drafter for {t.get('name') or t['file']}", "",
-         f"Made by `dflash-studio train-drafter` on {time.strftime('%Y-%m-%d', time.gmtime())}.", "",
-         "## Target", "",
-         f"- file `{t['file']}` (sha256 `{t['sha256']}`), arch `{t['arch']}`, {t['n_layer']} layers, n_embd {t['n_embd']}, "
-         f"vocab {t['n_vocab']}",
-         "- the drafter shares the target's token embeddings and output head and carries its tokenizer; "
-         f"mask token id {cfg['mask_token_id']} (`{dmeta.get('mask_token', '')}`)", "",
-         "## Data", "",
-         f"{dmeta['n_prompts']} training prompts, rendered with the target's own chat template and tokenized by llama.cpp; "
-         f"the target's greedy responses are the labels.", "",
-         "| category | prompts |", "|---|---|"]
+    L = [
+        f"# DFlash drafter for {t.get('name') or t['file']}",
+        "",
+        f"Made by `dflash-studio train-drafter` on {time.strftime('%Y-%m-%d', time.gmtime())}.",
+        "",
+        "## Target",
+        "",
+        f"- file `{t['file']}` (sha256 `{t['sha256']}`), arch `{t['arch']}`, {t['n_layer']} layers, n_embd {t['n_embd']}, "
+        f"vocab {t['n_vocab']}",
+        "- the drafter shares the target's token embeddings and output head and carries its tokenizer; "
+        f"mask token id {cfg['mask_token_id']} (`{dmeta.get('mask_token', '')}`)",
+        "",
+        "## Data",
+        "",
+        f"{dmeta['n_prompts']} training prompts, rendered with the target's own chat template and tokenized by llama.cpp; "
+        f"the target's greedy responses are the labels.",
+        "",
+        "| category | prompts |",
+        "|---|---|",
+    ]
     L += [f"| {c} | {n} |" for c, n in dmeta["counts"].items()]
     L += ["", "Sources and licences:", ""]
     L += [f"- `{k}`: {v}" for k, v in dmeta["sources"].items()]
-    L += ["", f"No public benchmark set was used ({', '.join(dmeta['benchmarks_excluded'])} excluded"
-          + ("; every prompt passed the 13-gram decontamination check" if dmeta.get("decontamination") else "") + "). "
-          + dmeta.get("heldout_note", "Held-out prompts (chat, code, math) use templates of their own and topics "
-                                      "split off by a hash."), ""]
+    L += [
+        "",
+        f"No public benchmark set was used ({', '.join(dmeta['benchmarks_excluded'])} excluded"
+        + ("; every prompt passed the 13-gram decontamination check" if dmeta.get("decontamination") else "")
+        + "). "
+        + dmeta.get(
+            "heldout_note",
+            "Held-out prompts (chat, code, math) use templates of their own and topics split off by a hash.",
+        ),
+        "",
+    ]
     if gen_stats:
-        L += [f"Generation: {gen_stats['n']} responses, {gen_stats['tokens']} tokens (mean {gen_stats['mean_len']}, "
-              f"{100 * gen_stats['ended_with_stop']:.0f}% ended with a stop token; cap {gen_stats['max_new']}) in "
-              f"{gen_stats['seconds']} s.", ""]
-    L += ["## Drafter", "",
-          f"DFlash, {cfg['n_layer']} layers, hidden {cfg['n_embd']}, heads {cfg['n_head']}/{cfg['n_head_kv']}, FFN {cfg['n_ff']}, "
-          f"block size {cfg['block_size']}, target layers (GGUF ids) {cfg['target_layers']}; "
-          f"{tr.get('params', 0) / 1e6:.2f} M parameters.", "",
-          f"Training: {tr.get('steps')} steps in {tr.get('seconds')} s on {tr.get('device')} (kept step {tr.get('kept_step')}), "
-          f"batch {tr.get('batch')} x {tr.get('anchors_per_seq')} blocks, lr {tr.get('lr')}, gamma {tr.get('gamma')}; "
-          f"held-out accepted drafts per block {tr.get('val_accepted_per_block')}.", "",
-          "## Held-out mean commit length (llama.cpp, greedy)", "",
-          f"Tokens committed per target step, {res['max_tokens']} new tokens per prompt; lossless = identical to AR.", "",
-          table(res), "",
-          "## Command", "", "```", command or f"dflash-studio train-drafter --target {target} --out {out}", "```", ""]
+        L += [
+            f"Generation: {gen_stats['n']} responses, {gen_stats['tokens']} tokens (mean {gen_stats['mean_len']}, "
+            f"{100 * gen_stats['ended_with_stop']:.0f}% ended with a stop token; cap {gen_stats['max_new']}) in "
+            f"{gen_stats['seconds']} s.",
+            "",
+        ]
+    L += [
+        "## Drafter",
+        "",
+        f"DFlash, {cfg['n_layer']} layers, hidden {cfg['n_embd']}, heads {cfg['n_head']}/{cfg['n_head_kv']}, FFN {cfg['n_ff']}, "
+        f"block size {cfg['block_size']}, target layers (GGUF ids) {cfg['target_layers']}; "
+        f"{tr.get('params', 0) / 1e6:.2f} M parameters.",
+        "",
+        f"Training: {tr.get('steps')} steps in {tr.get('seconds')} s on {tr.get('device')} (kept step {tr.get('kept_step')}), "
+        f"batch {tr.get('batch')} x {tr.get('anchors_per_seq')} blocks, lr {tr.get('lr')}, gamma {tr.get('gamma')}; "
+        f"held-out accepted drafts per block {tr.get('val_accepted_per_block')}.",
+        "",
+        "## Held-out mean commit length (llama.cpp, greedy)",
+        "",
+        f"Tokens committed per target step, {res['max_tokens']} new tokens per prompt; lossless = identical to AR.",
+        "",
+        table(res),
+        "",
+        "## Command",
+        "",
+        "```",
+        command or f"dflash-studio train-drafter --target {target} --out {out}",
+        "```",
+        "",
+    ]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(L))
     return path

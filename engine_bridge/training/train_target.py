@@ -69,8 +69,19 @@ def evaluate(model: TargetLM, val: torch.Tensor, batch: int, length: int, n_batc
     return float(np.mean(losses))
 
 
-def train(data: str | Path, out: str | Path, *, seconds: float, preset: str = "base", batch: int = 64,
-          lr: float = 2e-3, seed: int = 0, device: str | None = None, log=print, max_steps: int | None = None) -> TargetLM:
+def train(
+    data: str | Path,
+    out: str | Path,
+    *,
+    seconds: float,
+    preset: str = "base",
+    batch: int = 64,
+    lr: float = 2e-3,
+    seed: int = 0,
+    device: str | None = None,
+    log=print,
+    max_steps: int | None = None,
+) -> TargetLM:
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     cuda = dev.type == "cuda"
     if cuda:
@@ -86,12 +97,19 @@ def train(data: str | Path, out: str | Path, *, seconds: float, preset: str = "b
     L = cfg.n_ctx
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=lr, betas=(0.9, 0.95), eps=1e-8, fused=cuda)
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=lr,
+        betas=(0.9, 0.95),
+        eps=1e-8,
+        fused=cuda,
+    )
     gen = torch.Generator().manual_seed(seed)
     it = batches(train_t, batch, L, gen)
-    log(f"target: {n_params / 1e6:.2f} M parameters, {train_t.numel() / 1e6:.1f} M train tokens, "
-        f"batch {batch} x {L}, device {dev}")
+    log(
+        f"target: {n_params / 1e6:.2f} M parameters, {train_t.numel() / 1e6:.1f} M train tokens, "
+        f"batch {batch} x {L}, device {dev}"
+    )
     t0 = time.time()
     step, tokens_seen, next_eval, hist = 0, 0, 0.0, []
     while True:
@@ -112,18 +130,32 @@ def train(data: str | Path, out: str | Path, *, seconds: float, preset: str = "b
         tokens_seen += x.numel()
         if el >= next_eval:
             vl = evaluate(model, val_t, batch, L)
-            hist.append({"t": round(el, 1), "step": step, "train_loss": round(loss.item(), 4), "val_loss": round(vl, 4)})
-            log(f"  t={el:6.1f}s step {step:6d} train {loss.item():.3f} val {vl:.3f} "
-                f"({tokens_seen / max(el, 1e-9) / 1e3:.0f} k tok/s)")
+            hist.append(
+                {"t": round(el, 1), "step": step, "train_loss": round(loss.item(), 4), "val_loss": round(vl, 4)}
+            )
+            log(
+                f"  t={el:6.1f}s step {step:6d} train {loss.item():.3f} val {vl:.3f} "
+                f"({tokens_seen / max(el, 1e-9) / 1e3:.0f} k tok/s)"
+            )
             next_eval = el + max(seconds / 10, 1.0)
     vl = evaluate(model, val_t, batch, L)
     el = time.time() - t0
-    summary = {"params": n_params, "steps": step, "tokens_seen": tokens_seen, "seconds": round(el, 1),
-               "final_val_loss": round(vl, 4), "device": torch.cuda.get_device_name(0) if cuda else "cpu",
-               "batch": batch, "seq": L, "lr": lr, "history": hist}
+    summary = {
+        "params": n_params,
+        "steps": step,
+        "tokens_seen": tokens_seen,
+        "seconds": round(el, 1),
+        "final_val_loss": round(vl, 4),
+        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+        "batch": batch,
+        "seq": L,
+        "lr": lr,
+        "history": hist,
+    }
     log(f"target done: {step} steps, {tokens_seen / 1e6:.1f} M tokens in {el:.0f} s, val loss {vl:.3f}")
-    save_sharded(model.state_dict(), out, "target", dtype=torch.float16,
-                 config={"config": cfg.to_dict(), "train": summary})
+    save_sharded(
+        model.state_dict(), out, "target", dtype=torch.float16, config={"config": cfg.to_dict(), "train": summary}
+    )
     return model
 
 

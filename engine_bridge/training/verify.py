@@ -51,9 +51,17 @@ def _engine(target, draft=None, **kw):
     from ..runtime.engine import Engine
     from ..models.pair_preflight import PAIR_PREFLIGHT
 
-    return Engine.load(EngineConfig(target=Path(target), draft=Path(draft) if draft else None, n_ctx=2048,
-                                    n_gpu_layers=kw.pop("n_gpu_layers", 0), draft_n_gpu_layers=kw.pop("draft_n_gpu_layers", 0),
-                                    **kw), preflight=PAIR_PREFLIGHT)
+    return Engine.load(
+        EngineConfig(
+            target=Path(target),
+            draft=Path(draft) if draft else None,
+            n_ctx=2048,
+            n_gpu_layers=kw.pop("n_gpu_layers", 0),
+            draft_n_gpu_layers=kw.pop("draft_n_gpu_layers", 0),
+            **kw,
+        ),
+        preflight=PAIR_PREFLIGHT,
+    )
 
 
 def check_target(ckpt, target_gguf, prompts: list[str], n: int = 48) -> dict:
@@ -68,7 +76,7 @@ def check_target(ckpt, target_gguf, prompts: list[str], n: int = 48) -> dict:
     try:
         for p in prompts:
             toks = eng.tokenize(p)
-            ref = model.greedy(torch.tensor([toks]), n)[0, len(toks):].tolist()
+            ref = model.greedy(torch.tensor([toks]), n)[0, len(toks) :].tolist()
             eng.reset()
             got = list(eng.generate(toks, GenerationSettings(mode="ar", max_tokens=n, stop_at_eog=False)).tokens)
             k = next((i for i, (a, b) in enumerate(zip(ref, got)) if a != b), min(len(ref), len(got)))
@@ -118,12 +126,17 @@ def check_drafter(ckpt, target_gguf, drafter_gguf, prompts: list[str], n: int = 
                 shifted = max(shifted, float(np.abs(g - full[:-1]).max()))
     finally:
         eng.close()
-    return {"prompts": len(prompts), "draft_tokens_equal": same_tokens / max(slots, 1),
-            "max_abs_logit_diff": max_diff, "shifted_max_abs_logit_diff": shifted}
+    return {
+        "prompts": len(prompts),
+        "draft_tokens_equal": same_tokens / max(slots, 1),
+        "max_abs_logit_diff": max_diff,
+        "shifted_max_abs_logit_diff": shifted,
+    }
 
 
-def measure(target_gguf, drafter_gguf, prompts: list[str], budgets=(7, 15), max_tokens: int = 128,
-            n_gpu_layers: int = 0) -> dict:
+def measure(
+    target_gguf, drafter_gguf, prompts: list[str], budgets=(7, 15), max_tokens: int = 128, n_gpu_layers: int = 0
+) -> dict:
     """Lossless check and mean commit length (chain, temperature 0) per budget."""
     from ..runtime.config import GenerationSettings
 
@@ -144,10 +157,12 @@ def measure(target_gguf, drafter_gguf, prompts: list[str], budgets=(7, 15), max_
                 drafted += r.summary.n_drafted
                 accepted += r.summary.n_accepted
                 steps += r.summary.n_steps
-            out["budgets"][b] = {"lossless": f"{lossless}/{len(prompts)}",
-                                 "mean_commit_len": round(statistics.fmean(commits), 3),
-                                 "mean_commit_len_pooled": round(sum(len(a) for a in ar) / max(steps, 1), 3),
-                                 "acceptance_rate": round(accepted / max(drafted, 1), 3)}
+            out["budgets"][b] = {
+                "lossless": f"{lossless}/{len(prompts)}",
+                "mean_commit_len": round(statistics.fmean(commits), 3),
+                "mean_commit_len_pooled": round(sum(len(a) for a in ar) / max(steps, 1), 3),
+                "acceptance_rate": round(accepted / max(drafted, 1), 3),
+            }
     finally:
         eng.close()
     return out
@@ -169,12 +184,12 @@ def main(argv=None) -> int:
     prompts = load_prompts(Path(a.data) / "prompts.jsonl")
     res = {"tokenizer": check_tokenizer(a.target, Path(a.data) / "tokenizer.json", prompts)}
     print(json.dumps(res), flush=True)
-    res["target"] = check_target(a.ckpt, a.target, prompts[:a.n])
+    res["target"] = check_target(a.ckpt, a.target, prompts[: a.n])
     print(json.dumps(res["target"]), flush=True)
-    res["drafter"] = check_drafter(a.ckpt, a.target, a.draft, prompts[:a.n])
+    res["drafter"] = check_drafter(a.ckpt, a.target, a.draft, prompts[: a.n])
     print(json.dumps(res["drafter"]), flush=True)
     if a.measure:
-        res["measure"] = measure(a.target, a.draft, prompts[:a.measure])
+        res["measure"] = measure(a.target, a.draft, prompts[: a.measure])
         print(json.dumps(res["measure"]), flush=True)
     return 0
 

@@ -1,8 +1,8 @@
 """build_bundle.sh's helpers: the build cache's key, slimming the frozen folder, the one-file bundle.
 
-    python bundle_tools.py key ROOT                      # prints the hash of every input of the bundle
-    python bundle_tools.py slim APPDIR                   # drops unused files, links equal engine libraries
-    python bundle_tools.py sfx HEADER PAYLOAD ID OUT     # header (padded) + payload -> OUT, executable
+python bundle_tools.py key ROOT                      # prints the hash of every input of the bundle
+python bundle_tools.py slim APPDIR                   # drops unused files, links equal engine libraries
+python bundle_tools.py sfx HEADER PAYLOAD ID OUT     # header (padded) + payload -> OUT, executable
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def slim(appdir: Path) -> int:
         if f.is_file() and not f.is_symlink():
             by_hash.setdefault(hashlib.sha256(f.read_bytes()).hexdigest(), []).append(f)
     for files in by_hash.values():
-        keep = max(files, key=lambda p: len(p.name))      # the fully versioned name
+        keep = max(files, key=lambda p: len(p.name))  # the fully versioned name
         for f in files:
             if f != keep:
                 saved += f.stat().st_size

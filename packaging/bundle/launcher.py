@@ -26,7 +26,7 @@ def as_python(argv: list[str]) -> int | None:
     if len(args) >= 2 and args[0] == "-m":
         module, rest = args[1], args[2:]
         if module == "pip":
-            from pip._internal.cli.main import main as pip_main   # pip's own entry point, as `python -m pip`
+            from pip._internal.cli.main import main as pip_main  # pip's own entry point, as `python -m pip`
 
             sys.argv = ["pip", *rest]
             return int(pip_main(rest) or 0)

@@ -8,8 +8,7 @@ ANSWER_TIMEOUT_MS = 120_000
 
 def wait_report(qtbot, window):
     """Waits until the pairing check for the panel's current choice has finished."""
-    qtbot.waitUntil(lambda: window.pairing.report is not None and not window.pairing._checking,
-                    timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: window.pairing.report is not None and not window.pairing._checking, timeout=LOAD_TIMEOUT_MS)
     return window.pairing.report
 
 

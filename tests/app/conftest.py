@@ -42,6 +42,7 @@ def no_modal_boxes(monkeypatch):
         def box(parent, title, text, *args, **kwargs):
             shown.append(f"{kind}: {text}")
             return QMessageBox.StandardButton.No if kind == "question" else QMessageBox.StandardButton.Ok
+
         return box
 
     for kind in ("warning", "critical", "information", "question"):

@@ -39,10 +39,10 @@ class HubFile:
 @dataclass
 class FakeHub:
     repos: dict[str, dict[str, HubFile]] = field(default_factory=dict)
-    private: dict[str, str] = field(default_factory=dict)    # repo -> required token
+    private: dict[str, str] = field(default_factory=dict)  # repo -> required token
     break_after: dict[str, int] = field(default_factory=dict)  # path -> bytes sent before the next GET breaks (once)
-    corrupt: set[str] = field(default_factory=set)            # paths served with one byte flipped
-    slow: set[str] = field(default_factory=set)               # paths streamed in small, slow pieces
+    corrupt: set[str] = field(default_factory=set)  # paths served with one byte flipped
+    slow: set[str] = field(default_factory=set)  # paths streamed in small, slow pieces
     # paths whose GET has no Content-Length and keeps streaming junk after the file, up to this many
     # bytes (the HEAD still announces the true size): a hostile or broken server filling the disk
     endless: dict[str, int] = field(default_factory=dict)
@@ -102,8 +102,15 @@ class FakeHub:
         u = urlparse(h.path)
         path = unquote(u.path)
         q = parse_qs(u.query)
-        self.requests.append({"method": h.command, "path": path, "query": q, "range": h.headers.get("Range"),
-                              "auth": h.headers.get("Authorization")})
+        self.requests.append(
+            {
+                "method": h.command,
+                "path": path,
+                "query": q,
+                "range": h.headers.get("Range"),
+                "auth": h.headers.get("Authorization"),
+            }
+        )
         parts = path.strip("/").split("/")
         if parts[:2] == ["api", "models"]:
             if len(parts) == 2:
@@ -150,8 +157,15 @@ class FakeHub:
         for repo, files in sorted(self.repos.items()):
             has_gguf = any(p.endswith(".gguf") for p in files)
             if term in repo.lower() and (has_gguf or not want_gguf):
-                hits.append({"id": repo, "_id": repo, "downloads": 10 * len(files), "likes": len(files),
-                             "tags": ["gguf"] if has_gguf else []})
+                hits.append(
+                    {
+                        "id": repo,
+                        "_id": repo,
+                        "downloads": 10 * len(files),
+                        "likes": len(files),
+                        "tags": ["gguf"] if has_gguf else [],
+                    }
+                )
         self._json(h, hits[:limit])
 
     def _tree(self, h, repo: str, sub: str) -> None:
@@ -178,7 +192,7 @@ class FakeHub:
         start = 0
         rng = h.headers.get("Range")
         if rng and rng.startswith("bytes=") and not head:
-            start = int(rng[len("bytes="):].split("-")[0])
+            start = int(rng[len("bytes=") :].split("-")[0])
             if start >= len(data):
                 h.send_response(416)
                 h.send_header("Content-Range", f"bytes */{len(data)}")
@@ -207,6 +221,7 @@ class FakeHub:
             h.wfile.flush()
             h.close_connection = True
             import socket
+
             h.connection.shutdown(socket.SHUT_RDWR)
             return
         if path in self.trickle:
@@ -214,18 +229,17 @@ class FakeHub:
         step = 16384 if path in self.slow else len(body) or 1
         for i in range(0, len(body), step):
             try:
-                h.wfile.write(body[i:i + step])
+                h.wfile.write(body[i : i + step])
                 h.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
                 return
             if path in self.slow:
                 time.sleep(0.002)
 
-
     def _endless(self, h, body: bytes, cap: int) -> None:
         h.send_response(200)
         h.send_header("X-Repo-Commit", COMMIT)
-        h.send_header("Connection", "close")     # no Content-Length: the body ends when the server says
+        h.send_header("Connection", "close")  # no Content-Length: the body ends when the server says
         h.end_headers()
         h.close_connection = True
         junk = b"\xee" * 65536
@@ -246,7 +260,7 @@ class FakeHub:
             h.wfile.flush()
             for i in range(half, len(body)):
                 time.sleep(every)
-                h.wfile.write(body[i:i + 1])
+                h.wfile.write(body[i : i + 1])
                 h.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, OSError):
             return

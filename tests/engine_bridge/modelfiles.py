@@ -47,8 +47,16 @@ def _typed(value):
     raise TypeError(value)
 
 
-def rewrite_gguf(src, dst, *, set_kv: dict | None = None, drop_kv=(), arch: str | None = None,
-                 drop_tensors=(), set_arrays: dict | None = None) -> Path:
+def rewrite_gguf(
+    src,
+    dst,
+    *,
+    set_kv: dict | None = None,
+    drop_kv=(),
+    arch: str | None = None,
+    drop_tensors=(),
+    set_arrays: dict | None = None,
+) -> Path:
     """Copy of ``src`` with edits; tensor data is copied byte for byte."""
     hdr = read_header(src)
     old_arch = hdr.fields["general.architecture"]
@@ -57,7 +65,7 @@ def rewrite_gguf(src, dst, *, set_kv: dict | None = None, drop_kv=(), arch: str 
     renamed = {}
     for key in list(hdr.types):
         if arch and key.startswith(old_arch + "."):
-            renamed[key] = new_arch + key[len(old_arch):]
+            renamed[key] = new_arch + key[len(old_arch) :]
     skip = set(drop_kv) | set(renamed) | set((set_kv or {}).keys()) | set((set_arrays or {}).keys())
     copy_fields(writer, hdr, skip=skip)
     for old, new in renamed.items():
@@ -83,6 +91,7 @@ def rewrite_gguf(src, dst, *, set_kv: dict | None = None, drop_kv=(), arch: str 
             writer.add_tensor(name, arr)
         else:
             from gguf import GGMLQuantizationType, quants
+
             qt = GGMLQuantizationType(t.ggml_type)
             writer.add_tensor(name, raw.reshape(quants.quant_shape_to_byte_shape(t.shape, qt)), raw_dtype=qt)
     writer.write_header_to_file()
@@ -98,8 +107,17 @@ def truncate_copy(src, dst, cut_bytes: int) -> Path:
     return Path(dst)
 
 
-def write_lora(path, drafter, *, tensors=("blk.0.attn_q.weight", "blk.0.attn_v.weight"), rank: int = 4,
-               arch: str = "dflash", alpha: float | None = 8.0, wrong_shape: bool = False, seed: int = 0) -> Path:
+def write_lora(
+    path,
+    drafter,
+    *,
+    tensors=("blk.0.attn_q.weight", "blk.0.attn_v.weight"),
+    rank: int = 4,
+    arch: str = "dflash",
+    alpha: float | None = 8.0,
+    wrong_shape: bool = False,
+    seed: int = 0,
+) -> Path:
     """A LoRA adapter GGUF for the tensors of ``drafter`` (shapes read from its header)."""
     hdr = read_header(drafter)
     rng = np.random.default_rng(seed)
@@ -149,9 +167,19 @@ def write_safetensors(path, tensors: dict[str, tuple[np.ndarray, str]]) -> Path:
     return Path(path)
 
 
-def write_hf_drafter(folder, tspec: synth.TargetSpec, dspec: synth.DrafterSpec, *, dtype: str = "F32",
-                     rope: str = "top", layer_types=None, use_sliding_window=None, sliding_window=None,
-                     config_overrides: dict | None = None, drop_config=()) -> Path:
+def write_hf_drafter(
+    folder,
+    tspec: synth.TargetSpec,
+    dspec: synth.DrafterSpec,
+    *,
+    dtype: str = "F32",
+    rope: str = "top",
+    layer_types=None,
+    use_sliding_window=None,
+    sliding_window=None,
+    config_overrides: dict | None = None,
+    drop_config=(),
+) -> Path:
     """An HF DFlash folder with synth's drafter weights (the same tensors write_drafter writes).
 
     rope: "top" (rope_theta at the top level), "nested" (under rope_parameters) or "missing".
@@ -169,14 +197,17 @@ def write_hf_drafter(folder, tspec: synth.TargetSpec, dspec: synth.DrafterSpec, 
         if dtype == "F32":
             st[hf] = (a, "F32")
         elif dtype == "F16":
-            st[hf] = (np.asarray(arr).astype(np.float16), "F16")   # one rounding, as synth does
+            st[hf] = (np.asarray(arr).astype(np.float16), "F16")  # one rounding, as synth does
         else:
             st[hf] = (to_bf16_bits(a), "BF16")
     write_safetensors(folder / "model.safetensors", st)
 
     layers = dspec.target_layers or synth.default_target_layers(tspec.n_layer)
-    mask = dspec.mask_token_id if dspec.mask_token_id is not None else (
-        tspec.mask_token_id if tspec.mask_token_id is not None else synth.default_mask_token(n_vocab))
+    mask = (
+        dspec.mask_token_id
+        if dspec.mask_token_id is not None
+        else (tspec.mask_token_id if tspec.mask_token_id is not None else synth.default_mask_token(n_vocab))
+    )
     cfg = {
         "architectures": ["DSparkDraftModel" if dspec.dspark else "DFlashDraftModel"],
         "model_type": "qwen3",

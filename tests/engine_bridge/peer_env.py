@@ -25,8 +25,17 @@ from pathlib import Path
 
 #: What upstream's requirements-convert_hf_to_gguf.txt asks for, with torch at the CPU build this
 #: project's machines carry (upstream pins 2.11.0 from the PyTorch CPU index, which pip cannot reach here).
-REQUIREMENTS = ("torch==2.13.0", "transformers==4.57.6", "sentencepiece>=0.1.98,<0.3.0", "numpy~=2.2.6",
-                "protobuf>=4.21.0,<5.0.0", "safetensors", "tqdm", "pyyaml", "requests")
+REQUIREMENTS = (
+    "torch==2.13.0",
+    "transformers==4.57.6",
+    "sentencepiece>=0.1.98,<0.3.0",
+    "numpy~=2.2.6",
+    "protobuf>=4.21.0,<5.0.0",
+    "safetensors",
+    "tqdm",
+    "pyyaml",
+    "requests",
+)
 _UPSTREAM_PATHS = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/")
 
 
@@ -68,8 +77,22 @@ def sdist(version: str | None = None) -> Path:
     if cached.is_file():
         return cached
     dest.mkdir(parents=True, exist_ok=True)
-    _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-          f"llama-cpp-python=={version}", "-d", str(dest)], "pip download of the llama-cpp-python sdist")
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"llama-cpp-python=={version}",
+            "-d",
+            str(dest),
+        ],
+        "pip download of the llama-cpp-python sdist",
+    )
     if not cached.is_file():
         raise PeerUnavailable(f"pip download left no {name} in {dest}")
     return cached
@@ -92,7 +115,7 @@ def upstream_tree(version: str | None = None) -> Path:
         for m in tf.getmembers():
             if not m.name.startswith(prefix) or not (m.isfile() or m.isdir()):
                 continue
-            rel = m.name[len(prefix):]
+            rel = m.name[len(prefix) :]
             if any(rel == p or rel.startswith(p) for p in _UPSTREAM_PATHS):
                 m.name = rel
                 members.append(m)
@@ -115,8 +138,11 @@ def venv() -> Path:
         return py
     shutil.rmtree(root, ignore_errors=True)
     _run([sys.executable, "-m", "venv", str(root)], "creating the peer virtualenv")
-    _run([str(py), "-m", "pip", "install", "-q", *REQUIREMENTS], "installing the peer converter's dependencies",
-         timeout=1800)
+    _run(
+        [str(py), "-m", "pip", "install", "-q", *REQUIREMENTS],
+        "installing the peer converter's dependencies",
+        timeout=1800,
+    )
     stamp.write_text("\n".join(REQUIREMENTS))
     return py
 
@@ -144,17 +170,29 @@ def convert_many(jobs: list[tuple[Path, Path, Path, str]]) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("NO_LOCAL_GGUF", "PYTHONPATH")}
     env.update(CUDA_VISIBLE_DEVICES="", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     argvs = [[str(h), "--target-model-dir", str(t), "--outfile", str(o), "--outtype", ty] for h, t, o, ty in jobs]
-    proc = subprocess.run([str(venv()), "-c", _BATCH_DRIVER, str(tree), json.dumps(argvs)], capture_output=True,
-                          text=True, timeout=1200, env=env, cwd=str(tree))
+    proc = subprocess.run(
+        [str(venv()), "-c", _BATCH_DRIVER, str(tree), json.dumps(argvs)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env=env,
+        cwd=str(tree),
+    )
     if proc.returncode != 0:
-        raise RuntimeError(f"upstream converter failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}\n"
-                           f"{proc.stderr[-6000:]}")
+        raise RuntimeError(
+            f"upstream converter failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-6000:]}"
+        )
 
 
 def run_python(code: str, *args: str) -> str:
     """Runs a snippet in the peer's virtualenv (e.g. transformers' own config classes); returns stdout."""
-    proc = subprocess.run([str(venv()), "-c", code, *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    proc = subprocess.run(
+        [str(venv()), "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"peer python failed:\n{proc.stderr[-4000:]}")
     return proc.stdout

@@ -58,13 +58,15 @@ def load_child(target: str, drafter: str, bad: str, action: str) -> dict:
             os.replace(bad, drafter)
         elif action == "target-deleted":
             os.unlink(target)
-        elif action == "target-rewritten":   # same inode, new bytes (an editor saving in place)
+        elif action == "target-rewritten":  # same inode, new bytes (an editor saving in place)
             data = Path(target).read_bytes()
             with open(target, "r+b") as f:
                 f.write(data[:64] + bytes(16) + data[80:96])
 
     try:
-        eng = Engine.load(EngineConfig(target=target, draft=drafter, n_ctx=256), progress=progress, preflight=PAIR_PREFLIGHT)
+        eng = Engine.load(
+            EngineConfig(target=target, draft=drafter, n_ctx=256), progress=progress, preflight=PAIR_PREFLIGHT
+        )
     except Exception as exc:  # noqa: BLE001 - the parent judges it
         return {"error": type(exc).__name__, "message": str(exc)}
     res = eng.generate("Hello", GenerationSettings(mode="chain", max_tokens=8))
@@ -78,7 +80,7 @@ def download_child(models: str, repo: str, filename: str, limit: int) -> dict:
 
     from engine_bridge.models import hub
 
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # EFBIG instead of death when the limit is reached
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death when the limit is reached
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     try:
         path = hub.download_file(repo, filename, models)
@@ -147,7 +149,7 @@ def case_file_size_limit(hub_url: str, models: Path, repo: str, filename: str, s
     part = dest.with_name(dest.name + ".part")
     assert not dest.exists() and 0 < part.stat().st_size <= limit
     assert hub.local_record(keep) is not None, "an earlier download was harmed"
-    path = hub.download_file(repo, filename, models)          # no limit now: it resumes and verifies
+    path = hub.download_file(repo, filename, models)  # no limit now: it resumes and verifies
     assert hub.local_record(path)["verified"] == "sha256"
     return Outcome("file-size limit during download", RECOVERED, out["message"])
 
@@ -170,7 +172,7 @@ def case_full_tmpfs(small: Path, repo: str, filename: str, size: int, small_file
     from engine_bridge.models import hub
 
     models = small / "models"
-    keep = hub.download_file(repo, small_file, models)     # an earlier download that must survive
+    keep = hub.download_file(repo, small_file, models)  # an earlier download that must survive
     filler = small / "filler.bin"
 
     def fill_up(p):
@@ -203,7 +205,7 @@ def case_full_tmpfs(small: Path, repo: str, filename: str, size: int, small_file
         assert "MiB are free" in early, early
     finally:
         filler.unlink(missing_ok=True)
-    path = hub.download_file(repo, filename, models)       # space freed: it resumes and verifies
+    path = hub.download_file(repo, filename, models)  # space freed: it resumes and verifies
     assert hub.local_record(path)["verified"] == "sha256"
     return Outcome("full disk (tmpfs) during download", RECOVERED, msg, figures={"before_start": early})
 

@@ -34,12 +34,12 @@ PAYLOAD = bytes(range(256)) * 12_000
 
 @dataclass
 class HostileHub(FakeHub):
-    short_body: dict[str, int] = field(default_factory=dict)   # path -> bytes served as the whole body (once)
-    lie_size: set[str] = field(default_factory=set)             # HEAD announces the short body's size
-    stall: dict[str, int] = field(default_factory=dict)         # path -> bytes sent before the stream stalls
-    redirect: dict[str, str] = field(default_factory=dict)      # path -> Location a GET is sent to
-    listings: dict[str, str] = field(default_factory=dict)      # repo -> "entries" | "endless" | "bytes" | "elsewhere"
-    elsewhere: str = ""                                         # base URL of "another host"
+    short_body: dict[str, int] = field(default_factory=dict)  # path -> bytes served as the whole body (once)
+    lie_size: set[str] = field(default_factory=set)  # HEAD announces the short body's size
+    stall: dict[str, int] = field(default_factory=dict)  # path -> bytes sent before the stream stalls
+    redirect: dict[str, str] = field(default_factory=dict)  # path -> Location a GET is sent to
+    listings: dict[str, str] = field(default_factory=dict)  # repo -> "entries" | "endless" | "bytes" | "elsewhere"
+    elsewhere: str = ""  # base URL of "another host"
     release: threading.Event = field(default_factory=threading.Event)
 
     def _resolve(self, h, repo: str, path: str, head: bool) -> None:
@@ -47,7 +47,7 @@ class HostileHub(FakeHub):
         short = self.short_body.get(path)
         lying = path in self.lie_size
         special = path in self.redirect or short is not None or path in self.stall
-        if f is None or not special or (head and not lying):   # HEADs are honest unless lying
+        if f is None or not special or (head and not lying):  # HEADs are honest unless lying
             return super()._resolve(h, repo, path, head)
         if not head and path in self.redirect:
             h.send_response(302)
@@ -59,21 +59,21 @@ class HostileHub(FakeHub):
         h.send_response(200)
         h.send_header("X-Repo-Commit", COMMIT)
         h.send_header("ETag", f'"{f.git_sha1}"')
-        h.send_header("X-Linked-Etag", f'"{f.sha256}"')      # the true file's hash, whatever is sent
+        h.send_header("X-Linked-Etag", f'"{f.sha256}"')  # the true file's hash, whatever is sent
         h.send_header("X-Linked-Size", str(len(body)))
         h.send_header("Content-Length", str(len(body)))
         h.end_headers()
         if head:
             return
         if path in self.stall:
-            h.wfile.write(body[:self.stall[path]])
+            h.wfile.write(body[: self.stall[path]])
             h.wfile.flush()
-            self.release.wait(120)     # the stream stalls: headers and a first piece, then nothing
+            self.release.wait(120)  # the stream stalls: headers and a first piece, then nothing
             return
         h.wfile.write(body)
         h.wfile.flush()
         if short is not None and not lying:
-            self.short_body.pop(path, None)   # once: the next request (the resume) is served honestly
+            self.short_body.pop(path, None)  # once: the next request (the resume) is served honestly
 
     def _tree(self, h, repo: str, sub: str) -> None:
         kind = self.listings.get(repo)
@@ -82,15 +82,21 @@ class HostileHub(FakeHub):
         q = parse_qs(urlparse(h.path).query)
         page = int((q.get("page") or ["0"])[0])
         here = f"{self.url}/api/models/{repo}/tree/main"
-        if kind == "entries":          # one page, more entries than any model repo
+        if kind == "entries":  # one page, more entries than any model repo
             return self._json(h, [{"type": "file", "path": f"f{i:06d}.gguf", "size": 1} for i in range(25_000)])
-        if kind == "endless":          # small pages, each pointing at the next, forever
-            return self._json(h, [{"type": "file", "path": f"p{page}-{i}.gguf", "size": 1} for i in range(3)],
-                              headers={"Link": f'<{here}?page={page + 1}>; rel="next"'})
-        if kind == "elsewhere":        # the next page on another host
-            return self._json(h, [{"type": "file", "path": "a.gguf", "size": 1}],
-                              headers={"Link": f'<{self.elsewhere}/api/models/{repo}/tree/main?page=1>; rel="next"'})
-        if kind == "bytes":            # one answer of 40 MB, streamed without a length
+        if kind == "endless":  # small pages, each pointing at the next, forever
+            return self._json(
+                h,
+                [{"type": "file", "path": f"p{page}-{i}.gguf", "size": 1} for i in range(3)],
+                headers={"Link": f'<{here}?page={page + 1}>; rel="next"'},
+            )
+        if kind == "elsewhere":  # the next page on another host
+            return self._json(
+                h,
+                [{"type": "file", "path": "a.gguf", "size": 1}],
+                headers={"Link": f'<{self.elsewhere}/api/models/{repo}/tree/main?page=1>; rel="next"'},
+            )
+        if kind == "bytes":  # one answer of 40 MB, streamed without a length
             h.send_response(200)
             h.send_header("Content-Type", "application/json")
             h.send_header("Transfer-Encoding", "chunked")
@@ -178,7 +184,7 @@ def case_truncated(hostile: HostileHub, models: Path, data: Path) -> Outcome:
     hostile.break_after[name] = 700_000
     msg = _expect(hub.DownloadInterrupted, "run again to resume", hub.download_file, REPO, name, models)
     assert_nothing_landed(models, data, name, part_kept=True)
-    path = hub.download_file(REPO, name, models)       # the resume
+    path = hub.download_file(REPO, name, models)  # the resume
     assert path.read_bytes() == PAYLOAD
     _cleanup(models)
     return Outcome("truncated transfer (connection cut)", RECOVERED, msg)
@@ -188,7 +194,9 @@ def case_short_body(hostile: HostileHub, models: Path, data: Path) -> Outcome:
     """The server ends the body early with a matching Content-Length: the size check catches it."""
     name = "model-Q8_0.gguf"
     hostile.short_body[name] = 1_000_000
-    msg = _expect(hub.DownloadInterrupted, f"got 1000000 of {len(PAYLOAD)} bytes", hub.download_file, REPO, name, models)
+    msg = _expect(
+        hub.DownloadInterrupted, f"got 1000000 of {len(PAYLOAD)} bytes", hub.download_file, REPO, name, models
+    )
     assert_nothing_landed(models, data, name, part_kept=True)
     path = hub.download_file(REPO, name, models)
     assert path.read_bytes() == PAYLOAD
@@ -241,7 +249,7 @@ def case_stalled_cancel(hostile: HostileHub, models: Path, data: Path, *, join_s
     worker.start()
     try:
         assert first_bytes.wait(30), "the first bytes never arrived"
-        time.sleep(0.3)            # the stream is stalled now: the server sends nothing more
+        time.sleep(0.3)  # the stream is stalled now: the server sends nothing more
         t0 = time.monotonic()
         cancel.set()
         worker.join(join_s)
@@ -287,8 +295,9 @@ def case_redirect_elsewhere(hostile: HostileHub, other: FakeHub, models: Path, d
     hostile.redirect[name] = f"{hostile.elsewhere}/{REPO}/resolve/main/{name}"
     n_other = len(other.requests)
     try:
-        msg = _expect(hub.UnsafeRedirectError, "neither the Hub nor its file storage", hub.download_file,
-                      REPO, name, models)
+        msg = _expect(
+            hub.UnsafeRedirectError, "neither the Hub nor its file storage", hub.download_file, REPO, name, models
+        )
     finally:
         hostile.redirect.pop(name, None)
     assert len(other.requests) == n_other, "the other host was contacted"

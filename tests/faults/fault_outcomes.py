@@ -17,8 +17,8 @@ REFUSED, RECOVERED = "refused", "recovered"
 @dataclass
 class Outcome:
     case: str
-    kind: str                 # REFUSED | RECOVERED
-    message: str = ""         # what the user saw
+    kind: str  # REFUSED | RECOVERED
+    message: str = ""  # what the user saw
     lost: int = 0
     figures: dict = field(default_factory=dict)
 

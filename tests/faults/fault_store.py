@@ -66,7 +66,14 @@ def conversations_writer(db: str, seed: int, ops: int | None) -> None:
         _ack(op="add", id=user.id, conv=cid, role="user", content=user.content)
         answer = Message("assistant", answer_text(seq, 0), tokens=[("answer", "target", 0)], steps={0: (0, 0, 1)})
         store.add(cid, answer)
-        _ack(op="add", id=answer.id, conv=cid, role="assistant", content=answer.content, final=answer_text(seq, ANSWER_STEPS))
+        _ack(
+            op="add",
+            id=answer.id,
+            conv=cid,
+            role="assistant",
+            content=answer.content,
+            final=answer_text(seq, ANSWER_STEPS),
+        )
         for k in range(1, ANSWER_STEPS + 1):
             answer.content = answer_text(seq, k)
             answer.tokens.append(("token", "draft" if k % 2 else "target", k))
@@ -224,8 +231,13 @@ def kill_conversations_case(db: Path, seed: int, max_delay: float = 0.4) -> Outc
     delay = kill_at_random(proc, rng, max_delay)
     acks = read_acks(proc)
     lost = check_conversations(db, acks)
-    return Outcome(f"kill conversations #{seed}", RECOVERED, f"killed after {delay:.2f}s, {len(acks)} acknowledged",
-                   lost=lost, figures={"acks": len(acks)})
+    return Outcome(
+        f"kill conversations #{seed}",
+        RECOVERED,
+        f"killed after {delay:.2f}s, {len(acks)} acknowledged",
+        lost=lost,
+        figures={"acks": len(acks)},
+    )
 
 
 def kill_library_case(data_dir: Path, model_dir: Path, seed: int, max_delay: float = 0.6) -> Outcome:
@@ -234,8 +246,13 @@ def kill_library_case(data_dir: Path, model_dir: Path, seed: int, max_delay: flo
     delay = kill_at_random(proc, rng, max_delay)
     acks = read_acks(proc)
     lost = check_library(data_dir, acks)
-    return Outcome(f"kill library #{seed}", RECOVERED, f"killed after {delay:.2f}s, {len(acks)} acknowledged",
-                   lost=lost, figures={"acks": len(acks)})
+    return Outcome(
+        f"kill library #{seed}",
+        RECOVERED,
+        f"killed after {delay:.2f}s, {len(acks)} acknowledged",
+        lost=lost,
+        figures={"acks": len(acks)},
+    )
 
 
 def two_writers_case(kind: str, store: Path, model_dir: Path | None, ops: int, seed: int = 0) -> Outcome:
@@ -254,8 +271,13 @@ def two_writers_case(kind: str, store: Path, model_dir: Path | None, ops: int, s
     overlap = min(spans[0][1], spans[1][1]) - max(spans[0][0], spans[1][0])
     assert overlap > 0, "the two writers never wrote at the same time: raise ops"
     lost = check_conversations(store, acks) if kind == "conversations" else check_library(store, acks)
-    return Outcome(f"two {kind} writers", RECOVERED, f"{len(acks)} writes acknowledged, {overlap:.2f}s at once",
-                   lost=lost, figures={"acks": len(acks), "overlap_s": overlap})
+    return Outcome(
+        f"two {kind} writers",
+        RECOVERED,
+        f"{len(acks)} writes acknowledged, {overlap:.2f}s at once",
+        lost=lost,
+        figures={"acks": len(acks), "overlap_s": overlap},
+    )
 
 
 if __name__ == "__main__":

@@ -50,17 +50,18 @@ class StormResult:
     prefix_checked: int = 0
     lossless_checked: int = 0
     failures: list[str] = field(default_factory=list)
-    failed_runs: set[int] = field(default_factory=set)    # indices of runs with a failure
-    failed_after: int = 0                                 # lossless checks after the storm that failed
+    failed_runs: set[int] = field(default_factory=set)  # indices of runs with a failure
+    failed_after: int = 0  # lossless checks after the storm that failed
     rss_before: int = 0
     rss_after: int = 0
-    rss_trace: list[int] = field(default_factory=list)   # after each run: where the growth comes from
-    rss_trimmed_before: int = 0                           # the same after malloc_trim (see _trimmed_rss)
+    rss_trace: list[int] = field(default_factory=list)  # after each run: where the growth comes from
+    rss_trimmed_before: int = 0  # the same after malloc_trim (see _trimmed_rss)
     rss_trimmed_after: int = 0
 
     @property
     def rss_trimmed_growth_mb(self) -> float:
         return (self.rss_trimmed_after - self.rss_trimmed_before) / 2**20
+
     seconds: float = 0.0
     max_delay: float = 0.0
 
@@ -74,6 +75,7 @@ def _trimmed_rss(eng) -> int:
     not what the allocator keeps cached after freeing (large logits copies move its mmap threshold)."""
     try:
         import ctypes
+
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
@@ -86,12 +88,20 @@ def storm_prompts(n: int = 4, chars: int = 240) -> list[str]:
     return [json.loads(line)["prompt"][:chars] for line in lines[:n]]
 
 
-def _check_prefix(eng: Engine, prompt: str, reference: list[int], produced: list[int], tol: float,
-                  what: str = "storm run", before: TargetSnapshot | None = None, reused: int = 0,
-                  verify_batches=()) -> str | None:
+def _check_prefix(
+    eng: Engine,
+    prompt: str,
+    reference: list[int],
+    produced: list[int],
+    tol: float,
+    what: str = "storm run",
+    before: TargetSnapshot | None = None,
+    reused: int = 0,
+    verify_batches=(),
+) -> str | None:
     if len(produced) > len(reference):
         return f"{len(produced)} tokens, more than the reference's {len(reference)}"
-    if produced == reference[:len(produced)]:
+    if produced == reference[: len(produced)]:
         return None
     if before is not None:
         # A request reuses the cached prefix it shares with the previous one, so its prompt is decoded
@@ -102,14 +112,14 @@ def _check_prefix(eng: Engine, prompt: str, reference: list[int], produced: list
         # reusing what the run reused, is the reference then.
         eng.restore_target(before, keep=reused)
         again = eng.generate(prompt, GenerationSettings(mode="ar", max_tokens=len(reference))).tokens
-        if produced == again[:len(produced)]:
+        if produced == again[: len(produced)]:
             return None
     # The margin is the target's own, replayed from a clean cache (near_tie.parting): the storm's
     # cache holds K/V written by batched verify decodes, whose rounding differs from the
     # single-token reference's, and that history (not the cancels) moves a near-tie's margin.
     eng.reset()
     try:
-        assert_lossless(eng, prompt, reference[:len(produced)], produced, what, tol=tol, verify_batches=verify_batches)
+        assert_lossless(eng, prompt, reference[: len(produced)], produced, what, tol=tol, verify_batches=verify_batches)
         return None
     except AssertionError as exc:
         why = str(exc)
@@ -117,19 +127,38 @@ def _check_prefix(eng: Engine, prompt: str, reference: list[int], produced: list
         # the parting judged from the same cache state: the margin of the target alone there, and
         # its picks when the tokens are replayed in the verify's batch shapes over that cache --
         # a tree run's in the very verify batch that committed the parting token
-        part = near_tie.parting(eng, eng.tokenize(prompt), again[:len(produced)], produced, tolerance=tol,
-                                replay=True, start=lambda: eng.restore_target(before, keep=reused),
-                                verify_batches=verify_batches)
+        part = near_tie.parting(
+            eng,
+            eng.tokenize(prompt),
+            again[: len(produced)],
+            produced,
+            tolerance=tol,
+            replay=True,
+            start=lambda: eng.restore_target(before, keep=reused),
+            verify_batches=verify_batches,
+        )
         eng.reset()
         if part is None or part.near_tie:
             return None
-        why += (f"; from the same cache state the target alone parts from it at token {part.index} too, "
-                f"margin {part.margin:.4f}, replayed gaps {part.shape_gaps}")
+        why += (
+            f"; from the same cache state the target alone parts from it at token {part.index} too, "
+            f"margin {part.margin:.4f}, replayed gaps {part.shape_gaps}"
+        )
     return why
 
 
-def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: int = 0, max_tokens: int = 48,
-              max_delay: float | None = None, n_threads: int | None = None, near_tie: float = NEAR_TIE_Q8) -> StormResult:
+def run_storm(
+    target: Path,
+    drafter: Path,
+    workdir: Path,
+    *,
+    runs: int,
+    seed: int = 0,
+    max_tokens: int = 48,
+    max_delay: float | None = None,
+    n_threads: int | None = None,
+    near_tie: float = NEAR_TIE_Q8,
+) -> StormResult:
     """``runs`` generations; returns counts and failures (does not raise for a failed run)."""
     rng = random.Random(seed)
     variant = quantize_drafter(drafter, Path(workdir) / "storm-drafter-f16.gguf", "f16", overwrite=True)
@@ -139,7 +168,7 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
     t0 = time.monotonic()
     cfg = EngineConfig(target=target, draft=drafter, n_ctx=1024, n_batch=256, n_ubatch=64, n_threads=n_threads)
     with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
-        eng.record_verify = True    # a tree run's parting is judged in the verify batch that made it
+        eng.record_verify = True  # a tree run's parting is judged in the verify batch that made it
         # The target alone, per prompt: what every greedy run must be a prefix of.
         reference = {}
         for p in prompts:
@@ -153,9 +182,10 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
             for mode, budgets in (("chain", CHAIN_BUDGETS), ("tree", TREE_BUDGETS)):
                 for budget in (min(budgets), max(budgets)):
                     for top_k in (2, 4):
-                        eng.generate(prompts[0], GenerationSettings(mode=mode, budget=budget, tree_top_k=top_k,
-                                                                    max_tokens=8))
-        if max_delay is None:   # delays up to 1.5x a whole run: some cancelled runs finish first
+                        eng.generate(
+                            prompts[0], GenerationSettings(mode=mode, budget=budget, tree_top_k=top_k, max_tokens=8)
+                        )
+        if max_delay is None:  # delays up to 1.5x a whole run: some cancelled runs finish first
             t = time.monotonic()
             eng.generate(prompts[0], GenerationSettings(mode="tree", budget=12, max_tokens=max_tokens))
             max_delay = 1.5 * (time.monotonic() - t)
@@ -165,7 +195,7 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
         settings = GenerationSettings(mode="chain", budget=7, max_tokens=max_tokens)
         current = 0
         for i in range(runs):
-            if i % 10 == 4:                     # a pair swap (the drafter variant), checked as the app does
+            if i % 10 == 4:  # a pair swap (the drafter variant), checked as the app does
                 current = 1 - current
                 try:
                     eng.swap_drafter(drafters[current])
@@ -174,17 +204,20 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
                     res.failures.append(f"run {i}: swap: {type(exc).__name__}: {exc}")
                     res.failed_runs.add(i)
                     break
-            if i % 5 == 2:                      # a settings change, greedy or sampled
-                settings = settings.replace(budget=rng.choice(CHAIN_BUDGETS + TREE_BUDGETS),
-                                            tree_top_k=rng.choice((2, 4)),
-                                            temperature=rng.choice((0.0, 0.0, 0.8)), seed=rng.randrange(1000))
+            if i % 5 == 2:  # a settings change, greedy or sampled
+                settings = settings.replace(
+                    budget=rng.choice(CHAIN_BUDGETS + TREE_BUDGETS),
+                    tree_top_k=rng.choice((2, 4)),
+                    temperature=rng.choice((0.0, 0.0, 0.8)),
+                    seed=rng.randrange(1000),
+                )
                 res.settings_changes += 1
             mode = rng.choice(("chain", "tree"))
             prompt = rng.choice(prompts)
             cancel = threading.Event()
             # every fourth run is left to finish (a control that completes whatever the machine's load)
             timer = threading.Timer(rng.uniform(0.0, max_delay) if i % 4 != 3 else 1e9, cancel.set)
-            before = eng.snapshot_target() if settings.greedy else None   # what a failed check starts from
+            before = eng.snapshot_target() if settings.greedy else None  # what a failed check starts from
             timer.start()
             try:
                 r = eng.generate(prompt, settings.replace(mode=mode), cancel=cancel)
@@ -202,8 +235,16 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
             res.cancelled += reason == "cancelled"
             res.completed += reason != "cancelled"
             if settings.greedy:
-                why = _check_prefix(eng, prompt, reference[prompt], r.tokens, near_tie, before=before,
-                                    reused=r.summary.n_prompt_reused, verify_batches=r.verify_batches)
+                why = _check_prefix(
+                    eng,
+                    prompt,
+                    reference[prompt],
+                    r.tokens,
+                    near_tie,
+                    before=before,
+                    reused=r.summary.n_prompt_reused,
+                    verify_batches=r.verify_batches,
+                )
                 res.prefix_checked += 1
                 if why:
                     res.failures.append(f"run {i} ({mode}, {reason}): {why}")
@@ -218,8 +259,9 @@ def run_storm(target: Path, drafter: Path, workdir: Path, *, runs: int, seed: in
         for p in prompts:
             for mode, budget in (("chain", 7), ("tree", 12)):
                 eng.reset()
-                out = after[p, mode] = eng.generate(p, GenerationSettings(mode=mode, budget=budget,
-                                                                          max_tokens=max_tokens)).tokens
+                out = after[p, mode] = eng.generate(
+                    p, GenerationSettings(mode=mode, budget=budget, max_tokens=max_tokens)
+                ).tokens
                 why = _check_prefix(eng, p, reference[p], out, near_tie, f"after the storm, {mode}")
                 if why or len(out) != len(reference[p]):
                     res.failures.append(why or f"after the storm, {mode}: {len(out)} tokens, not {len(reference[p])}")

@@ -23,25 +23,46 @@ from modelfiles import rewrite_gguf
 #: name -> (template, error kind, a piece of the message the user sees)
 HOSTILE = {
     "escape: dunder attributes": ("{{ ''.__class__.__mro__[1].__subclasses__() }}", "sandbox", "sandbox forbids"),
-    "escape: a global's module": ("{{ cycler.__init__.__globals__.os.popen('id').read() }}", "sandbox",
-                                  "sandbox forbids"),
-    "escape: format string": ("{{ '{0.__class__.__init__.__globals__}'.format(messages) }}", "sandbox",
-                              "sandbox forbids"),
-    "escape: mutate the messages": ("{{ messages.append({'role': 'system', 'content': 'x'}) }}", "sandbox",
-                                    "sandbox forbids"),
+    "escape: a global's module": (
+        "{{ cycler.__init__.__globals__.os.popen('id').read() }}",
+        "sandbox",
+        "sandbox forbids",
+    ),
+    "escape: format string": (
+        "{{ '{0.__class__.__init__.__globals__}'.format(messages) }}",
+        "sandbox",
+        "sandbox forbids",
+    ),
+    "escape: mutate the messages": (
+        "{{ messages.append({'role': 'system', 'content': 'x'}) }}",
+        "sandbox",
+        "sandbox forbids",
+    ),
     "escape: read a file": ("{% include '/etc/passwd' %}", "failed", "TemplateNotFound"),
-    "loop: nested ranges": ("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
-                            "timeout", "took longer than"),
-    "loop: endless recursion": ("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "recursion",
-                                "recursed too deeply"),
+    "loop: nested ranges": (
+        "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
+        "timeout",
+        "took longer than",
+    ),
+    "loop: endless recursion": (
+        "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+        "recursion",
+        "recursed too deeply",
+    ),
     "huge: one string": ("{{ 'x' * 2000000000 }}", "memory", "MiB of memory"),
-    "huge: doubling": ("{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
-                       "{% endfor %}{{ ns.s }}", "memory", "MiB of memory"),
+    "huge: doubling": (
+        "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+        "memory",
+        "MiB of memory",
+    ),
     "huge: many pieces": ("{% for i in range(100000) %}{{ 'y' * 1000 }}{% endfor %}", "too_large", "characters"),
     "huge: padding filter": ("{{ 'x' | center(2000000000) }}", "memory", "MiB of memory"),
     "huge: number": ("{{ 10 ** 10000000 }}", "timeout", "took longer than"),
-    "refusal by the template": ("{{ raise_exception('Conversation roles must alternate user/assistant') }}",
-                                "refused", "roles must alternate"),
+    "refusal by the template": (
+        "{{ raise_exception('Conversation roles must alternate user/assistant') }}",
+        "refused",
+        "roles must alternate",
+    ),
     "not Jinja": ("{% for m in messages %}{{ m.content }", "syntax", "not valid Jinja"),
 }
 
@@ -68,7 +89,9 @@ def case_template(base: Path, folder: Path, name: str) -> Outcome:
         else:
             raise AssertionError(f"{name}: the template rendered")
         assert err.kind == kind, f"{name}: kind {err.kind!r}, expected {kind!r} ({err})"
-        assert says in str(err) and "chat template" in str(err), f"{name}: the message {str(err)!r} does not say {says!r}"
+        assert says in str(err) and "chat template" in str(err), (
+            f"{name}: the message {str(err)!r} does not say {says!r}"
+        )
         # the engine is untouched: it still generates
         res = eng.generate("Hello", GenerationSettings(mode="ar", max_tokens=4))
         assert len(res.tokens) == 4
@@ -83,5 +106,9 @@ def case_honest_after(base: Path, folder: Path) -> Outcome:
     with Engine.load(EngineConfig(target=path, n_ctx=256), preflight=PAIR_PREFLIGHT) as eng:
         prompt = eng.format_chat(CHAT)
     assert prompt == "<user>Hello</user><assistant>", prompt
-    return Outcome("template: honest one afterwards", "recovered", prompt,
-                   figures={"renderer_starts": chat_template.renderer_starts()})
+    return Outcome(
+        "template: honest one afterwards",
+        "recovered",
+        prompt,
+        figures={"renderer_starts": chat_template.renderer_starts()},
+    )

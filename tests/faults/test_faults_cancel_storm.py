@@ -29,7 +29,7 @@ def test_cancel_storm_fast(tmp_path):
 
 
 @pytest.mark.faults_long
-@pytest.mark.timeout(3600)   # 200 runs at one llama.cpp thread: about 25 min on a 2-vCPU machine
+@pytest.mark.timeout(3600)  # 200 runs at one llama.cpp thread: about 25 min on a 2-vCPU machine
 def test_cancel_storm_long(tmp_path):
     target, drafter = demo_pair()
     res = run_storm(target, drafter, tmp_path, runs=200, seed=2, n_threads=1)

@@ -48,18 +48,21 @@ def test_every_case_in_one_session(hostile, tmp_path):
     assert path.read_bytes() == PAYLOAD
 
 
-@pytest.mark.parametrize("source,target,allowed", [
-    # the real Hub sends file contents to its CDN and Xet storage: followed (over https)
-    ("https://huggingface.co/a/b/resolve/main/x.gguf", "https://cdn-lfs-us-1.hf.co/repos/x?sig=1", True),
-    ("https://huggingface.co/a/b/resolve/main/x.gguf", "https://cas-bridge.xethub.hf.co/x", True),
-    ("https://huggingface.co/a/b/resolve/main/x.gguf", "https://huggingface.co/c/d/resolve/main/x.gguf", True),
-    # another host, a look-alike, a downgrade to http, another scheme: refused
-    ("https://huggingface.co/a/b/resolve/main/x.gguf", "https://evil.example/x.gguf", False),
-    ("https://huggingface.co/a/b/resolve/main/x.gguf", "https://huggingface.co.evil.example/x", False),
-    ("https://huggingface.co/a/b/resolve/main/x.gguf", "https://nothf.co/x", False),
-    ("https://huggingface.co/a/b/resolve/main/x.gguf", "http://cdn-lfs.hf.co/x", False),
-    ("https://huggingface.co/a/b/resolve/main/x.gguf", "file:///etc/passwd", False),
-])
+@pytest.mark.parametrize(
+    "source,target,allowed",
+    [
+        # the real Hub sends file contents to its CDN and Xet storage: followed (over https)
+        ("https://huggingface.co/a/b/resolve/main/x.gguf", "https://cdn-lfs-us-1.hf.co/repos/x?sig=1", True),
+        ("https://huggingface.co/a/b/resolve/main/x.gguf", "https://cas-bridge.xethub.hf.co/x", True),
+        ("https://huggingface.co/a/b/resolve/main/x.gguf", "https://huggingface.co/c/d/resolve/main/x.gguf", True),
+        # another host, a look-alike, a downgrade to http, another scheme: refused
+        ("https://huggingface.co/a/b/resolve/main/x.gguf", "https://evil.example/x.gguf", False),
+        ("https://huggingface.co/a/b/resolve/main/x.gguf", "https://huggingface.co.evil.example/x", False),
+        ("https://huggingface.co/a/b/resolve/main/x.gguf", "https://nothf.co/x", False),
+        ("https://huggingface.co/a/b/resolve/main/x.gguf", "http://cdn-lfs.hf.co/x", False),
+        ("https://huggingface.co/a/b/resolve/main/x.gguf", "file:///etc/passwd", False),
+    ],
+)
 def test_redirect_policy(monkeypatch, source, target, allowed):
     from engine_bridge.models import hub
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fault_store import (kill_conversations_case, kill_library_case, library_models, two_writers_case)
+from fault_store import kill_conversations_case, kill_library_case, library_models, two_writers_case
 
 
 def _kills(case, n, *args):

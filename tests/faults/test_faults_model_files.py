@@ -10,7 +10,7 @@ from engine_bridge.models import hub
 from fault_files import ACTIONS, case_changed_before_load, case_file_size_limit, case_full_tmpfs, mount_tmpfs, unmount
 from hubserver import start_isolated
 
-PAYLOAD = bytes(range(256)) * 12_000     # 3 MB
+PAYLOAD = bytes(range(256)) * 12_000  # 3 MB
 
 
 @pytest.mark.parametrize("action", list(ACTIONS))

@@ -17,7 +17,7 @@ def test_hostile_template(tiny_pair, tmp_path, name):
 
 
 def test_honest_template_after_hostile_ones(tiny_pair, tmp_path):
-    case_template(tiny_pair[0], tmp_path, "loop: nested ranges")     # kills the renderer
+    case_template(tiny_pair[0], tmp_path, "loop: nested ranges")  # kills the renderer
     out = case_honest_after(tiny_pair[0], tmp_path)
     assert out.figures["renderer_starts"] >= 2
 
@@ -32,7 +32,11 @@ def test_cli_reports_a_hostile_template(tiny_pair, tmp_path):
 
     path = template_target(tiny_pair[0], tmp_path, "cli", HOSTILE["escape: dunder attributes"][0])
     exe = Path(sys.executable).parent / "dflash-studio"
-    r = subprocess.run([str(exe), "generate", "--target", str(path), "--chat", "--prompt", "hi", "--max-tokens", "4"],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [str(exe), "generate", "--target", str(path), "--chat", "--prompt", "hi", "--max-tokens", "4"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1, r.stderr
     assert "sandbox forbids" in r.stderr and "Traceback" not in r.stderr

@@ -76,7 +76,6 @@ def served(name, p):
     return t0, first, "".join(parts)
 
 
-
 def raw(name, p):
     u = urlparse(str(clients[name].base_url))
     body = json.dumps({"model": M.stem, "prompt": p, "max_tokens": MT, "stream": True, "temperature": 0}).encode()

@@ -110,16 +110,18 @@ def test_bad_inputs_are_reported_not_run(qtbot, view):
     assert "choose a target" in fresh.status_label.text()
 
 
-def test_the_bench_refuses_a_pair_the_pair_tab_refused_and_tells_drafter_files_apart(qtbot, make_window, tiny_pair,
-                                                                                  tmp_path):
+def test_the_bench_refuses_a_pair_the_pair_tab_refused_and_tells_drafter_files_apart(
+    qtbot, make_window, tiny_pair, tmp_path
+):
     """Issue 33, item 3: Run is disabled with the Pair tab's reasons, and the Pair label names the folder."""
     from app_helpers import wait_report
     from engine_bridge.models import synth
 
     target, _ = tiny_pair
     good = synth.write_drafter_for(target, tmp_path / "good" / "drafter.gguf", synth.DrafterSpec(n_layer=1))
-    bad = synth.write_drafter_for(target, tmp_path / "nomask" / "drafter.gguf",
-                                  synth.DrafterSpec(n_layer=1, with_mask_token=False))
+    bad = synth.write_drafter_for(
+        target, tmp_path / "nomask" / "drafter.gguf", synth.DrafterSpec(n_layer=1, with_mask_token=False)
+    )
     w = make_window()
     w.pairing.set_pair(str(target), str(bad))
     report = wait_report(qtbot, w)

@@ -17,7 +17,7 @@ def test_chat_streams_highlights_and_feeds_plots_and_profiler(qtbot, make_window
     assert w.status.backend.text().startswith(("CPU", "CUDA"))
     assert "mem" in w.status.memory.text()
 
-    batches = []            # what reached the transcript before the answer ended
+    batches = []  # what reached the transcript before the answer ended
     original = w.chat.transcript.append_tokens
     w.chat.transcript.append_tokens = lambda events: (batches.append(len(events)), original(events))
     res = ask(qtbot, w, "Hello there")
@@ -33,7 +33,8 @@ def test_chat_streams_highlights_and_feeds_plots_and_profiler(qtbot, make_window
     assert any(s.draft and s.highlighted for s in spans)
     assert all(s.highlighted == s.draft for s in spans)
     assert sum(len(s.text) for s in spans if s.draft) == sum(
-        len(e) for e, src in zip(_pieces(w), res.sources) if src == FROM_DRAFT)
+        len(e) for e, src in zip(_pieces(w), res.sources) if src == FROM_DRAFT
+    )
     # step boundaries: spans carry their step, and the steps cover the run
     assert {s.step for s in spans} == set(range(res.summary.n_steps)) - _empty_steps(res)
     # a tooltip per token: step, drafted, accepted
@@ -54,7 +55,7 @@ def test_chat_streams_highlights_and_feeds_plots_and_profiler(qtbot, make_window
     assert w.profiler.row_count() == len(res.steps)
     assert w.profiler.model.rows[-1][1].step == res.steps[-1].step
     assert "tok/s" in w.status.speed.text()
-    assert w.chat.template_label.text() == "model's chat template"          # ChatML from the GGUF
+    assert w.chat.template_label.text() == "model's chat template"  # ChatML from the GGUF
     assert "im_start" in w.chat.template_label.toolTip()
     # committed to SQLite with provenance
     rows = sqlite3.connect(store_file).execute("SELECT role, content, tokens FROM messages ORDER BY id").fetchall()
@@ -77,7 +78,7 @@ def test_highlight_toggle_switches_to_markdown(qtbot, make_window, tiny_pair):
     res = ask(qtbot, w, "Hi")
     assert w.chat.transcript.token_spans()
     w.chat.highlight_box.setChecked(False)
-    assert not w.chat.transcript.token_spans()            # finished answers become markdown
+    assert not w.chat.transcript.token_spans()  # finished answers become markdown
     assert res.text.strip()[:8] in w.chat.transcript.toPlainText()
     assert w.settings.highlight_drafts is False
     w.chat.highlight_box.setChecked(True)
@@ -123,7 +124,7 @@ def test_regenerate_and_new_chat(qtbot, make_window, tiny_pair, store_file):
     ask(qtbot, w, "Second conversation")
     assert db.execute("SELECT count(*) FROM conversations").fetchone() == (2,)
     assert w.conversations.count() == 2
-    assert w.conversations.item(0).text() == "Second conversation"      # newest first
+    assert w.conversations.item(0).text() == "Second conversation"  # newest first
     # opening the first conversation shows its messages
     first_id = w.conversations.ids()[1]
     w.open_conversation(first_id)
@@ -148,8 +149,8 @@ def test_an_idle_window_uses_no_cpu(qtbot, make_window, tiny_pair):
     w = make_window(max_tokens=8)
     load_pair(qtbot, w, tiny_pair)
     ask(qtbot, w, "Then rest")
-    qtbot.wait(300)                         # let the last throttled redraws run
+    qtbot.wait(300)  # let the last throttled redraws run
     before = time.thread_time()
     qtbot.wait(1000)
-    used = time.thread_time() - before      # this (UI) thread's CPU, whatever else the machine runs
+    used = time.thread_time() - before  # this (UI) thread's CPU, whatever else the machine runs
     assert used < 0.05, f"the idle UI thread used {used:.3f} s of CPU in 1 s"

@@ -14,8 +14,23 @@ from engine_bridge.runtime.records import FROM_DRAFT, FROM_TARGET
 CODE_TEXT = "def add(a, b):\n    return a + b\n"
 PROSE_TEXT = "\nThis adds two numbers."
 #: what the model printed: the code, only a closing fence, then prose (pieces as a tokenizer cuts them)
-PIECES = ["def", " add", "(a,", " b):\n", "    return", " a", " +", " b\n", "``", "`\n", "\nThis", " adds",
-          " two", " numbers", "."]
+PIECES = [
+    "def",
+    " add",
+    "(a,",
+    " b):\n",
+    "    return",
+    " a",
+    " +",
+    " b\n",
+    "``",
+    "`\n",
+    "\nThis",
+    " adds",
+    " two",
+    " numbers",
+    ".",
+]
 
 
 @pytest.fixture
@@ -40,15 +55,18 @@ def _fixed(view: TranscriptView, needle: str) -> bool:
     found = doc.find(needle)
     assert not found.isNull(), (needle, doc.toPlainText())
     cur = QTextCursor(doc)
-    cur.setPosition(found.selectionStart() + 1)        # the format of the character before the cursor
+    cur.setPosition(found.selectionStart() + 1)  # the format of the character before the cursor
     fmt = cur.charFormat()
     return fmt.fontFixedPitch() or fmt.font().family() == view._mono.family()
 
 
 def test_the_layout_reads_a_lone_closing_fence_as_the_end_of_a_block_that_began_with_the_answer():
     text = CODE_TEXT + "```\n" + PROSE_TEXT
-    assert [(r.kind, text[r.start:r.end]) for r in fence_layout(text)] == [
-        (CODE, CODE_TEXT), (MARKER, "```\n"), (PROSE, PROSE_TEXT)]
+    assert [(r.kind, text[r.start : r.end]) for r in fence_layout(text)] == [
+        (CODE, CODE_TEXT),
+        (MARKER, "```\n"),
+        (PROSE, PROSE_TEXT),
+    ]
     # an opener that is never closed (a cut-off answer) runs to the end, as CommonMark says
     cut = "Here it is:\n```python\nx = 1\n"
     assert [r.kind for r in fence_layout(cut)] == [PROSE, MARKER, CODE]
@@ -60,12 +78,12 @@ def test_the_layout_reads_a_lone_closing_fence_as_the_end_of_a_block_that_began_
 def test_a_stray_closing_fence_with_highlighting_on(view):
     msg = _answer()
     view.set_messages([Message("user", "add two numbers"), msg])
-    assert _fixed(view, "return a + b")              # the code before the fence is code
+    assert _fixed(view, "return a + b")  # the code before the fence is code
     assert not _fixed(view, "This adds two numbers")  # the prose after it is prose
     marker = view.document().find("```")
     cur = QTextCursor(view.document())
     cur.setPosition(marker.selectionStart() + 1)
-    assert cur.charFormat().foreground().color().name() == "#a0a0a0"   # a dimmed marker, not content
+    assert cur.charFormat().foreground().color().name() == "#a0a0a0"  # a dimmed marker, not content
     # every token is still a span with its provenance, and the spans still spell the answer
     # (line breaks separate blocks in the document; they belong to no fragment)
     assert "".join(s.text for s in view.token_spans()) == msg.content.replace("\n", "")
@@ -74,7 +92,7 @@ def test_a_stray_closing_fence_with_highlighting_on(view):
 def test_a_stray_closing_fence_with_highlighting_off(view):
     view.highlight = False
     view.set_messages([Message("user", "add two numbers"), _answer()])
-    assert "```" not in view.toPlainText()          # the fence is markup, not shown
+    assert "```" not in view.toPlainText()  # the fence is markup, not shown
     assert _fixed(view, "return a + b") and not _fixed(view, "This adds two numbers")
 
 
@@ -84,7 +102,8 @@ def test_while_streaming_then_when_finished(view):
 
     view.set_messages([Message("user", "add two numbers")])
     view.begin_assistant()
-    view.append_tokens([TokenEvent(token=i, piece=p, source=FROM_TARGET, step=i, index=i)
-                        for i, p in enumerate(PIECES)])
+    view.append_tokens(
+        [TokenEvent(token=i, piece=p, source=FROM_TARGET, step=i, index=i) for i, p in enumerate(PIECES)]
+    )
     view.end_assistant({"n_generated": len(PIECES)})
     assert _fixed(view, "return a + b") and not _fixed(view, "This adds two numbers")

@@ -16,6 +16,7 @@ import pytest
 
 from app.chat.conversations import STORE_VERSION, ConversationStore, Message, StoreError
 
+
 def _filled(path: Path, n: int = 3) -> int:
     store = ConversationStore(path)
     cid = store.create()
@@ -27,8 +28,11 @@ def _filled(path: Path, n: int = 3) -> int:
 
 
 def _asides(path: Path) -> list[Path]:
-    return sorted(p for p in path.parent.iterdir() if p.name.startswith(path.name + ".unreadable-")
-                  and not p.name.endswith(("-wal", "-shm")))
+    return sorted(
+        p
+        for p in path.parent.iterdir()
+        if p.name.startswith(path.name + ".unreadable-") and not p.name.endswith(("-wal", "-shm"))
+    )
 
 
 def test_new_store_is_versioned(tmp_path):
@@ -41,7 +45,7 @@ def test_unversioned_store_migrates_forward_and_keeps_its_messages(tmp_path):
     path = tmp_path / "c.sqlite3"
     cid = _filled(path)
     db = sqlite3.connect(path)
-    db.execute("PRAGMA user_version=0")       # as every store before versioning was
+    db.execute("PRAGMA user_version=0")  # as every store before versioning was
     db.commit()
     db.close()
     store = ConversationStore(path)
@@ -60,17 +64,17 @@ def test_unreadable_store_is_moved_aside_never_deleted(tmp_path, damage):
     elif damage == "truncated":
         bad = data[: len(data) // 2]
     else:
-        bad = data[:4096] + b"\0" * (len(data) - 4096)     # the header survives, the pages do not
+        bad = data[:4096] + b"\0" * (len(data) - 4096)  # the header survives, the pages do not
     path.write_bytes(bad)
 
     store = ConversationStore(path)
     assert store.persistent
     assert store.list() == []
     asides = _asides(path)
-    assert len(asides) == 1 and asides[0].read_bytes() == bad          # moved with the time, not deleted
+    assert len(asides) == 1 and asides[0].read_bytes() == bad  # moved with the time, not deleted
     assert store.moved_to == asides[0]
     assert any(str(asides[0]) in n and "moved" in n for n in store.notices), store.notices
-    cid = store.create()                                              # and the new store works
+    cid = store.create()  # and the new store works
     store.add(cid, Message("user", "hello again"))
     assert [m.content for m in ConversationStore(path).messages(cid)] == ["hello again"]
 
@@ -86,20 +90,23 @@ def test_newer_store_is_refused_untouched_and_the_session_runs_without_history(t
     store = ConversationStore(path)
     assert not store.persistent and store.list() == []
     assert any("newer" in n and str(STORE_VERSION + 5) in n for n in store.notices), store.notices
-    cid = store.create()                       # the session still chats, in memory
+    cid = store.create()  # the session still chats, in memory
     store.add(cid, Message("user", "hi"))
     store.close()
     assert path.read_bytes() == before and not _asides(path)
 
 
-@pytest.mark.parametrize("column,value", [
-    ("tokens", "{not json"),
-    ("tokens", "5"),
-    ("tokens", '[["piece", "target"]]'),
-    ("steps", "[1, 2, 3]"),
-    ("steps", '{"0": [1, 2]}'),
-    ("summary", '"a string"'),
-])
+@pytest.mark.parametrize(
+    "column,value",
+    [
+        ("tokens", "{not json"),
+        ("tokens", "5"),
+        ("tokens", '[["piece", "target"]]'),
+        ("steps", "[1, 2, 3]"),
+        ("steps", '{"0": [1, 2]}'),
+        ("summary", '"a string"'),
+    ],
+)
 def test_a_row_that_does_not_decode_is_skipped_and_reported(tmp_path, column, value):
     path = tmp_path / "c.sqlite3"
     cid = _filled(path)
@@ -170,6 +177,7 @@ def test_a_refused_write_says_why(tmp_path):
 
 
 # --- the window -----------------------------------------------------------------------------------
+
 
 def test_window_starts_on_a_garbage_store_and_says_where_it_went(make_window, store_file):
     store_file.write_bytes(b"\x00garbage, not SQLite\n" * 500)

@@ -16,8 +16,9 @@ from engine_bridge.runtime.generation import top2_margins
 def _run(eng, mode, **kw):
     events = []
     eng.reset()
-    res = eng.generate("The history of the", GenerationSettings(mode=mode, budget=4, max_tokens=40, **kw),
-                       on_token=events.append)
+    res = eng.generate(
+        "The history of the", GenerationSettings(mode=mode, budget=4, max_tokens=40, **kw), on_token=events.append
+    )
     return res, events
 
 
@@ -28,7 +29,7 @@ def test_step_records_carry_the_targets_margin_of_each_committed_token(tiny_engi
     assert ar.tokens == plain.tokens and all(not r.margins for r in plain.steps)
     # each AR step's margin is the top-2 gap of the target's own logits at that position
     gen, rows = eng.greedy_logits(eng.tokenize("The history of the"), 40)
-    assert gen[:len(ar.tokens)] == ar.tokens
+    assert gen[: len(ar.tokens)] == ar.tokens
     got = [m for r in ar.steps for m in r.margins]
     assert np.allclose(got, top2_margins(rows, range(len(ar.tokens))), atol=1e-4)
     for mode in ("chain", "tree"):
@@ -51,7 +52,7 @@ def test_tooltip_shows_the_hovered_tokens_margin(qtbot, tiny_engine):
     base = spans[0].start
     checked = 0
     at = base
-    for ev in events:                        # every token with text: its own margin, 3 digits
+    for ev in events:  # every token with text: its own margin, 3 digits
         width = len(ev.piece.encode("utf-16-le")) // 2
         if width:
             rec = res.steps[ev.step]

@@ -19,7 +19,7 @@ def _send(w, text):
 
 def test_send_without_a_pair_keeps_the_text(make_window):
     w = make_window()
-    w.chat.send_button.setEnabled(True)          # as when a pair was loaded and then failed
+    w.chat.send_button.setEnabled(True)  # as when a pair was loaded and then failed
     _send(w, "my carefully typed question")
     assert w.chat.input.toPlainText() == "my carefully typed question"
 
@@ -27,9 +27,9 @@ def test_send_without_a_pair_keeps_the_text(make_window):
 def test_a_full_disk_keeps_the_text_and_says_why(qtbot, make_window, tiny_pair, store_file):
     w = make_window(max_tokens=8)
     load_pair(qtbot, w, tiny_pair)
-    ask(qtbot, w, "first question")                # the conversation exists and has pages
+    ask(qtbot, w, "first question")  # the conversation exists and has pages
     pages = w.store._db.execute("PRAGMA page_count").fetchone()[0]
-    w.store._db.execute(f"PRAGMA max_page_count={pages}")   # SQLite now answers SQLITE_FULL
+    w.store._db.execute(f"PRAGMA max_page_count={pages}")  # SQLite now answers SQLITE_FULL
     before = len(w.chat.transcript.messages)
     _send(w, "second question " + "x" * 20000)
     assert w.chat.input.toPlainText().startswith("second question ")
@@ -48,7 +48,7 @@ def test_a_store_of_another_schema_keeps_the_text(qtbot, make_window, tiny_pair,
     w = make_window(max_tokens=8)
     load_pair(qtbot, w, tiny_pair)
     db = sqlite3.connect(store_file)
-    db.execute("DROP TABLE messages")              # another program rewrote the store under us
+    db.execute("DROP TABLE messages")  # another program rewrote the store under us
     db.commit()
     db.close()
     _send(w, "do not lose me")

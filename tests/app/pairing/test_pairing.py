@@ -14,8 +14,9 @@ def drop_files(widget, paths):
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
     pos = QPointF(widget.rect().center())
-    enter = QDragEnterEvent(pos.toPoint(), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
-                            Qt.KeyboardModifier.NoModifier)
+    enter = QDragEnterEvent(
+        pos.toPoint(), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
+    )
     QApplication.sendEvent(widget, enter)
     if not enter.isAccepted():
         return False
@@ -26,7 +27,7 @@ def drop_files(widget, paths):
 
 def test_dropping_two_files_sorts_them_and_shows_a_passing_report(qtbot, make_window, tiny_pair):
     w = make_window()
-    assert w.pairing.demo_offer.isVisible()          # first start: the demo pair is offered
+    assert w.pairing.demo_offer.isVisible()  # first start: the demo pair is offered
     target, drafter = tiny_pair
     # dropped in the "wrong" order on the drafter slot: the headers decide which is which
     assert drop_files(w.pairing.drafter, [drafter, target])
@@ -65,7 +66,7 @@ def test_a_broken_file_gives_a_fail_row_and_blocks_load(qtbot, make_window, tiny
     assert not report.ok
     rows = w.pairing.report_view.rows()
     assert rows[0][0] == "FAIL" and rows[0][1] == "target_readable"
-    assert rows[0][3]                                   # a fix is offered
+    assert rows[0][3]  # a fix is offered
     assert not w.pairing.load_button.isEnabled()
     qtbot.waitUntil(lambda: w.pairing.target.facts.text() not in ("", "reading…"), timeout=LOAD_TIMEOUT_MS)
     assert "broken.gguf" in w.pairing.target.facts.text()
@@ -75,12 +76,13 @@ def test_a_broken_file_gives_a_fail_row_and_blocks_load(qtbot, make_window, tiny
     assert w.pairing.load_button.isEnabled()
 
 
-def test_a_truncated_drafter_fails_and_a_mismatched_pair_fails(qtbot, make_window, tiny_pair, tiny_llama_pair,
-                                                             tmp_path):
+def test_a_truncated_drafter_fails_and_a_mismatched_pair_fails(
+    qtbot, make_window, tiny_pair, tiny_llama_pair, tmp_path
+):
     w = make_window()
     cut = tmp_path / "cut.gguf"
     data = tiny_pair[1].read_bytes()
-    cut.write_bytes(data[: len(data) - 100_000])     # the header is whole, the tensor data is not
+    cut.write_bytes(data[: len(data) - 100_000])  # the header is whole, the tensor data is not
     w.pairing.set_pair(str(tiny_pair[0]), str(cut))
     report = wait_report(qtbot, w)
     assert "gguf_complete_drafter" in [c.name for c in report.failures]
@@ -94,7 +96,7 @@ def test_a_truncated_drafter_fails_and_a_mismatched_pair_fails(qtbot, make_windo
 def test_warnings_need_an_explicit_confirmation(qtbot, make_window, tiny_pair, monkeypatch):
     w = make_window()
     w.side_tabs.setCurrentWidget(w.settings_panel)
-    w.settings_panel.budget.setValue(40)                # more than block size 16 drafts: a WARN
+    w.settings_panel.budget.setValue(40)  # more than block size 16 drafts: a WARN
     w.pairing.set_pair(str(tiny_pair[0]), str(tiny_pair[1]))
     report = wait_report(qtbot, w)
     assert report.ok and [c.name for c in report.warnings] == ["block_size"]
@@ -103,7 +105,7 @@ def test_warnings_need_an_explicit_confirmation(qtbot, make_window, tiny_pair, m
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: asked.append(a) or QMessageBox.StandardButton.No)
     w.pairing.load_button.click()
     qtbot.wait(50)
-    assert len(asked) == 1 and w.engine.state == "empty"      # declined: nothing loads
+    assert len(asked) == 1 and w.engine.state == "empty"  # declined: nothing loads
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
     with qtbot.waitSignal(w.pairLoaded, timeout=LOAD_TIMEOUT_MS):
         w.pairing.load_button.click()
@@ -117,7 +119,7 @@ def test_first_start_offers_the_demo_pair_and_chat_works_offline(qtbot, make_win
         w.pairing.demo_button.click()
     from engine_bridge.models.demo import demo_pair
 
-    target, _ = demo_pair()   # the shipped reference pair (or a generated one where none ships)
+    target, _ = demo_pair()  # the shipped reference pair (or a generated one where none ships)
     assert target.name in w.status.pair.text()
     assert w.chat.send_button.isEnabled()
     assert w.settings.target == str(target)

@@ -23,7 +23,7 @@ PROMPT = "def fibonacci(n):\n"
 
 @pytest.fixture
 def pool():
-    ex = ThreadPoolExecutor(4)      # the clients: off the UI thread, as other programs are
+    ex = ThreadPoolExecutor(4)  # the clients: off the UI thread, as other programs are
     yield ex
     ex.shutdown(wait=True, cancel_futures=True)
 
@@ -37,7 +37,7 @@ def _pair():
 
 def _serving(qtbot, w, **options):
     panel = w.server_panel
-    panel.port.setValue(0)                 # any free port
+    panel.port.setValue(0)  # any free port
     for name, value in options.items():
         getattr(panel, name).setText(value)
     w.side_tabs.setCurrentWidget(panel)
@@ -75,8 +75,16 @@ def test_switch_serves_the_loaded_pair_to_the_openai_client(qtbot, make_window, 
 
     assert [m.id for m in _wait(qtbot, pool.submit(api.models.list)).data] == [model]
     full = _wait(qtbot, pool.submit(api.chat.completions.create, model=model, messages=MESSAGES, max_tokens=24))
-    chunks = _wait(qtbot, pool.submit(lambda: list(api.completions.create(
-        model=model, prompt=PROMPT, max_tokens=24, stream=True, stream_options={"include_usage": True}))))
+    chunks = _wait(
+        qtbot,
+        pool.submit(
+            lambda: list(
+                api.completions.create(
+                    model=model, prompt=PROMPT, max_tokens=24, stream=True, stream_options={"include_usage": True}
+                )
+            )
+        ),
+    )
     streamed = "".join(c.choices[0].text for c in chunks if c.choices)
 
     eng = _headless(w)
@@ -88,7 +96,7 @@ def test_switch_serves_the_loaded_pair_to_the_openai_client(qtbot, make_window, 
         eng.close()
     assert full.choices[0].message.content == want_chat and full.usage.completion_tokens == 24
     assert streamed == want_text and chunks[-1].usage.completion_tokens == 24
-    assert full.model_extra["timings"]["mode"] == "chain"      # the chat's settings are the defaults
+    assert full.model_extra["timings"]["mode"] == "chain"  # the chat's settings are the defaults
 
     qtbot.waitUntil(lambda: label.text().startswith(f"serving {url} · queue 0/8 · 2 served · "))
     # the served runs in the profiler and the plots, marked as served
@@ -97,7 +105,7 @@ def test_switch_serves_the_loaded_pair_to_the_openai_client(qtbot, make_window, 
     qtbot.waitUntil(lambda: sum(r[1].committed for r in rows if r[2] == "served") >= 48)
     assert {r[0] for r in rows if r[2] == "served"} == {1, 2}
     assert w.plots.served_step_count() == len(rows)
-    qtbot.waitUntil(lambda: f"({len(rows)} served" in w.plots.summary.text())     # redrawn through a throttle
+    qtbot.waitUntil(lambda: f"({len(rows)} served" in w.plots.summary.text())  # redrawn through a throttle
     assert w.profiler.export(tmp_path / "steps.csv") == len(rows)
     exported = list(csv.DictReader(open(tmp_path / "steps.csv")))
     assert {r["source"] for r in exported} == {"served"} and {r["run"] for r in exported} == {"1", "2"}
@@ -133,8 +141,13 @@ def test_served_requests_and_chat_turns_take_turns(qtbot, make_window, pool):
     w.chat.input.setPlainText("Write a long class with many methods")
     w.chat.send_button.click()
     qtbot.waitUntil(lambda: len(w.chat.transcript.messages[-1].tokens) >= 3, timeout=ANSWER_TIMEOUT_MS)
-    waiting = pool.submit(lambda: "".join(c.choices[0].text for c in api.completions.create(
-        model=model, prompt=PROMPT, max_tokens=32, stream=True) if c.choices))
+    waiting = pool.submit(
+        lambda: "".join(
+            c.choices[0].text
+            for c in api.completions.create(model=model, prompt=PROMPT, max_tokens=32, stream=True)
+            if c.choices
+        )
+    )
     qtbot.waitUntil(lambda: "queue 1/8" in label.text(), timeout=ANSWER_TIMEOUT_MS)
     assert w.engine.state == "generating" and not waiting.done()
     with qtbot.waitSignal(w.answerFinished, timeout=ANSWER_TIMEOUT_MS):
@@ -159,8 +172,12 @@ def test_served_requests_and_chat_turns_take_turns(qtbot, make_window, pool):
     # the engine ran one thing at a time: each run's steps are one unbroken block
     blocks = [order[0]] + [b for a, b in zip(order, order[1:]) if a != b]
     assert blocks == ["chat", "served 1", "served 2", "chat"]
-    assert {(src, run) for run, _, src in w.profiler.model.rows} == {("chat", 1), ("served", 1), ("served", 2),
-                                                                     ("chat", 2)}
+    assert {(src, run) for run, _, src in w.profiler.model.rows} == {
+        ("chat", 1),
+        ("served", 1),
+        ("served", 2),
+        ("chat", 2),
+    }
 
 
 def test_a_key_is_asked_for_beyond_loopback_and_checked(qtbot, make_window, pool, monkeypatch):
@@ -176,7 +193,7 @@ def test_a_key_is_asked_for_beyond_loopback_and_checked(qtbot, make_window, pool
     assert not panel.switch.isChecked() and w.local_server.state == "off"
     assert "API key" in panel.message.text() and panel.host.isEnabled()
     panel.host.setText("127.0.0.1")
-    with socket.socket() as taken:          # a port in use: said, and the switch goes back off
+    with socket.socket() as taken:  # a port in use: said, and the switch goes back off
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         panel.port.setValue(taken.getsockname()[1])
@@ -187,7 +204,7 @@ def test_a_key_is_asked_for_beyond_loopback_and_checked(qtbot, make_window, pool
     with pytest.raises(AuthenticationError):
         _wait(qtbot, pool.submit(_client(url, "wrong").models.list))
     assert _wait(qtbot, pool.submit(_client(url, "k-31").models.list)).data
-    panel.switch.click()                       # off: the port closes, the fields unlock
+    panel.switch.click()  # off: the port closes, the fields unlock
     assert w.local_server.state == "off" and panel.port.isEnabled() and not w.local_server.label.isVisible()
 
 
@@ -199,15 +216,18 @@ def test_the_server_follows_the_loaded_pair(qtbot, make_window, tiny_pair, pool)
     first = _serving(qtbot, w)
     assert w.local_server.server.app.model_ids == ("target",)
     load_pair(qtbot, w, tiny_pair)
-    qtbot.waitUntil(lambda: w.local_server.state == "serving"
-                    and w.local_server.server.app.model_ids == ("tiny-qwen3-target",), timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: w.local_server.state == "serving" and w.local_server.server.app.model_ids == ("tiny-qwen3-target",),
+        timeout=LOAD_TIMEOUT_MS,
+    )
     assert w.server_panel.switch.isChecked()
     url = w.local_server.url
-    got = _wait(qtbot, pool.submit(_client(url).completions.create, model="tiny-qwen3-target", prompt="Hi",
-                                   max_tokens=4))
+    got = _wait(
+        qtbot, pool.submit(_client(url).completions.create, model="tiny-qwen3-target", prompt="Hi", max_tokens=4)
+    )
     assert got.usage.completion_tokens == 4
     qtbot.waitUntil(lambda: w.local_server.label.text().startswith(f"serving {url} · queue 0/8 · 1 served · "))
-    if url != first:      # port 0: most likely another port; the old one is closed either way
+    if url != first:  # port 0: most likely another port; the old one is closed either way
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", int(first.rsplit(":", 1)[1].split("/")[0])), timeout=2).close()
 
@@ -226,10 +246,13 @@ def test_closing_while_a_request_is_served_and_one_waits(qtbot, make_window, poo
     def stream(n):
         """("ok", tokens) or ("error", status or exception name)."""
         try:
-            chunks = list(api.completions.create(model="target", prompt=PROMPT, max_tokens=n, stream=True,
-                                                 stream_options={"include_usage": True}))
+            chunks = list(
+                api.completions.create(
+                    model="target", prompt=PROMPT, max_tokens=n, stream=True, stream_options={"include_usage": True}
+                )
+            )
             return "ok", chunks[-1].usage.completion_tokens
-        except Exception as exc:          # the openai client raises for a 503 or a cut stream
+        except Exception as exc:  # the openai client raises for a 503 or a cut stream
             return "error", getattr(exc, "status_code", None) or type(exc).__name__
 
     running = pool.submit(stream, 900)
@@ -278,12 +301,13 @@ def _status(api, n):
     from openai import APIError, APIStatusError
 
     try:
-        chunks = list(api.completions.create(model="tiny-qwen3-target", prompt="Tell a long story", max_tokens=n,
-                                             stream=True))
+        chunks = list(
+            api.completions.create(model="tiny-qwen3-target", prompt="Tell a long story", max_tokens=n, stream=True)
+        )
         return "ok", len(chunks)
     except APIStatusError as exc:
         return exc.status_code, str(exc)
-    except APIError as exc:      # an error event inside the stream: the engine failed after the stream began
+    except APIError as exc:  # an error event inside the stream: the engine failed after the stream began
         return 500, str(exc)
-    except Exception as exc:     # the connection dropped
+    except Exception as exc:  # the connection dropped
         return "cut", repr(exc)

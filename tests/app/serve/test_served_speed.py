@@ -29,7 +29,7 @@ def default_pair():
 
 @pytest.fixture
 def pool():
-    ex = ThreadPoolExecutor(2)      # the clients: off the UI thread, as other programs are
+    ex = ThreadPoolExecutor(2)  # the clients: off the UI thread, as other programs are
     yield ex
     ex.shutdown(wait=True, cancel_futures=True)
 
@@ -45,20 +45,29 @@ def test_the_status_shows_the_speed_of_served_requests(qtbot, make_window, defau
     panel.switch.click()
     qtbot.waitUntil(lambda: server.state == "serving", timeout=LOAD_TIMEOUT_MS)
     url, label = server.url, server.label
-    assert label.text() == f"serving {url} · queue 0/8 · 0 served"     # nothing served: no speed yet
+    assert label.text() == f"serving {url} · queue 0/8 · 0 served"  # nothing served: no speed yet
     api = OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=300)
     model = server.server.app.model_ids[0]
     assert model == default_pair[0].stem
 
     def stream(n):
-        chunks = list(api.chat.completions.create(model=model, messages=MESSAGES, max_tokens=n, temperature=0,
-                                                  stream=True, stream_options={"include_usage": True}))
+        chunks = list(
+            api.chat.completions.create(
+                model=model,
+                messages=MESSAGES,
+                max_tokens=n,
+                temperature=0,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        )
         return chunks[-1].usage.completion_tokens, chunks[-1].model_extra["timings"]
 
     running = pool.submit(stream, 160)
     # while it runs: its speed so far, from its own steps (nothing was served before it)
-    qtbot.waitUntil(lambda: "· busy · 0 served · " in label.text() and label.text().endswith(" tok/s"),
-                    timeout=ANSWER_TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: "· busy · 0 served · " in label.text() and label.text().endswith(" tok/s"), timeout=ANSWER_TIMEOUT_MS
+    )
     speed, said = server.served_tok_per_s()
     assert speed > 0 and said.startswith("the running request") and said in label.toolTip()
     qtbot.waitUntil(running.done, timeout=ANSWER_TIMEOUT_MS)
@@ -73,6 +82,8 @@ def test_the_status_shows_the_speed_of_served_requests(qtbot, make_window, defau
     full = pool.submit(api.chat.completions.create, model=model, messages=MESSAGES, max_tokens=12, temperature=0)
     qtbot.waitUntil(full.done, timeout=ANSWER_TIMEOUT_MS)
     second = full.result().model_extra["timings"]
-    qtbot.waitUntil(lambda: label.text() == f"serving {url} · queue 0/8 · 2 served · "
-                                            f"{second['predicted_per_second']:.1f} tok/s", timeout=ANSWER_TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: label.text() == f"serving {url} · queue 0/8 · 2 served · {second['predicted_per_second']:.1f} tok/s",
+        timeout=ANSWER_TIMEOUT_MS,
+    )
     assert "the last request: 12 tokens" in label.toolTip()

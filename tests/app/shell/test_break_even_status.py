@@ -14,15 +14,15 @@ def test_status_bar_shows_measured_and_break_even_commit_lengths(qtbot):
     qtbot.addWidget(bar)
     label = bar.break_even
     bar.set_break_even(1.3, 5.9, "chain 7")
-    assert label.text() == "speculation is slower here: 0.22× (chain 7) —"        # in words (issue 33)
+    assert label.text() == "speculation is slower here: 0.22× (chain 7) —"  # in words (issue 33)
     assert "commit 1.30 / break-even 5.90" in label.toolTip()
     assert "does not pay" in label.toolTip() and "5.90 autoregressive steps" in label.toolTip()
     bar.set_break_even(4.0, 2.5, "chain 4")
     assert "4.00" in label.text() and "2.50" in label.text() and "pays" in label.toolTip()
     assert "does not" not in label.toolTip()
-    bar.set_break_even(0.0, 3.2, "chain 1")        # nothing measured yet for it
+    bar.set_break_even(0.0, 3.2, "chain 1")  # nothing measured yet for it
     assert label.text() == "commit – / break-even 3.20 (chain 1)" and "not measured" in label.toolTip()
-    bar.set_break_even(0.0, 0.0)                   # no cost table: nothing shown
+    bar.set_break_even(0.0, 0.0)  # no cost table: nothing shown
     assert label.text() == ""
 
 
@@ -36,7 +36,7 @@ def test_slower_speculation_is_said_in_words_with_a_one_click_switch_to_auto(qtb
     assert not button.isHidden() and button.text() == "switch to auto"
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
     assert w.settings.mode == "auto" and w.settings_panel.mode.currentData() == "auto"
-    assert StudioSettings.load(w.qsettings).mode == "auto"          # saved like a choice made in Settings
+    assert StudioSettings.load(w.qsettings).mode == "auto"  # saved like a choice made in Settings
     assert button.isHidden() and "auto" in bar.currentMessage()
     # in auto already: said in words, nothing to switch to
     bar.set_break_even(1.57, 10.60, "chain 15", "auto")

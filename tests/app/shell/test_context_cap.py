@@ -27,7 +27,7 @@ def smollm2(tmp_path_factory):
 
 def test_spin_box_maximum_follows_the_pair_and_memory(qtbot, make_window, smollm2):
     w = make_window()
-    w.settings_panel.gpu_source = lambda: []           # a CPU build: the KV cache lives in RAM
+    w.settings_panel.gpu_source = lambda: []  # a CPU build: the KV cache lives in RAM
     w.pairing.set_pair(str(smollm2[0]), str(smollm2[1]))
     wait_report(qtbot, w)
     t, d = inspect_model(smollm2[0]), inspect_model(smollm2[1])
@@ -38,5 +38,8 @@ def test_spin_box_maximum_follows_the_pair_and_memory(qtbot, make_window, smollm
     assert cap == min(INT_RANGES["n_ctx"][1], cap) and min(fits_lo, INT_RANGES["n_ctx"][1]) <= cap
     assert cap <= min(fits_hi, INT_RANGES["n_ctx"][1])
     # and the estimate is the one the pairing check uses: a context at the cap passes kv_memory
-    assert compat.check(t, d, n_ctx=max(16, int(fits_lo * 0.95)), build={"backend": "cpu"}).get("kv_memory").status == "PASS"
+    assert (
+        compat.check(t, d, n_ctx=max(16, int(fits_lo * 0.95)), build={"backend": "cpu"}).get("kv_memory").status
+        == "PASS"
+    )
     assert compat.check(t, d, n_ctx=fits_hi * 2, build={"backend": "cpu"}).get("kv_memory").status == "FAIL"

@@ -40,16 +40,18 @@ def test_the_default_pair_answers_a_chat_question(qtbot, make_window, smollm2_ta
             w.pairing.demo_button.click()
         assert w.settings.drafter == str(demo.smollm2_drafter())
     else:
-        drafter = synth.write_drafter_for(smollm2_target, private_dirs / "smollm2-synthetic-dflash.gguf",
-                                          synth.DrafterSpec(n_layer=1))
+        drafter = synth.write_drafter_for(
+            smollm2_target, private_dirs / "smollm2-synthetic-dflash.gguf", synth.DrafterSpec(n_layer=1)
+        )
         load_pair(qtbot, w, (smollm2_target, drafter))
     assert smollm2_target.name in w.status.pair.text()
     text = ask(qtbot, w, QUESTION).text.lower()
     assert sum(word in text for word in ("water", "exercise", "sleep", "diet", "eat")) >= 2, text
 
 
-def test_a_first_start_with_the_default_pair_present_loads_it_without_a_click(qtbot, make_window, smollm2_target,
-                                                                               private_dirs):
+def test_a_first_start_with_the_default_pair_present_loads_it_without_a_click(
+    qtbot, make_window, smollm2_target, private_dirs
+):
     """Issue 33, item 1: nothing configured and SmolLM2 + its drafter on disk -> the window loads them."""
     if demo.smollm2_drafter() is None:
         pytest.skip("the SmolLM2 drafter is not shipped in this checkout")

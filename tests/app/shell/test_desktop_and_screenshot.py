@@ -41,12 +41,22 @@ def test_the_default_launcher_is_the_venvs_console_script():
 
 def test_screenshot_runs_the_app_offscreen_and_writes_a_png(tmp_path):
     out = tmp_path / "shot.png"
-    env = dict(os.environ, DFLASH_DATA_DIR=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"),
-               QT_QPA_PLATFORM="offscreen")
-    proc = subprocess.run([sys.executable, "-m", "app.shell.main", "--screenshot", str(out)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = dict(
+        os.environ,
+        DFLASH_DATA_DIR=str(tmp_path / "data"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        QT_QPA_PLATFORM="offscreen",
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.shell.main", "--screenshot", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "does not support" not in proc.stderr     # the offscreen plugin's notices stay off the terminal
+    assert "does not support" not in proc.stderr  # the offscreen plugin's notices stay off the terminal
     img = QImage(str(out))
     assert (img.width(), img.height()) == (1480, 900)
     # the app used the private data dir (the conversation store), and the user's settings were not touched

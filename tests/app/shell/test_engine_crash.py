@@ -26,8 +26,11 @@ def _stored(store_file) -> list[tuple[str, str]]:
 
 
 def test_a_drafter_that_aborts_llama_cpp_leaves_the_window_up(qtbot, make_window, tiny_pair, store_file, tmp_path):
-    bad = synth.write_drafter(tmp_path / "negative-eps-dflash.gguf", synth.TargetSpec(arch="qwen3", vocab="gpt2"),
-                              synth.DrafterSpec(rms_eps=-1.0))
+    bad = synth.write_drafter(
+        tmp_path / "negative-eps-dflash.gguf",
+        synth.TargetSpec(arch="qwen3", vocab="gpt2"),
+        synth.DrafterSpec(rms_eps=-1.0),
+    )
     w = make_window(n_ctx=1024, max_tokens=8)
     # loaded as `--no-check` does: the pairing checks skipped, straight to llama.cpp
     with qtbot.waitSignal(w.pairLoaded, timeout=LOAD_TIMEOUT_MS):
@@ -67,7 +70,7 @@ def test_killing_the_engine_mid_answer_keeps_the_committed_text(qtbot, make_wind
         w.chat.input.setPlainText("Tell me a long story")
         w.chat.send_button.click()
         qtbot.waitUntil(lambda: len(w.chat.transcript.messages[-1].tokens) >= 5, timeout=ANSWER_TIMEOUT_MS)
-        os.kill(w.engine.engine_pid, signal.SIGKILL)       # as the out-of-memory killer would
+        os.kill(w.engine.engine_pid, signal.SIGKILL)  # as the out-of-memory killer would
     exc = failed.args[0]
     assert isinstance(exc, EngineProcessError) and exc.reason in ("killed", "out_of_memory")
     qtbot.waitUntil(lambda: w.engine.state == "empty", timeout=LOAD_TIMEOUT_MS)
@@ -76,8 +79,11 @@ def test_killing_the_engine_mid_answer_keeps_the_committed_text(qtbot, make_wind
     assert status.startswith("The engine stopped mid-generation: ") and "(SIGKILL" in status
     # what the engine committed before it died is kept, in the window and in the store
     msgs = w.chat.transcript.messages
-    assert [(m.role, m.content) for m in msgs[:3]] == [("user", "Hello"), ("assistant", first.text),
-                                                        ("user", "Tell me a long story")]
+    assert [(m.role, m.content) for m in msgs[:3]] == [
+        ("user", "Hello"),
+        ("assistant", first.text),
+        ("user", "Tell me a long story"),
+    ]
     cut = msgs[3]
     assert cut.role == "assistant" and len(cut.tokens) >= 5 and cut.content == "".join(p for p, _, _ in cut.tokens)
     assert not w.chat.transcript.streaming
@@ -111,8 +117,9 @@ def test_the_child_engine_swaps_adapters_resets_and_cancels_a_load(qtbot, make_w
     """What the app asks of its engine besides chat, through the child: LoRA adapters and a drafter swap
     (drafterChanged with the child's config), reset, and a load cancelled mid-way (the child is killed)."""
     lora = synth.write_lora(tmp_path / "variant-lora.gguf", scale=3.0)
-    other = synth.write_drafter(tmp_path / "other-dflash.gguf", synth.TargetSpec(arch="qwen3", vocab="gpt2"),
-                                synth.DrafterSpec(seed=11))
+    other = synth.write_drafter(
+        tmp_path / "other-dflash.gguf", synth.TargetSpec(arch="qwen3", vocab="gpt2"), synth.DrafterSpec(seed=11)
+    )
     w = make_window(n_ctx=1024, max_tokens=6)
     load_pair(qtbot, w, tiny_pair)
     e = w.engine
@@ -123,11 +130,11 @@ def test_the_child_engine_swaps_adapters_resets_and_cancels_a_load(qtbot, make_w
     with qtbot.waitSignal(e.drafterChanged, timeout=LOAD_TIMEOUT_MS) as changed:
         e.swap_drafter(other)
     assert changed.args[0].config.draft == Path(other) and e.info.config.draft == Path(other)
-    assert e.last_load.config.draft == Path(other)           # a reload would bring this drafter back
+    assert e.last_load.config.draft == Path(other)  # a reload would bring this drafter back
     assert ask(qtbot, w, "Hello").summary.n_generated > 0
     e.reset()
-    assert ask(qtbot, w, "Go on").summary.n_prompt_reused == 0      # the reset reached the child's cache
-    assert ask(qtbot, w, "And on").summary.n_prompt_reused > 0      # (without one, the prefix is reused)
+    assert ask(qtbot, w, "Go on").summary.n_prompt_reused == 0  # the reset reached the child's cache
+    assert ask(qtbot, w, "And on").summary.n_prompt_reused > 0  # (without one, the prefix is reused)
     # a load cancelled while the child loads (held stopped here, as a slow disk would): the child is
     # killed and the window says so; in the app's own process llama.cpp could not be interrupted
     old = e.engine_pid
@@ -159,7 +166,11 @@ def _loading_child(other_than: int | None) -> int | None:
             cmd = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if (int(stat[1]) == os.getpid() and stat[0] != "Z" and int(entry.name) != other_than
-                and b"engine_bridge.runtime.engine_process" in cmd):
+        if (
+            int(stat[1]) == os.getpid()
+            and stat[0] != "Z"
+            and int(entry.name) != other_than
+            and b"engine_bridge.runtime.engine_process" in cmd
+        ):
             return int(entry.name)
     return None

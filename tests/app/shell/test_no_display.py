@@ -22,18 +22,30 @@ def _env_without_display(tmp_path) -> dict:
 
 def test_the_cli_without_a_display_prints_a_sentence_and_exits_2(tmp_path):
     # the same entry point as the console script (pyproject: dflash-studio = engine_bridge.cli:main)
-    proc = subprocess.run([sys.executable, "-m", "engine_bridge.cli"], cwd=ROOT, env=_env_without_display(tmp_path),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine_bridge.cli"],
+        cwd=ROOT,
+        env=_env_without_display(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     err = proc.stderr.strip()
     assert err == f"dflash-studio: {deps.display_problem({})}", err
     assert "xcb" not in err and "Aborted" not in err and "Traceback" not in err
-    assert not (tmp_path / "config").exists()        # nothing was started
+    assert not (tmp_path / "config").exists()  # nothing was started
 
 
 def test_the_app_module_says_the_same(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "app.shell.main"], cwd=ROOT, env=_env_without_display(tmp_path),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.shell.main"],
+        cwd=ROOT,
+        env=_env_without_display(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "no display: DISPLAY and WAYLAND_DISPLAY are unset" in proc.stderr
 
 
@@ -45,7 +57,7 @@ def test_missing_xcb_libraries_are_named_with_the_install_line(tmp_path):
     assert problem and problem.startswith("Qt's xcb plugin cannot load: missing system libraries")
     assert "libQt6XcbQpa.so.6" in problem
     assert deps.startup_problem({"DISPLAY": ":0"}) is None or "missing" in deps.startup_problem({"DISPLAY": ":0"})
-    assert deps.startup_problem({"QT_QPA_PLATFORM": "offscreen"}, plugin=lonely) is None   # no xcb needed
+    assert deps.startup_problem({"QT_QPA_PLATFORM": "offscreen"}, plugin=lonely) is None  # no xcb needed
 
 
 def test_offscreen_platform_notices_stay_off_the_terminal(tmp_path):
@@ -62,13 +74,20 @@ def test_offscreen_platform_notices_stay_off_the_terminal(tmp_path):
         "w = QMainWindow(); d = QDockWidget('dock'); d.setWidget(QLabel('x'))\n"
         "w.addDockWidget(Qt.RightDockWidgetArea, d); w.show(); d.setFloating(True); d.raise_()\n"
         "qWarning('a real warning')\n"
-        "QTimer.singleShot(200, app.quit); sys.exit(app.exec())\n")
+        "QTimer.singleShot(200, app.quit); sys.exit(app.exec())\n"
+    )
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "does not support" not in proc.stderr
     assert proc.stderr.strip() == "dflash-studio: Qt: a real warning"
     # without the handler the same run prints the notices (what the handler is for)
-    raw = subprocess.run([sys.executable, "-c", code.replace("install_quiet_handler()\n", "")], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=120)
+    raw = subprocess.run(
+        [sys.executable, "-c", code.replace("install_quiet_handler()\n", "")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "This plugin does not support" in raw.stderr

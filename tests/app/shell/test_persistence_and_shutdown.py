@@ -55,10 +55,10 @@ def test_closing_during_generation_exits_cleanly(qtbot, make_window, tiny_pair, 
     db = sqlite3.connect(store_file)
     early = db.execute("SELECT content FROM messages WHERE role='assistant'").fetchall()
     assert len(early) == 1 and early[0][0]
-    w.close()                       # must stop the generation and join the worker thread
+    w.close()  # must stop the generation and join the worker thread
     assert thread.isFinished()
     assert w._closed
-    qtbot.wait(100)                 # late queued replies must be harmless
+    qtbot.wait(100)  # late queued replies must be harmless
     rows = db.execute("SELECT role, content, tokens FROM messages ORDER BY id").fetchall()
     assert [r[0] for r in rows] == ["user", "assistant"]
     shown = w.chat.transcript.messages[-1]

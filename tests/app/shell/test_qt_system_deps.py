@@ -14,19 +14,22 @@ from app.shell import qt_system_deps as deps
 
 ROOT = Path(__file__).resolve().parents[3]
 PLUGIN = deps.xcb_plugin()
-WHEEL_QT = PLUGIN.parents[2]          # .../PySide6/Qt: libraries the wheel ships itself
+WHEEL_QT = PLUGIN.parents[2]  # .../PySide6/Qt: libraries the wheel ships itself
 
 
 def _system_libraries() -> dict[str, str | None]:
     """What the shipped plugin loads from the system (ldd, for real), wheel libraries left out."""
-    return {so: where for so, where in deps.ldd(PLUGIN).items()
-            if where is None or not Path(where).resolve().is_relative_to(WHEEL_QT.resolve())}
+    return {
+        so: where
+        for so, where in deps.ldd(PLUGIN).items()
+        if where is None or not Path(where).resolve().is_relative_to(WHEEL_QT.resolve())
+    }
 
 
 def test_the_table_covers_every_system_library_the_xcb_plugin_loads():
     assert PLUGIN.exists(), PLUGIN
     libs = _system_libraries()
-    assert any(so.startswith("libxcb") for so in libs), libs      # ldd really listed the plugin's libraries
+    assert any(so.startswith("libxcb") for so in libs), libs  # ldd really listed the plugin's libraries
     missing_here = sorted(so for so, where in libs.items() if where is None)
     assert not [so for so in missing_here if so not in deps.SONAME_PACKAGES], missing_here
     # and those this machine provides, so the table also holds on a machine that lacks them
@@ -80,8 +83,14 @@ def test_without_root_it_prints_the_exact_install_command_and_stops(tmp_path, ca
 
 
 def test_without_root_a_known_missing_package_gives_the_sudo_apt_line(capsys):
-    assert deps.install_command(["libxcb-icccm4", "libxcb-keysyms1"], root=False) == \
-        ["sudo", "apt-get", "install", "-y", "libxcb-icccm4", "libxcb-keysyms1"]
+    assert deps.install_command(["libxcb-icccm4", "libxcb-keysyms1"], root=False) == [
+        "sudo",
+        "apt-get",
+        "install",
+        "-y",
+        "libxcb-icccm4",
+        "libxcb-keysyms1",
+    ]
     # the test mode asks for Xvfb too where it is absent (/bin/true stands for a plugin that lacks nothing)
     code = deps.check("test", env={}, root=False, apt=True, plugin=Path("/bin/true"), have_xvfb=False)
     err = capsys.readouterr().err.strip()
@@ -90,14 +99,26 @@ def test_without_root_a_known_missing_package_gives_the_sudo_apt_line(capsys):
 
 def test_make_run_without_a_display_says_so_in_one_line():
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
-    proc = subprocess.run([sys.executable, "-m", "app.shell.qt_system_deps", "--for", "run"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.shell.qt_system_deps", "--for", "run"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if deps.missing_libraries() and os.geteuid() != 0:
         assert proc.returncode == 1 and "sudo apt-get install -y" in proc.stderr
     else:
         assert proc.returncode == 1, proc.stderr
         assert proc.stderr.strip().splitlines()[-1].startswith("dflash-studio: no display")
     # offscreen needs no X libraries and no display
-    off = subprocess.run([sys.executable, "-m", "app.shell.qt_system_deps", "--for", "run"], cwd=ROOT,
-                         env=dict(env, QT_QPA_PLATFORM="offscreen"), capture_output=True, text=True, timeout=120)
+    off = subprocess.run(
+        [sys.executable, "-m", "app.shell.qt_system_deps", "--for", "run"],
+        cwd=ROOT,
+        env=dict(env, QT_QPA_PLATFORM="offscreen"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert off.returncode == 0 and off.stderr == ""

@@ -32,8 +32,9 @@ def test_settings_panel_probes_the_servers_off_the_ui_thread(qtbot, make_window)
     assert w.settings.rpc_servers == f"{srv.endpoint}, {dead}"
 
 
-def test_a_server_lost_mid_answer_keeps_the_window_and_the_conversation(qtbot, make_window, tiny_pair, store_file,
-                                                                        tmp_path):
+def test_a_server_lost_mid_answer_keeps_the_window_and_the_conversation(
+    qtbot, make_window, tiny_pair, store_file, tmp_path
+):
     srv = RpcServerProcess(threads=1, log=tmp_path / "server.log").start()
     try:
         w = make_window(n_ctx=1024, max_tokens=8, flash_attn="off", rpc_servers=srv.endpoint)

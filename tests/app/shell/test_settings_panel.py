@@ -16,8 +16,9 @@ def test_kv_types_the_model_cannot_run_are_disabled_with_reasons(qtbot, make_win
     w = make_window()
     w.pairing.set_pair(str(tiny_pair[0]), str(tiny_pair[1]))
     wait_report(qtbot, w)
-    qtbot.waitUntil(lambda: w.advisor.target_info is not None and w.advisor.drafter_info is not None,
-                    timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: w.advisor.target_info is not None and w.advisor.drafter_info is not None, timeout=LOAD_TIMEOUT_MS
+    )
     p = w.settings_panel
     tk, tv = p.kv[("target", "k")], p.kv[("target", "v")]
     # head_dim 16: 32-value blocks cannot be used with flash attention (auto resolves to on for CPU)
@@ -32,7 +33,7 @@ def test_kv_types_the_model_cannot_run_are_disabled_with_reasons(qtbot, make_win
     assert not _item(tv, "q8_0").isEnabled() and "flash attention" in _item(tv, "q8_0").toolTip()
     tk.setCurrentIndex(tk.findData("q8_0"))
     assert w.settings.target_k == "q8_0" and w.settings.flash_attn == "off"
-    assert wait_report(qtbot, w).ok                      # the pairing check agrees
+    assert wait_report(qtbot, w).ok  # the pairing check agrees
 
 
 def test_a_change_that_needs_a_reload_says_so_and_reloads_on_request(qtbot, make_window, tiny_pair):
@@ -41,7 +42,7 @@ def test_a_change_that_needs_a_reload_says_so_and_reloads_on_request(qtbot, make
     p = w.settings_panel
     w.side_tabs.setCurrentWidget(p)
     assert not p.banner.isVisible()
-    p.temperature.setValue(0.5)                          # generation settings need no reload
+    p.temperature.setValue(0.5)  # generation settings need no reload
     assert not p.banner.isVisible()
     p.n_ctx.setValue(3072)
     assert p.banner.isVisible() and "context size" in p.banner_text.text()
@@ -52,7 +53,7 @@ def test_a_change_that_needs_a_reload_says_so_and_reloads_on_request(qtbot, make
     assert not p.banner.isVisible()
     p.n_ctx.setValue(2048)
     assert p.banner.isVisible()
-    p.n_ctx.setValue(3072)                               # back to what is loaded: nothing pending
+    p.n_ctx.setValue(3072)  # back to what is loaded: nothing pending
     assert not p.banner.isVisible()
 
 
@@ -103,15 +104,17 @@ def test_gpu_split_settings_show_what_each_gpu_holds_and_need_a_reload(qtbot, ma
     assert "No GPU" in p.devices_view.text()
     # two described GPUs (the panel plans over whatever its source lists)
     gib = 2**30
-    gpus = [{"name": "CUDA0", "description": "GPU A", "memory_free": 8 * gib, "memory_total": 8 * gib},
-            {"name": "CUDA1", "description": "GPU B", "memory_free": 8 * gib, "memory_total": 8 * gib}]
+    gpus = [
+        {"name": "CUDA0", "description": "GPU A", "memory_free": 8 * gib, "memory_total": 8 * gib},
+        {"name": "CUDA1", "description": "GPU B", "memory_free": 8 * gib, "memory_total": 8 * gib},
+    ]
     p.gpu_source = lambda: gpus
     p.tensor_split.setText("1,3")
     p.tensor_split.editingFinished.emit()
     assert w.settings.tensor_split == "1,3"
     text = p.devices_view.text()
     assert "GPU0  GPU A: 8.00 GiB free" in text and "Fits:" in text
-    assert "target: GPU0 (GPU A): layers 0" in text and "drafter: GPU1 (GPU B)" in text   # beside the output
+    assert "target: GPU0 (GPU A): layers 0" in text and "drafter: GPU1 (GPU B)" in text  # beside the output
     assert p.banner.isVisible() and "GPU split" in p.banner_text.text()
     # the drafter on GPU 0 instead
     p.draft_gpu.setValue(0)

@@ -23,7 +23,7 @@ HOSTILE = {
     "n_ctx": ("999999999999", INT_RANGES["n_ctx"][1]),
     "budget": ("-5", INT_RANGES["budget"][0]),
     "seed": ("99999999999999999999", INT_RANGES["seed"][1]),
-    "max_tokens": ("1e9", StudioSettings().max_tokens),          # not an integer: the default
+    "max_tokens": ("1e9", StudioSettings().max_tokens),  # not an integer: the default
     "n_gpu_layers": ("lots", StudioSettings().n_gpu_layers),
     "main_gpu": ("100000", INT_RANGES["main_gpu"][1]),
     "temperature": ("nan", StudioSettings().temperature),
@@ -49,11 +49,11 @@ def test_each_out_of_range_or_unknown_value_is_reset_and_named(tmp_path, name):
     assert getattr(settings, name) == expected
     assert [r.split(":")[0] for r in resets] == [name], resets
     assert settings.target == "/m/t.gguf"
-    settings.engine_config()                     # builds: no ValueError from a reset field
+    settings.engine_config()  # builds: no ValueError from a reset field
     settings.generation_settings()
 
 
-@pytest.mark.parametrize("adapters", ['{"a": 1}', '[["a.gguf", "half"]]', '[["a.gguf", NaN]]', '[[1, 2]]', "nope"])
+@pytest.mark.parametrize("adapters", ['{"a": 1}', '[["a.gguf", "half"]]', '[["a.gguf", NaN]]', "[[1, 2]]", "nope"])
 def test_badly_shaped_adapters_are_reset(tmp_path, adapters):
     path = tmp_path / "s.ini"
     _ini(path, {"adapters": adapters})
@@ -63,8 +63,16 @@ def test_badly_shaped_adapters_are_reset(tmp_path, adapters):
 
 def test_good_values_are_kept_and_nothing_is_reported(tmp_path):
     path = tmp_path / "s.ini"
-    good = StudioSettings(target="/m/t.gguf", adapters=[["/m/a.gguf", 0.5]], n_ctx=8192, temperature=0.7, top_k=0,
-                          target_k="q8_0", mode="auto", seed=2**31 - 1)
+    good = StudioSettings(
+        target="/m/t.gguf",
+        adapters=[["/m/a.gguf", 0.5]],
+        n_ctx=8192,
+        temperature=0.7,
+        top_k=0,
+        target_k="q8_0",
+        mode="auto",
+        seed=2**31 - 1,
+    )
     good.save(open_settings(path))
     settings, resets = StudioSettings.load_checked(open_settings(path))
     assert settings == good and resets == []
@@ -72,8 +80,9 @@ def test_good_values_are_kept_and_nothing_is_reported(tmp_path):
 
 
 def test_the_window_starts_on_a_hand_edited_file_and_says_what_was_reset(make_window, settings_file):
-    settings_file.write_text("[studio]\nn_ctx=999999999999\ntarget_k=q9_9\nadapters=[[1]]\nbudget=100000\n"
-                             "[ui]\nconversation=not-a-number\n")
+    settings_file.write_text(
+        "[studio]\nn_ctx=999999999999\ntarget_k=q9_9\nadapters=[[1]]\nbudget=100000\n[ui]\nconversation=not-a-number\n"
+    )
     w = make_window()
     assert w.settings_panel.n_ctx.value() == INT_RANGES["n_ctx"][1]
     assert w.settings_panel.budget.value() == INT_RANGES["budget"][1]

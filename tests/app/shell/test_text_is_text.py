@@ -24,7 +24,7 @@ def _showing_markup(window):
         if "<font size=7" in label.text() and label.textFormat() != Qt.TextFormat.PlainText:
             bad.append(f"label {label.objectName() or label.text()[:30]!r}")
     for w in window.findChildren(QWidget):
-        if "<font size=7" in w.toolTip():      # an escaped tooltip holds &lt;font, never the raw tag
+        if "<font size=7" in w.toolTip():  # an escaped tooltip holds &lt;font, never the raw tag
             bad.append(f"tooltip of {w.objectName() or type(w).__name__}")
     return bad
 
@@ -40,6 +40,6 @@ def test_hostile_file_names_are_plain_text_everywhere(qtbot, make_window, tiny_p
     load_pair(qtbot, w, (target, drafter))
     assert HOSTILE in w.status.pair.text()
     shown = [lbl for lbl in w.findChildren(QLabel) if "<font size=7" in lbl.text()]
-    assert len(shown) >= 3, [lbl.objectName() for lbl in shown]     # status bar, both slots at least
+    assert len(shown) >= 3, [lbl.objectName() for lbl in shown]  # status bar, both slots at least
     bad = _showing_markup(w)
     assert bad == [], "; ".join(bad)

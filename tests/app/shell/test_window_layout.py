@@ -17,18 +17,19 @@ def test_the_pairing_report_shows_reason_and_fix_whole_at_the_default_size(qtbot
     from engine_bridge.models import synth
 
     target = tiny_pair[0]
-    bad = synth.write_drafter_for(target, tmp_path / "nomask" / "drafter.gguf",
-                                  synth.DrafterSpec(n_layer=1, with_mask_token=False))
+    bad = synth.write_drafter_for(
+        target, tmp_path / "nomask" / "drafter.gguf", synth.DrafterSpec(n_layer=1, with_mask_token=False)
+    )
     w = make_window()
     assert (w.width(), w.height()) == (1480, 900)
     w.pairing.set_pair(str(target), str(bad))
     report = wait_report(qtbot, w)
     assert report.failures
     view = w.pairing.report_view
-    qtbot.wait(50)                                   # the delayed relayout after the columns took their widths
+    qtbot.wait(50)  # the delayed relayout after the columns took their widths
     h = view.header()
     right = h.sectionPosition(3) + h.sectionSize(3)
-    assert right <= view.viewport().width(), (right, view.viewport().width())      # Fix is on screen
+    assert right <= view.viewport().width(), (right, view.viewport().width())  # Fix is on screen
     assert h.sectionSize(2) >= 100 and h.sectionSize(3) >= 100
     assert view.horizontalScrollBar().maximum() == 0
     # every row is as tall as its wrapped Reason and Fix: nothing is cut off or elided
@@ -39,7 +40,7 @@ def test_the_pairing_report_shows_reason_and_fix_whole_at_the_default_size(qtbot
             need = wrapped_height(item.text(col), view.font(), h.sectionSize(col) - 10)
             assert rect.height() >= need, (item.text(1), col, rect.height(), need)
     fail = next(r for r in view.rows() if r[0] == "FAIL")
-    assert fail[1] == "mask_token" and fail[3]                 # the name as the report has it, with its fix
+    assert fail[1] == "mask_token" and fail[3]  # the name as the report has it, with its fix
 
 
 def test_widening_one_dock_leaves_the_other_its_width(qtbot, make_window):
@@ -59,7 +60,7 @@ def test_the_bench_tab_fits_between_the_docks_and_its_empty_chart_has_a_plain_ax
     scroll = w.tabs.currentWidget()
     assert isinstance(scroll, QScrollArea)
     assert w.bench.width() <= scroll.viewport().width(), (w.bench.width(), scroll.viewport().width())
-    assert scroll.horizontalScrollBar().maximum() == 0              # the sweep panel is not cut off
+    assert scroll.horizontalScrollBar().maximum() == 0  # the sweep panel is not cut off
     vb = w.bench.plot.getPlotItem().getViewBox()
     assert vb.viewRange()[1] == [0.0, 1.0]
     assert "x0.001" not in w.bench.plot.getAxis("left").labelString()

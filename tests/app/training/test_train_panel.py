@@ -50,7 +50,7 @@ def test_inputs_are_checked_before_anything_runs(qtbot, panel, tmp_path, tiny_ta
     panel.target_edit.setText(str(tiny_target))
     panel.out_edit.setText(str(taken))
     assert panel.start() is False and "already exists" in panel.status_label.text()
-    assert taken.read_bytes() == b"an earlier drafter"            # nothing overwritten
+    assert taken.read_bytes() == b"an earlier drafter"  # nothing overwritten
     assert panel.start_button.isEnabled() and not panel.cancel_button.isEnabled()
 
 
@@ -68,8 +68,12 @@ def test_a_bad_prompt_file_is_refused_in_the_status_line(qtbot, panel, tmp_path,
     panel.prompts_edit.setText(str(mine))
     assert panel.start() is False and "mine.jsonl line 2: not JSON" in panel.status_label.text()
     q = json.loads(resource("prompts", "public", "humaneval.jsonl").read_text().splitlines()[3])
-    mine.write_text(json.dumps({"text": "Plan a picnic for six people."}) + "\n"
-                    + json.dumps({"text": q["messages"][0]["content"], "category": "code"}) + "\n")
+    mine.write_text(
+        json.dumps({"text": "Plan a picnic for six people."})
+        + "\n"
+        + json.dumps({"text": q["messages"][0]["content"], "category": "code"})
+        + "\n"
+    )
     assert panel.start() is False and "mine.jsonl line 2 matches humaneval" in panel.status_label.text()
     mine.write_text(json.dumps({"text": "Plan a picnic for six people."}) + "\n")
     req = panel.build_request()
@@ -87,10 +91,10 @@ def test_default_output_never_overwrites(tmp_path, tiny_target):
 def test_current_pair_target_is_offered(qtbot, panel, tiny_target):
     assert not panel.current_button.isEnabled()
     panel.set_current_target(str(tiny_target))
-    assert panel.target_edit.text() == str(tiny_target)     # an empty field takes it
+    assert panel.target_edit.text() == str(tiny_target)  # an empty field takes it
     panel.target_edit.setText("/elsewhere/other.gguf")
     panel.set_current_target(str(tiny_target))
-    assert panel.target_edit.text() == "/elsewhere/other.gguf"   # a typed choice is kept
+    assert panel.target_edit.text() == "/elsewhere/other.gguf"  # a typed choice is kept
     qtbot.mouseClick(panel.current_button, Qt.MouseButton.LeftButton)
     assert panel.target_edit.text() == str(tiny_target)
 
@@ -131,7 +135,7 @@ def test_training_from_the_tab_shows_progress_and_loads_the_pair(qtbot, make_win
     # every loss point is on the curve (the throttle merges redraws, never points)
     qtbot.waitUntil(lambda: len(panel.curve.getData()[1] if panel.curve.getData()[1] is not None else []) == len(train))
     assert list(panel.curve.getData()[1]) == pytest.approx([e["loss"] for e in train])
-    assert panel.losses[-1] < panel.losses[0]                     # it learned something
+    assert panel.losses[-1] < panel.losses[0]  # it learned something
     assert panel.log_view.toPlainText().count("train: step") >= 2
     qtbot.waitUntil(lambda: not panel.running)
     assert panel.progress_bar.value() == panel.progress_bar.maximum()
@@ -140,7 +144,7 @@ def test_training_from_the_tab_shows_progress_and_loads_the_pair(qtbot, make_win
     assert w.pairing.drafter.path == str(out)
     from engine_bridge.models.library import Library
 
-    assert Library().made_by_app(out) == "trained drafter"        # the library's Forget may delete it
+    assert Library().made_by_app(out) == "trained drafter"  # the library's Forget may delete it
     result = ask(qtbot, w, "Hello")
     assert result.summary.n_generated > 0 and result.summary.mode == "chain"
 
@@ -149,7 +153,7 @@ def test_cancel_stops_training_and_the_app_stays_up(qtbot, make_window, tiny_tar
     w = make_window(max_tokens=8)
     panel = w.train
     panel.target_edit.setText(str(tiny_target))
-    tiny_options(panel)                        # no step cap: only Cancel ends it before 120 s
+    tiny_options(panel)  # no step cap: only Cancel ends it before 120 s
     panel.seconds_spin.setValue(3600)
     with qtbot.waitSignal(panel.trainingCancelled, timeout=RUN_TIMEOUT_MS):
         assert panel.start()
@@ -161,7 +165,7 @@ def test_cancel_stops_training_and_the_app_stays_up(qtbot, make_window, tiny_tar
         assert "cancelling" in panel.status_label.text()
     qtbot.waitUntil(lambda: not panel.running, timeout=30_000)
     out = panel._request.out
-    assert not out.exists()                                   # nothing exported, nothing loaded
+    assert not out.exists()  # nothing exported, nothing loaded
     assert "cancelled" in panel.status_label.text() and panel.start_button.isEnabled()
     assert w.engine.state == "empty"
     # the app goes on: a pair loads and answers
@@ -171,7 +175,7 @@ def test_cancel_stops_training_and_the_app_stays_up(qtbot, make_window, tiny_tar
 
 def test_a_broken_target_ends_in_a_clear_message(qtbot, panel, tiny_target, tmp_path):
     broken = tmp_path / "broken-target.gguf"
-    broken.write_bytes(tiny_target.read_bytes()[:4096])     # a truncated GGUF
+    broken.write_bytes(tiny_target.read_bytes()[:4096])  # a truncated GGUF
     panel.target_edit.setText(str(broken))
     tiny_options(panel, max_steps=2)
     with qtbot.waitSignal(panel.trainingFailed, timeout=RUN_TIMEOUT_MS) as failed:

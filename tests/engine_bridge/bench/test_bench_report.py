@@ -17,7 +17,7 @@ import pytest
 from engine_bridge.bench import stats as st
 from engine_bridge import cli
 from engine_bridge.bench.runner import BenchResult, BenchRow, BenchSpec, Measurement
-from engine_bridge.bench.report import (build_report, summary_table, to_csv, to_json, to_markdown)
+from engine_bridge.bench.report import build_report, summary_table, to_csv, to_json, to_markdown
 from engine_bridge.bench.report_html import to_html
 from engine_bridge.bench.schema import SCHEMA_ID, ReportSchemaError, check_report, validate
 from engine_bridge.bench.suites import Prompt, Suite
@@ -30,10 +30,22 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # -- fixed inputs -----------------------------------------------------------------------------------
 def _m(row, pid, rep, n_gen, t_gen, ttft, *, steps=None, drafted=0, accepted=0, verify=0.001, tokens=None):
     steps = steps or [1] * n_gen
-    s = RunSummary(mode="ar" if row == "ar" else "chain", n_prompt=20, n_prompt_reused=0, n_generated=n_gen,
-                   n_steps=len(steps), n_drafted=drafted, n_accepted=accepted, t_prefill=0.01,
-                   t_first_token=ttft, t_generate=t_gen, budget_requested=0, budget_effective=0, budget_note="",
-                   finish_reason="max_tokens")
+    s = RunSummary(
+        mode="ar" if row == "ar" else "chain",
+        n_prompt=20,
+        n_prompt_reused=0,
+        n_generated=n_gen,
+        n_steps=len(steps),
+        n_drafted=drafted,
+        n_accepted=accepted,
+        t_prefill=0.01,
+        t_first_token=ttft,
+        t_generate=t_gen,
+        budget_requested=0,
+        budget_effective=0,
+        budget_note="",
+        finish_reason="max_tokens",
+    )
     phases = {p: 0.0 for p in PHASES} | {"verify": verify}
     return Measurement(row, pid, rep, rep, s.to_dict(), phases, list(steps), tokens or list(range(n_gen)), "")
 
@@ -43,29 +55,46 @@ def fixed_result(tmp_path) -> BenchResult:
     suite = Suite("fixed", "fixed.jsonl", "0" * 64, (Prompt("p1", text="one"), Prompt("p2", text="two")))
     spec = BenchSpec(engine=EngineConfig(target=tmp_path / "t.gguf", draft=tmp_path / "d.gguf"), suite=suite, reps=2)
     kv = KVTypes()
-    rows = [BenchRow("ar", "ar", "autoregressive", "ar", 0, kv, "", "ar", status="ok"),
-            BenchRow("c0", "spec", "budget=4", "chain", 4, kv, "base", "ar", status="cancelled")]
+    rows = [
+        BenchRow("ar", "ar", "autoregressive", "ar", 0, kv, "", "ar", status="ok"),
+        BenchRow("c0", "spec", "budget=4", "chain", 4, kv, "base", "ar", status="cancelled"),
+    ]
     p1_steps, p2_steps = [3, 3, 2, 2], [2, 2, 2, 2, 1, 1]
     ms = [
         # AR: rep 0 -> 20 tok / 1.25 s = 16 tok/s; rep 1 -> 20 / 1.0 = 20 tok/s
-        _m("ar", "p1", 0, 10, 1.0, 0.010), _m("ar", "p2", 0, 10, 0.25, 0.010),
-        _m("ar", "p1", 1, 10, 0.5, 0.010), _m("ar", "p2", 1, 10, 0.5, 0.010),
+        _m("ar", "p1", 0, 10, 1.0, 0.010),
+        _m("ar", "p2", 0, 10, 0.25, 0.010),
+        _m("ar", "p1", 1, 10, 0.5, 0.010),
+        _m("ar", "p2", 1, 10, 0.5, 0.010),
         # speculative: rep 0 -> 20 / 0.5 = 40 tok/s; rep 1 -> 20 / 0.75 = 26.667 tok/s
         _m("c0", "p1", 0, 10, 0.25, 0.004, steps=p1_steps, drafted=8, accepted=6, verify=0.001),
         _m("c0", "p2", 0, 10, 0.25, 0.006, steps=p2_steps, drafted=8, accepted=2, verify=0.002),
         _m("c0", "p1", 1, 10, 0.5, 0.008, steps=p1_steps, drafted=8, accepted=6, verify=0.001),
         # p2 rep 1 commits different tokens than the baseline: not lossless
-        _m("c0", "p2", 1, 10, 0.25, 0.002, steps=p2_steps, drafted=8, accepted=2, verify=0.002,
-           tokens=[99] * 10),
+        _m("c0", "p2", 1, 10, 0.25, 0.002, steps=p2_steps, drafted=8, accepted=2, verify=0.002, tokens=[99] * 10),
         # an incomplete third repetition (cancelled): only per-prompt figures may use it
         _m("c0", "p1", 2, 10, 0.4, 0.005, steps=p1_steps, drafted=8, accepted=6, verify=0.001),
     ]
-    machine = {"os": "test-os", "python": "3", "cpu": "test cpu", "n_cpus": 2, "memory_bytes": 2**30,
-               "gpus": [], "gpu_info": "", "driver": ""}
-    build = {"build_commit": "0c1e57098", "llama_cpp_python": "0.3.36", "backend": "cpu", "system_info": "",
-             "cmake_args": ""}
-    return BenchResult(spec, rows, ms, machine, build, started_at=1_700_000_000.0,
-                       finished_at=1_700_000_010.0, cancelled=True)
+    machine = {
+        "os": "test-os",
+        "python": "3",
+        "cpu": "test cpu",
+        "n_cpus": 2,
+        "memory_bytes": 2**30,
+        "gpus": [],
+        "gpu_info": "",
+        "driver": "",
+    }
+    build = {
+        "build_commit": "0c1e57098",
+        "llama_cpp_python": "0.3.36",
+        "backend": "cpu",
+        "system_info": "",
+        "cmake_args": "",
+    }
+    return BenchResult(
+        spec, rows, ms, machine, build, started_at=1_700_000_000.0, finished_at=1_700_000_010.0, cancelled=True
+    )
 
 
 def test_aggregates_match_hand_computed_values(fixed_result):
@@ -84,9 +113,9 @@ def test_aggregates_match_hand_computed_values(fixed_result):
     assert sp["avg_ts"] == pytest.approx(100.0 / 3)
     assert sp["stddev_ts"] == pytest.approx((40.0 - 80.0 / 3) / math.sqrt(2))
     assert sp["ttft_ms"] == pytest.approx(5.0) and sp["stats"]["ttft_ms"]["sd"] == pytest.approx(0.0)
-    assert sp["acceptance_rate"] == pytest.approx(0.5)          # (6 + 2) / (8 + 8) per repetition
-    assert sp["mean_commit_len"] == pytest.approx(2.0)          # 20 tokens / 10 steps
-    assert sp["phase_verify_ms"] == pytest.approx(1.6)          # (4 x 1 ms + 6 x 2 ms) / 10 steps
+    assert sp["acceptance_rate"] == pytest.approx(0.5)  # (6 + 2) / (8 + 8) per repetition
+    assert sp["mean_commit_len"] == pytest.approx(2.0)  # 20 tokens / 10 steps
+    assert sp["phase_verify_ms"] == pytest.approx(1.6)  # (4 x 1 ms + 6 x 2 ms) / 10 steps
     assert sp["draft_n"] == 16 and sp["draft_n_accepted"] == 8 and sp["n_gen"] == 20 and sp["n_prompt"] == 40
     assert sp["commit_hist"] == {"1": 4, "2": 14, "3": 6}
     # speed-up = mean(40, 26.67) / mean(16, 20); each bootstrap extreme carries 1/16 of the mass,
@@ -100,7 +129,7 @@ def test_aggregates_match_hand_computed_values(fixed_result):
     prompts = {(p["row_id"], p["prompt_id"]): p for p in rep["prompts"]}
     p1 = prompts[("c0", "p1")]
     assert p1["n_reps"] == 3 and p1["samples_ts"] == pytest.approx([40.0, 20.0, 25.0])
-    assert p1["speedup"] == pytest.approx((85.0 / 3) / 15.0)     # vs AR p1 samples 10 and 20
+    assert p1["speedup"] == pytest.approx((85.0 / 3) / 15.0)  # vs AR p1 samples 10 and 20
     assert p1["lossless"] is True and prompts[("c0", "p2")]["lossless"] is False
     assert len(rep["runs"]) == 9
 
@@ -180,10 +209,38 @@ def cli_sweep(tiny_pair, tmp_path_factory):
     target, draft = tiny_pair
     out = tmp_path_factory.mktemp("bench-out")
     paths = {k: out / f"r.{k}" for k in ("json", "csv", "md", "html")}
-    rc = cli.main(["bench", "--target", str(target), "--draft", str(draft), "--threads", "1", "--n-ctx", "512",
-                   "--suite", "code", "--limit", "2", "--reps", "2", "--max-tokens", "12",
-                   "--sweep", "budget=2,6", "--quiet", "--out", str(paths["json"]), "--csv", str(paths["csv"]),
-                   "--md", str(paths["md"]), "--html", str(paths["html"])])
+    rc = cli.main(
+        [
+            "bench",
+            "--target",
+            str(target),
+            "--draft",
+            str(draft),
+            "--threads",
+            "1",
+            "--n-ctx",
+            "512",
+            "--suite",
+            "code",
+            "--limit",
+            "2",
+            "--reps",
+            "2",
+            "--max-tokens",
+            "12",
+            "--sweep",
+            "budget=2,6",
+            "--quiet",
+            "--out",
+            str(paths["json"]),
+            "--csv",
+            str(paths["csv"]),
+            "--md",
+            str(paths["md"]),
+            "--html",
+            str(paths["html"]),
+        ]
+    )
     return rc, {k: p.read_text(encoding="utf-8") for k, p in paths.items()}
 
 
@@ -198,7 +255,9 @@ def test_cli_sweep_exports_agree(cli_sweep):
     assert all(r["lossless"] is True for r in rows[1:])
     assert rep["settings"]["sweep"] == {"budget": ["2", "6"]} and rep["settings"]["seeds"] == [0, 1]
     assert rep["build"]["build_commit"] and rep["machine"]["cpu"] and rep["machine"]["n_cpus"] >= 1
-    assert rows[0]["model_filename"] == "tiny-qwen3-target.gguf" and rows[1]["draft_filename"] == "tiny-qwen3-dflash.gguf"
+    assert (
+        rows[0]["model_filename"] == "tiny-qwen3-target.gguf" and rows[1]["draft_filename"] == "tiny-qwen3-dflash.gguf"
+    )
 
     # CSV: full-precision numbers, identical to the JSON
     csv_rows = list(csv.DictReader(io.StringIO(files["csv"])))
@@ -249,7 +308,7 @@ def test_html_is_self_contained_and_its_images_decode(cli_sweep):
         assert data[:8] == PNG_MAGIC
         img = imread(io.BytesIO(data), format="png")
         assert img.ndim == 3 and img.shape[0] > 50 and img.shape[1] > 100
-        assert img.std() > 0   # something was drawn
+        assert img.std() > 0  # something was drawn
     # nothing fetched from elsewhere
     assert not re.search(r"""(src|href)=["'](https?:|//)""", files["html"])
 
@@ -268,10 +327,14 @@ def test_csv_and_markdown_carry_hostile_names_as_text(fixed_result, tmp_path):
     import dataclasses
 
     hostile = '=HYPERLINK("http://evil")<img src=x onerror=alert(1)>.gguf'
-    spec = dataclasses.replace(fixed_result.spec, engine=fixed_result.spec.engine.replace(
-        target=tmp_path / hostile, draft=tmp_path / ("@" + hostile)))
-    rows = [dataclasses.replace(fixed_result.rows[0], label="+cmd|' /C calc'!A0"),
-            dataclasses.replace(fixed_result.rows[1], label="-2+3")]
+    spec = dataclasses.replace(
+        fixed_result.spec,
+        engine=fixed_result.spec.engine.replace(target=tmp_path / hostile, draft=tmp_path / ("@" + hostile)),
+    )
+    rows = [
+        dataclasses.replace(fixed_result.rows[0], label="+cmd|' /C calc'!A0"),
+        dataclasses.replace(fixed_result.rows[1], label="-2+3"),
+    ]
     rep = build_report(dataclasses.replace(fixed_result, spec=spec, rows=rows))
     cells = [c for row in csv.reader(io.StringIO(to_csv(rep))) for c in row]
     formula = [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r") and not _is_number(c)]

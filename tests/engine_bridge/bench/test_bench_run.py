@@ -7,8 +7,15 @@ import threading
 import pytest
 
 from engine_bridge.models import synth
-from engine_bridge.bench.runner import (BASE_VARIANT, BenchSpec, SweepError, expand_sweep, parse_sweep, plan_rows,
-                                 run_bench)
+from engine_bridge.bench.runner import (
+    BASE_VARIANT,
+    BenchSpec,
+    SweepError,
+    expand_sweep,
+    parse_sweep,
+    plan_rows,
+    run_bench,
+)
 from engine_bridge.bench.report import build_report
 from engine_bridge.bench.suites import load_suite
 from engine_bridge.runtime.config import EngineConfig, KVTypes
@@ -24,8 +31,14 @@ def engine_config(tiny_pair):
 
 
 def make_spec(cfg, sweep=(), suite="code", **kw) -> BenchSpec:
-    return BenchSpec(engine=cfg, suite=load_suite(suite).head(N_PROMPTS), reps=REPS, max_tokens=MAX_TOKENS,
-                     sweep=parse_sweep(list(sweep)), **kw)
+    return BenchSpec(
+        engine=cfg,
+        suite=load_suite(suite).head(N_PROMPTS),
+        reps=REPS,
+        max_tokens=MAX_TOKENS,
+        sweep=parse_sweep(list(sweep)),
+        **kw,
+    )
 
 
 # -- sweep parsing (no engine) --------------------------------------------------------------------
@@ -37,8 +50,20 @@ def test_parse_sweep_axes_and_aliases():
     assert sw["draft_variant"] == [BASE_VARIANT, "lora:/a.gguf@0.5"]
 
 
-@pytest.mark.parametrize("bad", ["budget=0", "budget=x", "verify_mode=ar", "verify=fast", "type_k=q9", "colour=red",
-                                 "budget", "budget=", "kv=f16/zz"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "budget=0",
+        "budget=x",
+        "verify_mode=ar",
+        "verify=fast",
+        "type_k=q9",
+        "colour=red",
+        "budget",
+        "budget=",
+        "kv=f16/zz",
+    ],
+)
 def test_parse_sweep_rejects(bad):
     with pytest.raises(SweepError):
         parse_sweep([bad])
@@ -46,12 +71,14 @@ def test_parse_sweep_rejects(bad):
 
 def test_expand_is_the_product_and_groups_rows_by_reload(tmp_path):
     cfg = EngineConfig(target=tmp_path / "t.gguf", draft=tmp_path / "d.gguf")
-    spec = BenchSpec(engine=cfg, suite=load_suite("math"),
-                     sweep=parse_sweep(["budget=2,4,8", "kv=f16,bf16", "verify=chain,tree"]))
+    spec = BenchSpec(
+        engine=cfg, suite=load_suite("math"), sweep=parse_sweep(["budget=2,4,8", "kv=f16,bf16", "verify=chain,tree"])
+    )
     configs = expand_sweep(spec)
     assert len(configs) == 12
     assert {(c.budget, str(c.target_kv), c.verify_mode) for c in configs} == {
-        (b, kv, v) for b in (2, 4, 8) for kv in ("f16/f16", "bf16/bf16") for v in ("chain", "tree")}
+        (b, kv, v) for b in (2, 4, 8) for kv in ("f16/f16", "bf16/bf16") for v in ("chain", "tree")
+    }
     plan = plan_rows(spec)
     kinds = [row.kind for row, _ in plan]
     # one AR baseline per K/V group, each followed by its 6 speculative rows
@@ -93,7 +120,7 @@ def test_run_measures_ar_and_speculative(engine_config):
     report = build_report(res)
     by_id = {r["id"]: r for r in report["rows"]}
     assert by_id["c0"]["lossless"] is True
-    assert by_id["ar"]["lossless"] is None   # nothing to compare the baseline with
+    assert by_id["ar"]["lossless"] is None  # nothing to compare the baseline with
 
 
 def test_a_row_that_cannot_run_fails_alone_with_its_reason(engine_config, tmp_path):
@@ -144,7 +171,11 @@ def test_draft_variants_swap_files_and_adapters(engine_config, tmp_path):
     rows = [r for r in res.rows if r.kind == "spec"]
     assert [r.status for r in rows] == ["ok"] * 4, [r.error for r in rows]
     assert [r.model["draft_filename"] for r in rows] == [
-        engine_config.draft.name, engine_config.draft.name, "other-dflash.gguf", engine_config.draft.name]
+        engine_config.draft.name,
+        engine_config.draft.name,
+        "other-dflash.gguf",
+        engine_config.draft.name,
+    ]
     lora_row = next(r for r in rows if r.draft_variant.startswith("lora:"))
     assert lora_row.model["adapters"] == [[str(lora), 0.5]]
     # whichever drafter proposes, the target decides: every variant stays lossless
@@ -158,8 +189,12 @@ def test_kv_sweep_reloads_and_fails_an_impossible_group(engine_config):
     spec = make_spec(engine_config, ["kv=bf16,q8_0"])
     res = run_bench(spec)
     st = {r.id: (r.status, str(r.target_kv)) for r in res.rows}
-    assert st == {"ar0": ("ok", "bf16/bf16"), "c0": ("ok", "bf16/bf16"),
-                  "ar1": ("failed", "q8_0/q8_0"), "c1": ("failed", "q8_0/q8_0")}
+    assert st == {
+        "ar0": ("ok", "bf16/bf16"),
+        "c0": ("ok", "bf16/bf16"),
+        "ar1": ("failed", "q8_0/q8_0"),
+        "c1": ("failed", "q8_0/q8_0"),
+    }
     assert all("head_dim" in r.error for r in res.rows if r.status == "failed")
     report = build_report(res)
     assert report["rows"][1]["type_k"] == "bf16" and report["rows"][1]["speedup"] is not None
@@ -180,7 +215,7 @@ def test_auto_gets_its_own_row_against_the_best_fixed_one(engine_config):
     assert auto["best_fixed"] == best["id"]
     assert auto["auto_vs_best"] == pytest.approx(auto["avg_ts"] / best["avg_ts"])
     assert rows["chain"]["auto_vs_best"] is None and rows["ar"]["best_fixed"] is None
-    assert auto["lossless"] is True                      # greedy: auto commits what AR commits
+    assert auto["lossless"] is True  # greedy: auto commits what AR commits
     headers, table = auto_table(report)
     assert len(table) == 1 and "auto ÷ best fixed" in headers
     assert "auto against the best fixed configuration" in to_markdown(report)
@@ -199,26 +234,34 @@ def test_user_suite_errors_name_their_lines(tmp_path):
     from engine_bridge.bench.suites import SuiteError
 
     good = tmp_path / "mine.jsonl"
-    good.write_text('# my prompts\n{"prompt": "hello"}\n\n{"id": "q2", "text": "bye"}\n'
-                    '{"id": "c", "messages": [{"role": "user", "content": "hi"}]}\n')
+    good.write_text(
+        '# my prompts\n{"prompt": "hello"}\n\n{"id": "q2", "text": "bye"}\n'
+        '{"id": "c", "messages": [{"role": "user", "content": "hi"}]}\n'
+    )
     suite = load_suite(good)
     assert [p.id for p in suite.prompts] == ["line-2", "q2", "c"] and suite.name == "mine"
     assert suite.prompts[2].kind == "chat"
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"id": "a", "prompt": "x"}\nnot json\n{"id": "a", "prompt": "y"}\n{"id": "b"}\n'
-                   '{"id": "m", "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}\n')
+    bad.write_text(
+        '{"id": "a", "prompt": "x"}\nnot json\n{"id": "a", "prompt": "y"}\n{"id": "b"}\n'
+        '{"id": "m", "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}\n'
+    )
     with pytest.raises(SuiteError) as exc:
         load_suite(bad)
     msg = str(exc.value)
-    for part in ("line 2: not JSON", "line 3: duplicate id 'a'", "line 4: give exactly one of",
-                 "line 5: the last message must be the user's"):
+    for part in (
+        "line 2: not JSON",
+        "line 3: duplicate id 'a'",
+        "line 4: give exactly one of",
+        "line 5: the last message must be the user's",
+    ):
         assert part in msg
     with pytest.raises(SuiteError, match="unknown suite"):
         load_suite("poetry")
 
 
 def test_chat_prompts_go_through_the_targets_template(tiny_engine):
-    p = load_suite("chat").prompts[5]   # has a system message
+    p = load_suite("chat").prompts[5]  # has a system message
     text = p.render(tiny_engine.format_chat)
     assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
     assert p.messages[-1][1] in text

@@ -11,11 +11,14 @@ from engine_bridge.bench.suites import PUBLIC_SUITES, SuiteError, builtin_names,
 from engine_bridge.training import decontam
 
 
-@pytest.mark.parametrize("name,n,first_words,fingerprint", [
-    ("mt-bench", 80, "Compose an engaging travel blog post", "mt-bench"),
-    ("gsm8k", 100, "Janet’s ducks lay 16 eggs per day", "gsm8k-test"),
-    ("humaneval", 164, "Complete the following Python function.", "humaneval"),
-])
+@pytest.mark.parametrize(
+    "name,n,first_words,fingerprint",
+    [
+        ("mt-bench", 80, "Compose an engaging travel blog post", "mt-bench"),
+        ("gsm8k", 100, "Janet’s ducks lay 16 eggs per day", "gsm8k-test"),
+        ("humaneval", 164, "Complete the following Python function.", "humaneval"),
+    ],
+)
 def test_public_suites_load_by_name_and_are_all_fingerprinted(name, n, first_words, fingerprint):
     assert name in builtin_names()
     suite = load_suite(name)

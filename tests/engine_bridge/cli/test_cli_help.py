@@ -18,9 +18,13 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def cli(*args, stdin: str | bytes | None = None, timeout=300):
-    return subprocess.run([sys.executable, "-m", "engine_bridge.cli", *map(str, args)], cwd=ROOT,
-                          input=stdin.encode() if isinstance(stdin, str) else stdin, capture_output=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "engine_bridge.cli", *map(str, args)],
+        cwd=ROOT,
+        input=stdin.encode() if isinstance(stdin, str) else stdin,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
@@ -55,8 +59,11 @@ def test_version_prints_the_package_version():
 def test_every_command_has_a_description_help_for_every_argument_and_its_exit_codes():
     missing = {}
     for name, p in _commands().items():
-        gaps = [a.option_strings[-1] if a.option_strings else a.dest for a in p._actions
-                if not a.help and not isinstance(a, argparse._HelpAction)]
+        gaps = [
+            a.option_strings[-1] if a.option_strings else a.dest
+            for a in p._actions
+            if not a.help and not isinstance(a, argparse._HelpAction)
+        ]
         if not p.description:
             gaps.append("(description)")
         if not p.epilog or "exit codes" not in p.epilog:
@@ -79,8 +86,13 @@ def test_generate_help_lists_the_kv_types_and_names_the_default_pair():
     out = " ".join(cli("generate", "--help").stdout.decode().split())
     assert f"target K cache type: {', '.join(KV_TYPES)}" in out
     assert "SmolLM2-135M-Instruct" in out and "reference pair" in out
-    for flag, words in (("--threads", "CPU threads"), ("--top-k", "most likely tokens"), ("--seed", "sampling seed"),
-                        ("--prompt-file", "UTF-8 file"), ("--prompt", "- reads it from standard input")):
+    for flag, words in (
+        ("--threads", "CPU threads"),
+        ("--top-k", "most likely tokens"),
+        ("--seed", "sampling seed"),
+        ("--prompt-file", "UTF-8 file"),
+        ("--prompt", "- reads it from standard input"),
+    ):
         assert f"{flag} " in out and words in out, flag
 
 
@@ -94,7 +106,7 @@ def test_generate_refuses_an_unreadable_prompt_file_or_an_empty_stdin_with_a_sen
     assert proc.returncode == 2 and "not UTF-8" in proc.stderr.decode()
     proc = cli("generate", "--prompt", "-", stdin="")
     assert proc.returncode == 2 and "the prompt is empty (standard input)" in proc.stderr.decode()
-    proc = cli("generate", "--prompt", "x", "--prompt-file", bad)   # one source only
+    proc = cli("generate", "--prompt", "x", "--prompt-file", bad)  # one source only
     assert proc.returncode == 2 and "not allowed with argument" in proc.stderr.decode()
 
 
@@ -103,9 +115,12 @@ def test_a_prompt_from_a_file_or_stdin_generates_what_the_same_prompt_as_an_argu
     prompt = "The quick brown fox jumps over"
     base = ("generate", "--target", target, "--draft", draft, "--max-tokens", "6", "--json")
     f = tmp_path / "prompt.txt"
-    f.write_text(prompt + "\n", encoding="utf-8")       # the editor's trailing newline is dropped
-    runs = {"arg": cli(*base, "--prompt", prompt), "file": cli(*base, "--prompt-file", f),
-            "stdin": cli(*base, "--prompt", "-", stdin=prompt + "\n")}
+    f.write_text(prompt + "\n", encoding="utf-8")  # the editor's trailing newline is dropped
+    runs = {
+        "arg": cli(*base, "--prompt", prompt),
+        "file": cli(*base, "--prompt-file", f),
+        "stdin": cli(*base, "--prompt", "-", stdin=prompt + "\n"),
+    }
     for how, proc in runs.items():
         assert proc.returncode == 0, (how, proc.stderr.decode()[-2000:])
     tokens = {how: json.loads(proc.stdout)["tokens"] for how, proc in runs.items()}
@@ -122,7 +137,7 @@ def test_a_prompt_longer_than_the_argument_limit_goes_through_stdin_and_a_file(t
     f.write_text(long + "\n", encoding="utf-8")
     assert read_prompt(argparse.Namespace(prompt=None, prompt_file=str(f))) == long
 
-    with open(f, encoding="ascii") as stream:   # a real text stream whose locale is not UTF-8: the bytes decide
+    with open(f, encoding="ascii") as stream:  # a real text stream whose locale is not UTF-8: the bytes decide
         assert read_prompt(argparse.Namespace(prompt="-", prompt_file=None), stdin=stream) == long
-    with pytest.raises(OSError):        # the limit itself, as the shell meets it (execve: E2BIG)
+    with pytest.raises(OSError):  # the limit itself, as the shell meets it (execve: E2BIG)
         subprocess.run(["true", long], capture_output=True)

@@ -55,11 +55,25 @@ def test_check_exit_codes(capsys, pair, tmp_path):
     assert code == 1 and "FAIL  mask_token" in out and "NOT compatible" in out
     code, out, _ = run(capsys, "check", pair["target"], tmp_path / "missing.gguf")
     assert code == 2 and "drafter_readable" in out
-    code, out, _ = run(capsys, "check", pair["target"], pair["drafter"], "--kv-k", "f16", "--kv-v", "q8_0",
-                       "--flash-attn", "off", "--json")
+    code, out, _ = run(
+        capsys,
+        "check",
+        pair["target"],
+        pair["drafter"],
+        "--kv-k",
+        "f16",
+        "--kv-v",
+        "q8_0",
+        "--flash-attn",
+        "off",
+        "--json",
+    )
     data = json.loads(out)
-    assert code == 1 and not data["ok"] and {"kv_types_target", "kv_types_drafter"} <= \
-        {c["name"] for c in data["checks"] if c["status"] == "FAIL"}
+    assert (
+        code == 1
+        and not data["ok"]
+        and {"kv_types_target", "kv_types_drafter"} <= {c["name"] for c in data["checks"] if c["status"] == "FAIL"}
+    )
     code, _, err = run(capsys, "check", pair["target"], pair["drafter"], "--kv-k", "q9_9")
     assert code == 2 and "unknown KV cache type" in err
     lora = mf.write_lora(tmp_path / "l.gguf", pair["drafter"], arch="qwen3")
@@ -88,7 +102,9 @@ def test_convert_and_quantize(capsys, pair, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     code, _, err = run(capsys, "quantize", out_path, "--type", "q4_0", "--out", blocker / "v.gguf")
-    assert code == 1 and err.startswith(f"dflash-studio: could not write {blocker / 'v.gguf'}") and "Traceback" not in err
+    assert (
+        code == 1 and err.startswith(f"dflash-studio: could not write {blocker / 'v.gguf'}") and "Traceback" not in err
+    )
     code, _, err = run(capsys, "convert", pair["hf"], "--target", pair["target"], "--out", blocker / "c.gguf")
     assert code == 1 and "could not write" in err
 
@@ -129,7 +145,9 @@ def test_pull_search_and_library(capsys, pair, data_dir, monkeypatch, tmp_path):
     roles = {e["role"] for e in json.loads(out)}
     assert code == 0 and {"target", "dflash"} <= roles
     drafter_dir = data_dir / "models" / "me" / "tiny-DFlash"
-    code, out, _ = run(capsys, "convert", drafter_dir, "--target", target, "--out", drafter_dir.parent / "tiny-dflash.gguf")
+    code, out, _ = run(
+        capsys, "convert", drafter_dir, "--target", target, "--out", drafter_dir.parent / "tiny-dflash.gguf"
+    )
     assert code == 0
     code, out, _ = run(capsys, "library", "scan")
     assert code == 0 and "tiny-dflash.gguf" in out

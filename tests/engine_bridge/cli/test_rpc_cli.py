@@ -19,16 +19,25 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def cli(*args, timeout=180):
-    return subprocess.run([sys.executable, "-m", "engine_bridge.cli", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "engine_bridge.cli", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
 def cli_server():
     """`dflash-studio rpc-server` itself, as a user starts it on the remote machine."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "engine_bridge.cli", "rpc-server", "--port", str(port), "-t", "1"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine_bridge.cli", "rpc-server", "--port", str(port), "-t", "1"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     endpoint = f"127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
@@ -59,8 +68,24 @@ def test_rpc_devices_lists_a_server_and_names_one_that_is_down(cli_server):
 
 def test_generate_over_rpc_prints_what_the_local_run_prints(cli_server, tiny_pair):
     target, draft = tiny_pair
-    common = ["generate", "--target", target, "--draft", draft, "--prompt", "Hello world", "--max-tokens", 16,
-              "--n-ctx", 512, "--flash-attn", "off", "--threads", 1, "--json"]
+    common = [
+        "generate",
+        "--target",
+        target,
+        "--draft",
+        draft,
+        "--prompt",
+        "Hello world",
+        "--max-tokens",
+        16,
+        "--n-ctx",
+        512,
+        "--flash-attn",
+        "off",
+        "--threads",
+        1,
+        "--json",
+    ]
     local = cli(*common)
     remote = cli(*common, "--rpc", cli_server)
     assert local.returncode == 0 and remote.returncode == 0, remote.stderr
@@ -68,8 +93,19 @@ def test_generate_over_rpc_prints_what_the_local_run_prints(cli_server, tiny_pai
     assert rp["tokens"] == lo["tokens"] and len(lo["tokens"]) == 16
     assert rp["engine"]["target_devices"] == [f"RPC0 ({cli_server})"] and lo["engine"]["target_devices"] == []
     # a server that is not there: a sentence and exit 1, no core dump
-    dead = cli("generate", "--target", target, "--draft", draft, "--prompt", "x", "--max-tokens", 2,
-               "--rpc", f"127.0.0.1:{free_port()}")
+    dead = cli(
+        "generate",
+        "--target",
+        target,
+        "--draft",
+        draft,
+        "--prompt",
+        "x",
+        "--max-tokens",
+        2,
+        "--rpc",
+        f"127.0.0.1:{free_port()}",
+    )
     assert dead.returncode == 1 and "is unreachable" in dead.stderr and "Traceback" not in dead.stderr
 
 
@@ -82,7 +118,7 @@ def test_placement_plans_over_the_servers_device(cli_server, tiny_pair):
 
 def test_doctor_says_whether_the_build_has_rpc():
     rep = json.loads(cli("doctor", "--json").stdout)
-    assert rep["rpc"] is True                 # build_engine.sh builds with -DGGML_RPC=ON
+    assert rep["rpc"] is True  # build_engine.sh builds with -DGGML_RPC=ON
     assert "-DGGML_RPC=ON" in rep["cmake_args"]
     assert "RPC devices       yes" in cli("doctor").stdout
 
@@ -105,17 +141,46 @@ def test_serve_over_rpc_answers_what_generate_prints_and_outlives_a_lost_server(
     from engine_bridge.runtime.rpc_server import RpcServerProcess
 
     target, draft = tiny_pair
-    common = ["--target", target, "--draft", draft, "--n-ctx", 512, "--flash-attn", "off", "--threads", 1,
-              "--budget", 7]
+    common = [
+        "--target",
+        target,
+        "--draft",
+        draft,
+        "--n-ctx",
+        512,
+        "--flash-attn",
+        "off",
+        "--threads",
+        1,
+        "--budget",
+        7,
+    ]
     local = cli("generate", *common, "--prompt", "Hello world", "--max-tokens", 16, "--json")
     assert local.returncode == 0, local.stderr
     remote = RpcServerProcess().start()
-    proc = subprocess.Popen([sys.executable, "-m", "engine_bridge.cli", "serve", *map(str, common),
-                             "--rpc", remote.endpoint, "--port", "0"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "engine_bridge.cli",
+            "serve",
+            *map(str, common),
+            "--rpc",
+            remote.endpoint,
+            "--port",
+            "0",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
-        assert line.startswith("dflash-studio serve: http://127.0.0.1:"), (line, proc.stderr.read() if proc.poll() else "")
+        assert line.startswith("dflash-studio serve: http://127.0.0.1:"), (
+            line,
+            proc.stderr.read() if proc.poll() else "",
+        )
         url = line.split()[2]
         status, body = _post(url + "/completions", {"prompt": "Hello world", "max_tokens": 16})
         assert status == 200 and body["choices"][0]["text"] == json.loads(local.stdout)["text"]

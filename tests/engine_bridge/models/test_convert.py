@@ -27,8 +27,10 @@ def pair(tmp_path_factory):
         target = synth.write_target(d / "target.gguf", tspec)
         dspec = synth.DrafterSpec(rope_theta=1e7)
         direct = {dt: synth.write_drafter(d / f"direct-{dt}.gguf", tspec, dspec, dtype=dt) for dt in ("f32", "f16")}
-        hf = {dt: mf.write_hf_drafter(d / f"hf-{dt}", tspec, dspec, dtype=dt.upper(), rope="nested")
-              for dt in ("f32", "f16", "bf16")}
+        hf = {
+            dt: mf.write_hf_drafter(d / f"hf-{dt}", tspec, dspec, dtype=dt.upper(), rope="nested")
+            for dt in ("f32", "f16", "bf16")
+        }
     return dict(dir=d, tspec=tspec, dspec=dspec, target=target, direct=direct, hf=hf)
 
 
@@ -80,7 +82,7 @@ def test_tokenizer_and_layers_come_from_the_target(pair, tmp_path):
     res = convert_hf_drafter(pair["hf"]["f32"], pair["target"], tmp_path / "c.gguf", "f32")
     info, tinfo = inspect_model(res.path), inspect_model(pair["target"])
     assert info.tokens_hash == tinfo.tokens_hash and info.chat_template_hash == tinfo.chat_template_hash
-    assert info.target_layers == synth.default_target_layers(pair["tspec"].n_layer)   # HF ids + 1
+    assert info.target_layers == synth.default_target_layers(pair["tspec"].n_layer)  # HF ids + 1
     assert info.rope_theta == pytest.approx(1e7) and info.block_size == 16
 
 
@@ -94,11 +96,22 @@ def test_rope_theta_from_top_level_or_nested(pair, tmp_path, rope):
 
 def test_sliding_window_layers(pair, tmp_path):
     with mf.fast_vocab():
-        hf = mf.write_hf_drafter(tmp_path / "hf", pair["tspec"], synth.DrafterSpec(n_layer=3),
-                                 layer_types=["sliding_attention", "sliding_attention", "full_attention"],
-                                 use_sliding_window=True, sliding_window=2048)
-        off = mf.write_hf_drafter(tmp_path / "hf-off", pair["tspec"], synth.DrafterSpec(n_layer=3),
-                                  layer_types=["sliding_attention"] * 3, use_sliding_window=False, sliding_window=2048)
+        hf = mf.write_hf_drafter(
+            tmp_path / "hf",
+            pair["tspec"],
+            synth.DrafterSpec(n_layer=3),
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+            use_sliding_window=True,
+            sliding_window=2048,
+        )
+        off = mf.write_hf_drafter(
+            tmp_path / "hf-off",
+            pair["tspec"],
+            synth.DrafterSpec(n_layer=3),
+            layer_types=["sliding_attention"] * 3,
+            use_sliding_window=False,
+            sliding_window=2048,
+        )
     info = inspect_model(convert_hf_drafter(hf, pair["target"], tmp_path / "swa.gguf").path)
     assert info.sliding_window == 2048 and info.sliding_window_pattern == (True, True, False)
     res = convert_hf_drafter(off, pair["target"], tmp_path / "off.gguf")
@@ -119,12 +132,18 @@ def test_dspark_conversion(pair, tmp_path):
 def test_missing_target_layer_ids_follow_the_reference(pair, tmp_path):
     """z-lab dflash/model.py fills them with build_target_layer_ids(num_target_layers, n_draft_layers);
     without num_target_layers the target's block count stands in."""
-    spec = synth.DrafterSpec(n_layer=2, target_layers=(2, 2))   # build_target_layer_ids(4, 2) = [1, 1]
+    spec = synth.DrafterSpec(n_layer=2, target_layers=(2, 2))  # build_target_layer_ids(4, 2) = [1, 1]
     with mf.fast_vocab():
-        hf = mf.write_hf_drafter(tmp_path / "hf", pair["tspec"], spec,
-                                 config_overrides={"dflash_config": {"mask_token_id": 5}})
-        bare = mf.write_hf_drafter(tmp_path / "bare", pair["tspec"], spec, drop_config=["num_target_layers"],
-                                   config_overrides={"dflash_config": {"mask_token_id": 5}})
+        hf = mf.write_hf_drafter(
+            tmp_path / "hf", pair["tspec"], spec, config_overrides={"dflash_config": {"mask_token_id": 5}}
+        )
+        bare = mf.write_hf_drafter(
+            tmp_path / "bare",
+            pair["tspec"],
+            spec,
+            drop_config=["num_target_layers"],
+            config_overrides={"dflash_config": {"mask_token_id": 5}},
+        )
     for folder, source in ((hf, "num_target_layers"), (bare, "the target's block count")):
         res = convert_hf_drafter(folder, pair["target"], tmp_path / f"{folder.name}.gguf")
         assert inspect_model(res.path).target_layers == (2, 2)
@@ -136,8 +155,10 @@ def test_dspark_lm_head_dropped_and_reduced_vocab_refused(pair, tmp_path):
     with mf.fast_vocab():
         hf = mf.write_hf_drafter(tmp_path / "hf", pair["tspec"], spec)
     n_vocab = inspect_model(pair["target"]).vocab_size
-    st = mf.write_safetensors(tmp_path / "lm_head.safetensors",
-                              {"lm_head.weight": (np.zeros((n_vocab, pair["tspec"].n_embd), np.float32), "F32")})
+    st = mf.write_safetensors(
+        tmp_path / "lm_head.safetensors",
+        {"lm_head.weight": (np.zeros((n_vocab, pair["tspec"].n_embd), np.float32), "F32")},
+    )
     st.rename(hf / "model-lm_head.safetensors")
     res = convert_hf_drafter(hf, pair["target"], tmp_path / "d.gguf")
     assert "output.weight" not in read_header(res.path).tensors and any("lm_head dropped" in n for n in res.notes)
@@ -151,26 +172,40 @@ def test_dspark_lm_head_dropped_and_reduced_vocab_refused(pair, tmp_path):
 REFUSALS = {
     "missing_rope_theta": (dict(rope="missing"), "rope_theta"),
     "no_mask_token": (dict(config_overrides={"dflash_config": {"target_layer_ids": [0, 2]}}), "mask_token_id"),
-    "mask_outside_vocab": (dict(config_overrides={"dflash_config": {"target_layer_ids": [0, 2], "mask_token_id": 99999}}),
-                           "outside the target vocabulary"),
-    "layer_ids_out_of_range": (dict(config_overrides={"dflash_config": {"target_layer_ids": [0, 3], "mask_token_id": 5}}),
-                               "do not fit"),
-    "layer_count_vs_fc": (dict(config_overrides={"dflash_config": {"target_layer_ids": [0, 1, 2], "mask_token_id": 5}}),
-                          "fc.weight reads 2 layers"),
+    "mask_outside_vocab": (
+        dict(config_overrides={"dflash_config": {"target_layer_ids": [0, 2], "mask_token_id": 99999}}),
+        "outside the target vocabulary",
+    ),
+    "layer_ids_out_of_range": (
+        dict(config_overrides={"dflash_config": {"target_layer_ids": [0, 3], "mask_token_id": 5}}),
+        "do not fit",
+    ),
+    "layer_count_vs_fc": (
+        dict(config_overrides={"dflash_config": {"target_layer_ids": [0, 1, 2], "mask_token_id": 5}}),
+        "fc.weight reads 2 layers",
+    ),
     "config_disagrees_with_tensors": (dict(config_overrides={"head_dim": 32}), "head_dim: config.json 32, tensors 16"),
-    "not_a_dflash_config": (dict(config_overrides={"architectures": ["Qwen3ForCausalLM"]}, drop_config=["dflash_config"]),
-                            "not a DFlash drafter"),
+    "not_a_dflash_config": (
+        dict(config_overrides={"architectures": ["Qwen3ForCausalLM"]}, drop_config=["dflash_config"]),
+        "not a DFlash drafter",
+    ),
     "unsupported_activation": (dict(config_overrides={"hidden_act": "relu"}), "hidden_act"),
     # issue 32: values llama.cpp cannot run (a NaN or negative epsilon aborts it at the first decode)
-    "rms_norm_eps_nan": (dict(config_overrides={"rms_norm_eps": float("nan")}),
-                         "dflash.attention.layer_norm_rms_epsilon = nan is not finite"),
-    "rms_norm_eps_negative": (dict(config_overrides={"rms_norm_eps": -1e-6}),
-                              "dflash.attention.layer_norm_rms_epsilon = -1e-06 must be > 0"),
+    "rms_norm_eps_nan": (
+        dict(config_overrides={"rms_norm_eps": float("nan")}),
+        "dflash.attention.layer_norm_rms_epsilon = nan is not finite",
+    ),
+    "rms_norm_eps_negative": (
+        dict(config_overrides={"rms_norm_eps": -1e-6}),
+        "dflash.attention.layer_norm_rms_epsilon = -1e-06 must be > 0",
+    ),
     "rms_norm_eps_string": (dict(config_overrides={"rms_norm_eps": "1e-6"}), "is not a number"),
     "rope_theta_nan": (dict(config_overrides={"rope_theta": float("nan")}), "dflash.rope.freq_base = nan"),
     "rope_theta_negative": (dict(config_overrides={"rope_theta": -1e4}), "dflash.rope.freq_base = -10000 must be > 0"),
-    "softcap_infinite": (dict(config_overrides={"final_logit_softcapping": float("inf")}),
-                         "dflash.final_logit_softcapping = inf"),
+    "softcap_infinite": (
+        dict(config_overrides={"final_logit_softcapping": float("inf")}),
+        "dflash.final_logit_softcapping = inf",
+    ),
     "block_size_zero": (dict(config_overrides={"block_size": 0}), "dflash.block_size = 0"),
 }
 
@@ -220,6 +255,7 @@ def test_target_must_be_a_target(pair, tmp_path):
 
 # --- quantised variants ------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("qtype,matrix_type", [("q8_0", "Q8_0"), ("q4_0", "Q4_0"), ("f16", "F16")])
 def test_quantised_variants(pair, tmp_path, qtype, matrix_type):
     src = pair["direct"]["f32"]
@@ -229,10 +265,15 @@ def test_quantised_variants(pair, tmp_path, qtype, matrix_type):
     assert types["blk.0.attn_q.weight"] == matrix_type and types["fc.weight"] == matrix_type
     assert all(types[n] == "F32" for n in types if n.endswith("norm.weight"))
     assert info.data_complete and info.size_bytes < base.size_bytes
-    assert (info.n_embd, info.head_dim, info.target_layers, info.mask_token_id) == \
-           (base.n_embd, base.head_dim, base.target_layers, base.mask_token_id)
+    assert (info.n_embd, info.head_dim, info.target_layers, info.mask_token_id) == (
+        base.n_embd,
+        base.head_dim,
+        base.target_layers,
+        base.mask_token_id,
+    )
     # The stored values stay close to the source weights.
     from engine_bridge.models.convert_quant import decode
+
     hdr, src_hdr = read_header(out), read_header(src)
     t = hdr.tensors["blk.0.ffn_gate.weight"]
     got = decode(hdr.tensor_bytes(t.name), t.ggml_type, t.shape)
@@ -254,8 +295,8 @@ def test_q4_0_keeps_dspark_heads_at_q8_0(pair, tmp_path):
 
 def test_storage_policy():
     assert storage_type("blk.0.attn_norm.weight", (64,), "q4_0").name == "F32"
-    assert storage_type("blk.0.attn_q.weight", (48, 64), "q8_0").name == "F16"   # 48 is not a whole block
-    assert storage_type("conf_proj.weight", (80, 1), "q8_0").name == "F16"      # one row: too small
+    assert storage_type("blk.0.attn_q.weight", (48, 64), "q8_0").name == "F16"  # 48 is not a whole block
+    assert storage_type("conf_proj.weight", (80, 1), "q8_0").name == "F16"  # one row: too small
     assert storage_type("blk.0.attn_q.weight", (64, 64), "q4_0").name == "Q4_0"
 
 
@@ -273,12 +314,15 @@ def test_quantize_refuses_bad_input(pair, tmp_path):
 
 # --- in the engine -------------------------------------------------------------------------------------------------
 
+
 def _run(target, draft):
     from engine_bridge.runtime.config import EngineConfig, GenerationSettings
     from engine_bridge.runtime.engine import Engine
     from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
-    eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=512, n_batch=128, n_ubatch=64), preflight=PAIR_PREFLIGHT)
+    eng = Engine.load(
+        EngineConfig(target=target, draft=draft, n_ctx=512, n_batch=128, n_ubatch=64), preflight=PAIR_PREFLIGHT
+    )
     try:
         mode = "chain" if draft is not None else "ar"
         res = eng.generate("The quick brown fox", GenerationSettings(mode=mode, budget=4, max_tokens=16))

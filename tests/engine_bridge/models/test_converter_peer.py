@@ -31,8 +31,8 @@ pytestmark = pytest.mark.timeout(2400)
 
 #: Differences every layout keeps: descriptive keys, not read by llama.cpp.
 DESCRIPTIVE = {
-    ("value", "general.name"),           # ours: the folder name (or --name); upstream: a title made from it
-    ("upstream only", "general.size_label"),   # upstream's parameter-count label ("206K")
+    ("value", "general.name"),  # ours: the folder name (or --name); upstream: a title made from it
+    ("upstream only", "general.size_label"),  # upstream's parameter-count label ("206K")
 }
 #: Per-layout differences, settled deliberately (docs/converter-peer.md).
 SETTLED = {
@@ -134,8 +134,8 @@ def test_the_layouts_reach_the_features_they_stand_for(cases):
     swa = read_header(cases["qwen3.6-27b-dflash-swa"]["ours"])
     assert swa.value("dflash.attention.sliding_window") == 2048
     assert list(swa.value("dflash.attention.sliding_window_pattern")) == [True] * 4 + [False]
-    assert list(swa.value("dflash.rope.dimension_sections")) == [16, 0, 0, 0]      # M-RoPE target, head_dim 32
-    assert swa.value("dflash.rope.freq_base") == pytest.approx(1e7)               # nested rope_parameters
+    assert list(swa.value("dflash.rope.dimension_sections")) == [16, 0, 0, 0]  # M-RoPE target, head_dim 32
+    assert swa.value("dflash.rope.freq_base") == pytest.approx(1e7)  # nested rope_parameters
     assert "dflash.rope.dimension_sections" not in read_header(cases["qwen3-8b-dflash-b16"]["ours"]).types
     off = read_header(cases["qwen3.6-swa-flag-off"]["ours"])
     assert "dflash.attention.sliding_window" not in off.types
@@ -146,7 +146,7 @@ def test_the_layouts_reach_the_features_they_stand_for(cases):
     assert llama.value("dflash.rope.freq_base") == pytest.approx(5e5)
     assert llama.value("dflash.attention.layer_norm_rms_epsilon") == pytest.approx(1e-5)
     opt = read_header(cases["qwen3-8b-optional-fields"]["ours"])
-    assert opt.value("dflash.rope.dimension_count") == 8                          # head_dim 16 * 0.5
+    assert opt.value("dflash.rope.dimension_count") == 8  # head_dim 16 * 0.5
     assert opt.value("dflash.attention.value_scale") == pytest.approx(0.5)
     assert opt.value("dflash.logit_scale") == pytest.approx(0.75)
     assert opt.value("dflash.final_logit_softcapping") == pytest.approx(30.0)
@@ -165,12 +165,13 @@ def test_the_layouts_reach_the_features_they_stand_for(cases):
 
 # --- the two places where the sources disagree ----------------------------------------------------------------------
 
+
 def test_build_target_layer_ids_matches_published_configs():
     """The reference's rule reproduces the ids published drafters carry (peer_folders names them)."""
-    assert build_target_layer_ids(64, 5) == [1, 16, 31, 46, 61]                      # HyzeAI/Hyze1B (Qwen3.5)
+    assert build_target_layer_ids(64, 5) == [1, 16, 31, 46, 61]  # HyzeAI/Hyze1B (Qwen3.5)
     assert build_target_layer_ids(64, 10) == [1, 8, 14, 21, 28, 34, 41, 48, 54, 61]  # SpecForge qwen3-32b-dflash
-    assert build_target_layer_ids(28, 5) == [1, 7, 13, 19, 25]                       # SpecForge longcat-flash-dflash
-    assert build_target_layer_ids(36, 5) == [1, 9, 17, 25, 33]                       # Qwen3-8B, 5 draft layers
+    assert build_target_layer_ids(28, 5) == [1, 7, 13, 19, 25]  # SpecForge longcat-flash-dflash
+    assert build_target_layer_ids(36, 5) == [1, 9, 17, 25, 33]  # Qwen3-8B, 5 draft layers
     assert build_target_layer_ids(36, 1) == [18]
     assert pf.build_target_layer_ids(40, 7) == build_target_layer_ids(40, 7)
 
@@ -180,9 +181,11 @@ def test_sliding_layers_follow_the_reference_config_class(cases, peer):
     config.sliding_window for those layers, and transformers' own Qwen3Config (the class z-lab's
     DFlashDraftModel declares) sets it to None then, so they run full attention, as both converters
     write them. With the flag on, the window and the per-layer pattern reach the GGUF."""
-    code = ("import json,sys\nfrom transformers import Qwen3Config\n"
-            "c=Qwen3Config(**json.load(open(sys.argv[1])))\n"
-            "print(json.dumps([c.sliding_window if t=='sliding_attention' else None for t in c.layer_types]))")
+    code = (
+        "import json,sys\nfrom transformers import Qwen3Config\n"
+        "c=Qwen3Config(**json.load(open(sys.argv[1])))\n"
+        "print(json.dumps([c.sliding_window if t=='sliding_attention' else None for t in c.layer_types]))"
+    )
     for name in ("qwen3.6-swa-flag-off", "qwen3.6-27b-dflash-swa"):
         per_layer = json.loads(peer_env.run_python(code, str(cases[name]["hf"] / "config.json")))
         h = read_header(cases[name]["ours"])
@@ -192,8 +195,10 @@ def test_sliding_layers_follow_the_reference_config_class(cases, peer):
         else:
             written = [None] * len(per_layer)
         assert written == per_layer, name
-    assert any(n.startswith("layer_types marks sliding layers") and "reference" in n
-               for n in cases["qwen3.6-swa-flag-off"]["notes"])
+    assert any(
+        n.startswith("layer_types marks sliding layers") and "reference" in n
+        for n in cases["qwen3.6-swa-flag-off"]["notes"]
+    )
 
 
 def test_check_reports_the_settled_semantics(cases):
@@ -210,12 +215,15 @@ def test_check_reports_the_settled_semantics(cases):
 
 # --- in llama.cpp ----------------------------------------------------------------------------------------------------
 
+
 def _generate(target, draft):
     from engine_bridge.runtime.config import EngineConfig, GenerationSettings
     from engine_bridge.runtime.engine import Engine
     from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
-    eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=512, n_batch=128, n_ubatch=64), preflight=PAIR_PREFLIGHT)
+    eng = Engine.load(
+        EngineConfig(target=target, draft=draft, n_ctx=512, n_batch=128, n_ubatch=64), preflight=PAIR_PREFLIGHT
+    )
     try:
         mode = "chain" if draft is not None else "ar"
         return eng.generate("def add(a, b):", GenerationSettings(mode=mode, budget=6, max_tokens=16))
@@ -231,7 +239,7 @@ def test_both_files_draft_the_same_tokens(cases, name):
     steps = [(s.drafted, s.accepted) for s in ours.steps]
     assert steps == [(s.drafted, s.accepted) for s in up.steps]
     assert sum(d for d, _ in steps) > 0
-    assert ours.tokens == _generate(c["target"], None).tokens     # greedy speculative decoding stays lossless
+    assert ours.tokens == _generate(c["target"], None).tokens  # greedy speculative decoding stays lossless
 
 
 def test_missing_layer_ids_only_ours_loads(cases):

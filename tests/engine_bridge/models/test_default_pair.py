@@ -20,8 +20,11 @@ import engine_corpus
 
 #: Q4_1 target: batched (verify) and single-token (AR) matmuls differ by a little more than f32's.
 NEAR_TIE_Q4 = 0.1
-CHAT_PROMPTS = ["Give me three tips for staying healthy.", "Write a short poem about the sea.",
-                "Explain what a hash table is in two sentences."]
+CHAT_PROMPTS = [
+    "Give me three tips for staying healthy.",
+    "Write a short poem about the sea.",
+    "Explain what a hash table is in two sentences.",
+]
 MAX_TOKENS = 32
 
 
@@ -34,19 +37,22 @@ def smollm2(tmp_path_factory):
     trained = demo.smollm2_drafter()
     if trained is not None:
         return target, trained, True
-    drafter = synth.write_drafter_for(target, tmp_path_factory.mktemp("smol") / "smollm2-synthetic-dflash.gguf",
-                                      synth.DrafterSpec(n_layer=1, block_size=16))
+    drafter = synth.write_drafter_for(
+        target,
+        tmp_path_factory.mktemp("smol") / "smollm2-synthetic-dflash.gguf",
+        synth.DrafterSpec(n_layer=1, block_size=16),
+    )
     return target, drafter, False
 
 
 # -- which pair is the default -------------------------------------------------------------------------
 def test_without_the_fetched_target_the_default_is_the_reference_pair(tmp_path, monkeypatch):
-    monkeypatch.setenv("DFLASH_DATA_DIR", str(tmp_path / "data"))     # an empty models cache
+    monkeypatch.setenv("DFLASH_DATA_DIR", str(tmp_path / "data"))  # an empty models cache
     assert demo.smollm2_pair() is None
     ref = demo.reference_pair()
     assert ref is not None and ref == demo.shipped_pair()
     assert demo.demo_pair() == ref
-    assert inspect_model(ref[0]).arch == "qwen3"                      # the 15.7 M Python-code pair
+    assert inspect_model(ref[0]).arch == "qwen3"  # the 15.7 M Python-code pair
 
 
 def test_smollm2_pair_needs_both_files(tmp_path):
@@ -55,7 +61,7 @@ def test_smollm2_pair_needs_both_files(tmp_path):
     drafters.mkdir()
     target = registry_models.cached_path(folder=models)
     assert demo.smollm2_pair(models, drafters) is None
-    with open(target, "wb") as f:                # a file of the wrong size is not the fetched target
+    with open(target, "wb") as f:  # a file of the wrong size is not the fetched target
         f.truncate(1000)
     (drafters / demo.SMOLLM2_DRAFTER).write_bytes(b"GGUF")
     assert demo.smollm2_pair(models, drafters) is None
@@ -75,7 +81,7 @@ def test_with_the_fetched_target_the_default_follows_the_shipped_drafter(smollm2
     drafter = demo.smollm2_drafter()
     if drafter is not None:
         assert demo.demo_pair() == (data / "models" / target.name, drafter)
-    else:                                        # the trained drafter has not shipped yet
+    else:  # the trained drafter has not shipped yet
         assert demo.demo_pair() == demo.reference_pair()
 
 
@@ -86,7 +92,10 @@ def engine(smollm2):
     from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
     target, drafter, _ = smollm2
-    eng = Engine.load(EngineConfig(target=target, draft=drafter, n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=1), preflight=PAIR_PREFLIGHT)
+    eng = Engine.load(
+        EngineConfig(target=target, draft=drafter, n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=1),
+        preflight=PAIR_PREFLIGHT,
+    )
     yield eng
     eng.close()
 
@@ -108,8 +117,9 @@ def test_chain_is_lossless_on_chat_prompts(engine, smollm2):
         ref = engine.generate(prompt, GenerationSettings(mode="ar", max_tokens=MAX_TOKENS))
         engine.reset()
         r = engine.generate(prompt, GenerationSettings(mode="chain", budget=7, max_tokens=MAX_TOKENS))
-        engine_corpus.assert_lossless(engine, prompt, list(ref.tokens), list(r.tokens), "chain budget 7",
-                                      tol=NEAR_TIE_Q4)
+        engine_corpus.assert_lossless(
+            engine, prompt, list(ref.tokens), list(r.tokens), "chain budget 7", tol=NEAR_TIE_Q4
+        )
         committed += r.summary.n_generated
         steps += r.summary.n_steps
     if smollm2[2]:
@@ -137,8 +147,9 @@ def test_shipped_drafter_accepts_on_held_out_prompts(engine, smollm2):
         committed = steps = 0
         for r in [r for r in rows if r["category"] == cat][:3]:
             engine.reset()
-            g = engine.generate(engine.format_chat(r["messages"]), GenerationSettings(mode="chain", budget=7,
-                                                                                      max_tokens=32))
+            g = engine.generate(
+                engine.format_chat(r["messages"]), GenerationSettings(mode="chain", budget=7, max_tokens=32)
+            )
             committed += g.summary.n_generated
             steps += g.summary.n_steps
         assert committed / steps > floor, f"mean commit length {committed / steps:.2f} on held-out {cat}"

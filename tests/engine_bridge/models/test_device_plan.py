@@ -58,8 +58,9 @@ def test_layers_follow_llama_cpps_assignment(pair):
 
 def test_kv_cache_sits_with_its_layers(pair):
     target, _ = pair
-    p = device_plan.plan_model(target, Placement(tensor_split=(1, 1)), [gpu("A", 10), gpu("B", 10)],
-                               n_ctx=1000, kv=("f16", "q8_0"))
+    p = device_plan.plan_model(
+        target, Placement(tensor_split=(1, 1)), [gpu("A", 10), gpu("B", 10)], n_ctx=1000, kv=("f16", "q8_0")
+    )
     # 2 KV heads x head_dim 16 per layer: K f16 2 bytes, V q8_0 34/32 bytes per element
     per_layer = 1000 * int(32 * 2 + 32 * 34 / 32)
     assert p.holdings[0].kv == 3 * per_layer and p.holdings[1].kv == per_layer
@@ -69,18 +70,31 @@ def test_a_split_that_cannot_fit_is_refused_with_the_numbers(pair):
     target, drafter = pair
     need = device_plan.plan_model(target, Placement(tensor_split=(1, 1)), [gpu("A", 10), gpu("B", 10)], n_ctx=4096)
     on_a = need.holdings[0].total
-    small = (on_a + device_plan.MARGIN_BYTES - 1) / GiB          # one byte short on A
-    r = compat.check(target, drafter, gpus=[gpu("A", small), gpu("B", 10)], placement=Placement(tensor_split=(1, 1)),
-                     n_ctx=4096, build={"backend": "cuda"})
+    small = (on_a + device_plan.MARGIN_BYTES - 1) / GiB  # one byte short on A
+    r = compat.check(
+        target,
+        drafter,
+        gpus=[gpu("A", small), gpu("B", 10)],
+        placement=Placement(tensor_split=(1, 1)),
+        n_ctx=4096,
+        build={"backend": "cuda"},
+    )
     fits = r.get("split_fits")
     assert fits.status == FAIL and "GPU0 (A)" in fits.reason and "free" in fits.reason and "--tensor-split" in fits.fix
     assert not r.ok
-    r = compat.check(target, drafter, gpus=[gpu("A", small + 0.01), gpu("B", 10)],
-                     placement=Placement(tensor_split=(1, 1)), n_ctx=4096, build={"backend": "cuda"})
+    r = compat.check(
+        target,
+        drafter,
+        gpus=[gpu("A", small + 0.01), gpu("B", 10)],
+        placement=Placement(tensor_split=(1, 1)),
+        n_ctx=4096,
+        build={"backend": "cuda"},
+    )
     assert r.get("split_fits").status == PASS, r.get("split_fits").reason
     # a main GPU this machine lacks: a clear failure, not an exception
-    bad = compat.check(target, gpus=[gpu("A", 10)], placement=Placement(split_mode="none", main_gpu=3),
-                       build={"backend": "cuda"}).get("split_fits")
+    bad = compat.check(
+        target, gpus=[gpu("A", 10)], placement=Placement(split_mode="none", main_gpu=3), build={"backend": "cuda"}
+    ).get("split_fits")
     assert bad.status == FAIL and "main GPU 3 does not exist" in bad.reason
     # no GPUs: no split check at all
     assert compat.check(target, drafter, build={"backend": "cpu"}).get("split_fits") is None
@@ -89,16 +103,21 @@ def test_a_split_that_cannot_fit_is_refused_with_the_numbers(pair):
 def test_the_drafter_goes_beside_the_targets_output(pair):
     target, drafter = pair
     two = [gpu("A", 10), gpu("B", 10)]
-    assert compat.default_draft_placement(target, Placement(tensor_split=(1, 1)), two) == \
-        Placement(split_mode="none", main_gpu=1)
+    assert compat.default_draft_placement(target, Placement(tensor_split=(1, 1)), two) == Placement(
+        split_mode="none", main_gpu=1
+    )
     assert compat.default_draft_placement(target, Placement(split_mode="none", main_gpu=0), two).main_gpu == 0
-    reason = compat.check(target, drafter, gpus=two, placement=Placement(tensor_split=(1, 1)),
-                          build={"backend": "cuda"}).get("split_fits").reason
+    reason = (
+        compat.check(target, drafter, gpus=two, placement=Placement(tensor_split=(1, 1)), build={"backend": "cuda"})
+        .get("split_fits")
+        .reason
+    )
     assert "drafter: GPU1 (B)" in reason and "drafter: GPU0" not in reason
 
 
-@pytest.mark.parametrize("text, error", [("3,x", "numbers separated by commas"), ("-1,2", "shares >= 0"),
-                                         ("0,0", "positive sum")])
+@pytest.mark.parametrize(
+    "text, error", [("3,x", "numbers separated by commas"), ("-1,2", "shares >= 0"), ("0,0", "positive sum")]
+)
 def test_bad_tensor_splits_are_refused(text, error):
     with pytest.raises(ValueError, match=error):
         Placement.parse("layer", text, 0)
@@ -108,13 +127,29 @@ def test_cli_placement(pair, tmp_path, capsys):
     target, drafter = pair
     gpus = tmp_path / "gpus.json"
     gpus.write_text(json.dumps([gpu("RTX A", 10), gpu("RTX B", 10)]))
-    assert cli_main(["placement", "--target", str(target), "--draft", str(drafter), "--gpus-json", str(gpus),
-                     "--tensor-split", "1,3"]) == 0
+    assert (
+        cli_main(
+            [
+                "placement",
+                "--target",
+                str(target),
+                "--draft",
+                str(drafter),
+                "--gpus-json",
+                str(gpus),
+                "--tensor-split",
+                "1,3",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "GPU0 (RTX A): layers 0" in out and "PASS  split_fits" in out and "drafter (split none, main GPU 1)" in out
     gpus.write_text(json.dumps([gpu("RTX A", 0.001), gpu("RTX B", 10)]))
-    assert cli_main(["placement", "--target", str(target), "--gpus-json", str(gpus), "--tensor-split", "1,1",
-                     "--json"]) == 1
+    assert (
+        cli_main(["placement", "--target", str(target), "--gpus-json", str(gpus), "--tensor-split", "1,1", "--json"])
+        == 1
+    )
     rep = json.loads(capsys.readouterr().out)
     assert rep["fits"] is False and "GPU0 (RTX A)" in rep["reason"]
     assert cli_main(["placement", "--target", str(target), "--gpus-json", str(gpus), "--tensor-split", "a"]) == 2

@@ -27,8 +27,14 @@ def _with_version(src: Path, dst: Path, version: int, order: str = "<") -> Path:
 
 
 def _check(target, draft):
-    return subprocess.run([sys.executable, "-m", "engine_bridge.cli", "check", str(target), str(draft)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "engine_bridge.cli", "check", str(target), str(draft)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
 
 
 @pytest.mark.parametrize("version", [99, 4, 1, 0])
@@ -38,7 +44,7 @@ def test_a_version_llama_cpp_refuses_is_refused_by_check_with_the_reason(tiny_pa
     with pytest.raises(GGUFHeaderError, match=rf"GGUF version {version}: the bundled llama\.cpp reads versions 2 to 3"):
         read_header(bad)
     proc = _check(bad, draft)
-    assert proc.returncode == 2, proc.stdout + proc.stderr        # unreadable, not "compatible"
+    assert proc.returncode == 2, proc.stdout + proc.stderr  # unreadable, not "compatible"
     assert f"GGUF version {version}" in proc.stdout + proc.stderr
     assert "compatible," not in proc.stdout
     # and llama.cpp really refuses it: the two agree
@@ -52,7 +58,7 @@ def test_the_versions_llama_cpp_reads_pass(tiny_pair, tmp_path, version):
     ok = _with_version(target, tmp_path / f"v{version}.gguf", version)
     assert read_header(ok).version == version
     assert _check(ok, draft).returncode == 0
-    Model(ok).free()                      # llama.cpp loads it
+    Model(ok).free()  # llama.cpp loads it
 
 
 def test_a_byte_swapped_header_is_refused_like_llama_cpp_does(tiny_pair, tmp_path):

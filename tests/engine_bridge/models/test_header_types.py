@@ -25,8 +25,11 @@ def pair(tmp_path_factory):
 
 
 def test_string_fields_holding_numbers_name_nothing(pair, tmp_path):
-    bad = mf.rewrite_gguf(pair["target"], tmp_path / "bad.gguf",
-                          set_kv={"general.name": 7, "tokenizer.ggml.model": 3, "tokenizer.ggml.pre": 4})
+    bad = mf.rewrite_gguf(
+        pair["target"],
+        tmp_path / "bad.gguf",
+        set_kv={"general.name": 7, "tokenizer.ggml.model": 3, "tokenizer.ggml.pre": 4},
+    )
     info = inspect_model(bad)
     assert (info.name, info.tokenizer_model, info.tokenizer_pre) == (None, None, None)
     assert info.arch == pair["arch"]

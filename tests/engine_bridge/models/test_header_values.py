@@ -53,20 +53,45 @@ CASES = {
     "target_rope_base_inf": ("target", _target(rope_theta=INF), "qwen3.rope.freq_base", "inf"),
     "target_rope_base_negative": ("target", _target(rope_theta=-10000.0), "qwen3.rope.freq_base", "-10000"),
     "target_context_zero": ("target", _target(n_ctx=0), "qwen3.context_length", "0"),
-    "target_softcap_nan": ("target", _target(extra_kv={"qwen3.final_logit_softcapping": NAN}),
-                           "qwen3.final_logit_softcapping", "nan"),
-    "target_embedding_scale_inf": ("target", _target(extra_kv={"qwen3.embedding_scale": INF}),
-                                   "qwen3.embedding_scale", "inf"),
-    "target_absurd_layer_count": ("target", _edit("target", **{"qwen3.block_count": 4_000_000_000}),
-                                  "qwen3.block_count", "4000000000"),
-    "target_zero_kv_heads": ("target", _edit("target", **{"qwen3.attention.head_count_kv": 0}),
-                             "qwen3.attention.head_count_kv", "0"),
+    "target_softcap_nan": (
+        "target",
+        _target(extra_kv={"qwen3.final_logit_softcapping": NAN}),
+        "qwen3.final_logit_softcapping",
+        "nan",
+    ),
+    "target_embedding_scale_inf": (
+        "target",
+        _target(extra_kv={"qwen3.embedding_scale": INF}),
+        "qwen3.embedding_scale",
+        "inf",
+    ),
+    "target_absurd_layer_count": (
+        "target",
+        _edit("target", **{"qwen3.block_count": 4_000_000_000}),
+        "qwen3.block_count",
+        "4000000000",
+    ),
+    "target_zero_kv_heads": (
+        "target",
+        _edit("target", **{"qwen3.attention.head_count_kv": 0}),
+        "qwen3.attention.head_count_kv",
+        "0",
+    ),
     "drafter_eps_nan": ("drafter", _drafter(rms_eps=NAN), "dflash.attention.layer_norm_rms_epsilon", "nan"),
     "drafter_eps_negative": ("drafter", _drafter(rms_eps=-0.5), "dflash.attention.layer_norm_rms_epsilon", "-0.5"),
     "drafter_rope_base_nan": ("drafter", _drafter(rope_theta=NAN), "dflash.rope.freq_base", "nan"),
-    "drafter_logit_scale_inf": ("drafter", _drafter(extra_kv={"dflash.logit_scale": -INF}), "dflash.logit_scale", "-inf"),
-    "drafter_zero_width": ("drafter", _edit("drafter", **{"dflash.embedding_length": 0}),
-                           "dflash.embedding_length", "0"),
+    "drafter_logit_scale_inf": (
+        "drafter",
+        _drafter(extra_kv={"dflash.logit_scale": -INF}),
+        "dflash.logit_scale",
+        "-inf",
+    ),
+    "drafter_zero_width": (
+        "drafter",
+        _edit("drafter", **{"dflash.embedding_length": 0}),
+        "dflash.embedding_length",
+        "0",
+    ),
 }
 
 
@@ -108,5 +133,5 @@ def test_engine_load_refuses_before_loading(pair, tmp_path):
 def test_per_layer_arrays_may_hold_zero_but_not_negative():
     assert header_values.problems("x", {"x.attention.head_count_kv": [8, 0, 8]}) == []
     assert header_values.problems("x", {"x.attention.head_count_kv": [8, -1]})
-    assert header_values.problems("x", {"x.final_logit_softcapping": 0.0}) == []   # 0: no softcap
-    assert header_values.problems("x", {"x.attention.layer_norm_epsilon": "1e-5"})   # a string is not a number
+    assert header_values.problems("x", {"x.final_logit_softcapping": 0.0}) == []  # 0: no softcap
+    assert header_values.problems("x", {"x.attention.layer_norm_epsilon": "1e-5"})  # a string is not a number

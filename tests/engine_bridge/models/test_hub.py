@@ -25,7 +25,7 @@ def fake(monkeypatch, tmp_path):
     server.add("Qwen/Qwen3-8B-GGUF", "Qwen3-8B-Q4_K_M.gguf", gguf)
     server.add("Qwen/Qwen3-8B-GGUF", "Qwen3-8B-Q8_0.gguf", gguf[::-1])
     server.add("Qwen/Qwen3-8B-GGUF", "README.md", b"# readme\n", lfs=False)
-    server.add("Qwen/Qwen3-8B-GGUF", "big.gguf", bytes(range(256)) * 12000)    # 3 MB
+    server.add("Qwen/Qwen3-8B-GGUF", "big.gguf", bytes(range(256)) * 12000)  # 3 MB
     yield server
     server.stop()
 
@@ -43,12 +43,23 @@ def test_list_files_with_sizes_hashes_and_quants(fake):
     assert q4.size == vocab_path("phi3").stat().st_size and q4.quant == "Q4_K_M"
     assert q4.sha256 == hashlib.sha256(vocab_path("phi3").read_bytes()).hexdigest()
     assert files["Qwen3-8B-Q8_0.gguf"].quant == "Q8_0" and files["README.md"].sha256 is None
-    assert [f.path for f in hub.list_files("Qwen/Qwen3-8B-GGUF", gguf_only=True)] == \
-           ["Qwen3-8B-Q4_K_M.gguf", "Qwen3-8B-Q8_0.gguf", "big.gguf"]
+    assert [f.path for f in hub.list_files("Qwen/Qwen3-8B-GGUF", gguf_only=True)] == [
+        "Qwen3-8B-Q4_K_M.gguf",
+        "Qwen3-8B-Q8_0.gguf",
+        "big.gguf",
+    ]
 
 
-@pytest.mark.parametrize("name,quant", [("Llama-3.1-8B-Instruct-IQ4_XS.gguf", "IQ4_XS"), ("x-bf16.gguf", "BF16"),
-                                        ("model-f16.gguf", "F16"), ("Qwen3-4B.gguf", None), ("a.Q5_K_S.gguf", "Q5_K_S")])
+@pytest.mark.parametrize(
+    "name,quant",
+    [
+        ("Llama-3.1-8B-Instruct-IQ4_XS.gguf", "IQ4_XS"),
+        ("x-bf16.gguf", "BF16"),
+        ("model-f16.gguf", "F16"),
+        ("Qwen3-4B.gguf", None),
+        ("a.Q5_K_S.gguf", "Q5_K_S"),
+    ],
+)
 def test_quant_names(name, quant):
     assert hub.quant_name(name) == quant
 
@@ -114,13 +125,14 @@ def test_corrupted_file_is_refused_and_removed(fake, tmp_path):
     assert hub.download_file("Qwen/Qwen3-8B-GGUF", "Qwen3-8B-Q8_0.gguf", tmp_path).is_file()
 
 
-@pytest.mark.parametrize("bad", ["../escape.gguf", "/etc/passwd", "a/../../b.gguf", "C:\\evil.gguf", "..", "a//b",
-                                 "sub/./x"])
+@pytest.mark.parametrize(
+    "bad", ["../escape.gguf", "/etc/passwd", "a/../../b.gguf", "C:\\evil.gguf", "..", "a//b", "sub/./x"]
+)
 def test_unsafe_file_names_are_refused(fake, tmp_path, bad):
     n = len(fake.requests)
     with pytest.raises(hub.UnsafeFilenameError):
         hub.download_file("Qwen/Qwen3-8B-GGUF", bad, tmp_path)
-    assert len(fake.requests) == n           # refused before any request
+    assert len(fake.requests) == n  # refused before any request
 
 
 @pytest.mark.parametrize("bad", ["../x", "a/b/c", "noslash", "a/..", "/abs"])
@@ -131,7 +143,10 @@ def test_bad_repo_ids(bad, tmp_path):
 
 def test_folder_download_and_escaping_listing(fake, tmp_path):
     folder = hub.download_folder("z-lab/Qwen3-8B-DFlash-b16", tmp_path)
-    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == ["config.json", "model.safetensors"]
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == [
+        "config.json",
+        "model.safetensors",
+    ]
     fake.add("evil/repo", "config.json", b"{}", lfs=False)
     fake.add("evil/repo", "../../outside.safetensors", b"x")
     with pytest.raises(hub.UnsafeFilenameError):
@@ -152,7 +167,7 @@ def test_offline_uses_what_is_there(fake, tmp_path, monkeypatch):
     assert hub.download_folder("z-lab/Qwen3-8B-DFlash-b16", tmp_path).is_dir()
     with pytest.raises(hub.OfflineError):
         hub.download_file("Qwen/Qwen3-8B-GGUF", "big.gguf", tmp_path)
-    fake.start()   # restarted on a new port only so the fixture can stop it
+    fake.start()  # restarted on a new port only so the fixture can stop it
 
 
 def test_errors_are_readable(fake, tmp_path):
@@ -181,10 +196,11 @@ def test_token_is_sent_but_never_written(fake, tmp_path, monkeypatch):
 
 # --- issue 32: a server or a leftover file that does not play by the rules ---------------------------
 
+
 def test_a_transfer_past_the_announced_size_is_cut_and_the_excess_discarded(fake, tmp_path):
-    fake.endless["Qwen3-8B-Q4_K_M.gguf"] = 64 << 20         # 64 MiB of junk after the file
+    fake.endless["Qwen3-8B-Q4_K_M.gguf"] = 64 << 20  # 64 MiB of junk after the file
     path = hub.download_file("Qwen/Qwen3-8B-GGUF", "Qwen3-8B-Q4_K_M.gguf", tmp_path)
-    assert path.read_bytes() == vocab_path("phi3").read_bytes()   # the file, verified; no junk kept
+    assert path.read_bytes() == vocab_path("phi3").read_bytes()  # the file, verified; no junk kept
     assert not path.with_name(path.name + ".part").exists()
 
 
@@ -193,7 +209,7 @@ def test_a_part_larger_than_the_file_is_discarded_before_resuming(fake, tmp_path
     dest.parent.mkdir(parents=True)
     real = vocab_path("phi3").read_bytes()
     part = dest.with_name(dest.name + ".part")
-    part.write_bytes(real + b"\xee" * 5000)                  # left by a server that overran
+    part.write_bytes(real + b"\xee" * 5000)  # left by a server that overran
     meta = hub._file_meta("Qwen/Qwen3-8B-GGUF", "Qwen3-8B-Q4_K_M.gguf", "main")[1]
     dest.with_name(f".{dest.name}.part.json").write_text(json.dumps({"etag": meta.etag, "commit": COMMIT}))
     path = hub.download_file("Qwen/Qwen3-8B-GGUF", "Qwen3-8B-Q4_K_M.gguf", tmp_path)
@@ -202,13 +218,13 @@ def test_a_part_larger_than_the_file_is_discarded_before_resuming(fake, tmp_path
 
 
 def test_a_stalled_server_gives_a_resumable_error(fake, tmp_path):
-    fake.trickle["big.gguf"] = 0.5                          # half the file, then a byte every 0.5 s
+    fake.trickle["big.gguf"] = 0.5  # half the file, then a byte every 0.5 s
     with pytest.raises(hub.DownloadInterrupted, match="stalled") as info:
         hub.download_file("Qwen/Qwen3-8B-GGUF", "big.gguf", tmp_path, stall_s=2.0)
     assert "run again to resume" in str(info.value)
     part = hub.safe_destination(tmp_path, "Qwen/Qwen3-8B-GGUF", "big.gguf")
-    assert part.with_name(part.name + ".part").stat().st_size >= 256 * 12000 // 2   # what came is kept
-    del fake.trickle["big.gguf"]                             # the server recovers: the resume completes
+    assert part.with_name(part.name + ".part").stat().st_size >= 256 * 12000 // 2  # what came is kept
+    del fake.trickle["big.gguf"]  # the server recovers: the resume completes
     path = hub.download_file("Qwen/Qwen3-8B-GGUF", "big.gguf", tmp_path)
     assert path.read_bytes() == bytes(range(256)) * 12000
 

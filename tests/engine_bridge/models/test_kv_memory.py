@@ -42,4 +42,4 @@ def test_a_context_that_fits_passes(pair):
 
 
 def test_no_explicit_context_no_check(pair):
-    assert compat.check(*pair, build=CPU).get("kv_memory") is None     # the default is capped by memory already
+    assert compat.check(*pair, build=CPU).get("kv_memory") is None  # the default is capped by memory already

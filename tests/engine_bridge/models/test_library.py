@@ -52,15 +52,18 @@ def test_scan_records_good_and_broken_files(lib, models, tmp_path):
     files = _copy_models(models, lib.models_dir / "mine")
     mf.truncate_copy(files["target"], lib.models_dir / "mine" / "cut.gguf", 100)
     (lib.models_dir / "junk.gguf").write_text("this is not a model, just some text\n" * 4)
-    (lib.models_dir / "x.gguf.part").write_bytes(b"partial")          # a download in progress: ignored
+    (lib.models_dir / "x.gguf.part").write_bytes(b"partial")  # a download in progress: ignored
     found = {os.path.basename(f.path): f for f in lib.scan()}
     assert found["tiny-target.gguf"].role == "target" and found["tiny-dflash.gguf"].role == "dflash"
     assert found["hf-drafter"].role == "dflash" and found["hf-drafter"].info.format == "hf"
     assert found["cut.gguf"].info is not None and not found["cut.gguf"].info.data_complete
     assert found["junk.gguf"].info is None and "not a GGUF" in found["junk.gguf"].error
     assert "x.gguf.part" not in found
-    assert {os.path.basename(f.path) for f in lib.files(role="drafter")} == {"tiny-dflash.gguf", "other-dflash.gguf",
-                                                                               "hf-drafter"}
+    assert {os.path.basename(f.path) for f in lib.files(role="drafter")} == {
+        "tiny-dflash.gguf",
+        "other-dflash.gguf",
+        "hf-drafter",
+    }
 
 
 def test_cached_inspection_equals_a_fresh_one_and_is_invalidated(lib, models, tmp_path):
@@ -71,7 +74,7 @@ def test_cached_inspection_equals_a_fresh_one_and_is_invalidated(lib, models, tm
         stamp = db.execute("SELECT inspected_at FROM files").fetchone()[0]
     assert lib.inspect(files["drafter"]) == first
     with sqlite3.connect(lib.db_path) as db:
-        assert db.execute("SELECT inspected_at FROM files").fetchone()[0] == stamp   # served from the cache
+        assert db.execute("SELECT inspected_at FROM files").fetchone()[0] == stamp  # served from the cache
     # Replace the file in place (new content, same name): the cache must notice.
     mf.rewrite_gguf(files["drafter"], tmp_path / "edited.gguf", set_kv={"dflash.block_size": 8})
     os.replace(tmp_path / "edited.gguf", files["drafter"])
@@ -96,8 +99,9 @@ def test_pairs_keep_their_last_check(lib, models, tmp_path):
     assert not lib.check_pair(files["target"], bad, build={"backend": "cpu"}).ok
     recs = {os.path.basename(p.drafter): p for p in lib.pairs()}
     assert recs["tiny-dflash.gguf"].ok and recs["tiny-dflash.gguf"].failures == 0
-    assert not recs["nomask.gguf"].ok and any(c["name"] == "mask_token" and c["status"] == "FAIL"
-                                              for c in recs["nomask.gguf"].report["checks"])
+    assert not recs["nomask.gguf"].ok and any(
+        c["name"] == "mask_token" and c["status"] == "FAIL" for c in recs["nomask.gguf"].report["checks"]
+    )
     missing = lib.check_pair(files["target"], tmp_path / "gone.gguf", build={"backend": "cpu"})
     assert missing.unreadable
 
@@ -106,8 +110,14 @@ def test_variants_grouped_under_their_drafter(lib, models, tmp_path):
     files = _copy_models(models, lib.models_dir / "m")
     made = lib.make_variant(files["drafter"], "q8_0")
     assert made.name == "tiny-dflash-q8_0.gguf" and made.is_file()
-    quantize_drafter(files["drafter"], lib.models_dir / "m" / "found-q4_0.gguf", "q4_0")   # not recorded: found by identity
-    mf.write_lora(lib.models_dir / "m" / "fits.lora.gguf", files["drafter"], tensors=("blk.0.attn_q.weight", "blk.0.ffn_gate.weight"))
+    quantize_drafter(
+        files["drafter"], lib.models_dir / "m" / "found-q4_0.gguf", "q4_0"
+    )  # not recorded: found by identity
+    mf.write_lora(
+        lib.models_dir / "m" / "fits.lora.gguf",
+        files["drafter"],
+        tensors=("blk.0.attn_q.weight", "blk.0.ffn_gate.weight"),
+    )
     mf.write_lora(lib.models_dir / "m" / "foreign.lora.gguf", files["drafter"], arch="qwen3")
     lib.scan()
     groups = {os.path.basename(g.drafter.path): g for g in lib.groups()}
@@ -128,7 +138,7 @@ def test_variants_go_under_the_data_folder_and_forget_deletes_only_what_the_app_
     """Issue 33, item 4: nothing is written beside the source (a read-only install, the checkout)."""
     install = tmp_path / "install" / "resources" / "models"
     files = _copy_models(models, install)
-    same_name = tmp_path / "elsewhere" / files["drafter"].name        # another drafter of the same name
+    same_name = tmp_path / "elsewhere" / files["drafter"].name  # another drafter of the same name
     same_name.parent.mkdir()
     same_name.write_bytes(files["other"].read_bytes())
     before = sorted(p.name for p in install.iterdir())
@@ -149,8 +159,13 @@ def test_variants_go_under_the_data_folder_and_forget_deletes_only_what_the_app_
 def test_catalog():
     entries = {e.id: e for e in load_catalog()}
     repos = {e.drafter_repo for e in entries.values()}
-    assert {"z-lab/Qwen3-4B-DFlash-b16", "z-lab/Qwen3-8B-DFlash-b16", "z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat",
-            "z-lab/Qwen3.5-9B-DFlash", "z-lab/Qwen3.6-27B-DFlash"} <= repos
+    assert {
+        "z-lab/Qwen3-4B-DFlash-b16",
+        "z-lab/Qwen3-8B-DFlash-b16",
+        "z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat",
+        "z-lab/Qwen3.5-9B-DFlash",
+        "z-lab/Qwen3.6-27B-DFlash",
+    } <= repos
     assert any(e.kind == "dspark" for e in entries.values())
     for e in entries.values():
         hub.check_repo_id(e.drafter_repo)
@@ -162,6 +177,7 @@ def test_catalog():
 
 
 # --- issue 32: the cache never stops the pairing ---------------------------------------------------
+
 
 def _aside(data):
     return sorted(p for p in data.iterdir() if p.name.startswith("library.sqlite.unreadable-"))
@@ -178,7 +194,7 @@ def test_unreadable_cache_is_rebuilt(tmp_path, models, damage):
     lib = Library(data)
     assert lib.inspect(models["drafter"]).role == "dflash"
     assert lib.check_pair(models["target"], models["drafter"]).ok
-    assert [p.read_bytes() for p in _aside(data)] == [bad]          # moved aside, not deleted
+    assert [p.read_bytes() for p in _aside(data)] == [bad]  # moved aside, not deleted
     assert lib.notices and "rebuilt" in lib.notices[0]
 
 
@@ -192,7 +208,7 @@ def test_cache_from_before_value_checks_is_dropped(tmp_path, models):
     lib.inspect(bad)
     db = sqlite3.connect(data / "library.sqlite")
     record = json.loads(db.execute("SELECT info FROM files").fetchone()[0])
-    record.pop("value_problems")                                      # as version 1 wrote it
+    record.pop("value_problems")  # as version 1 wrote it
     db.execute("UPDATE files SET info=?", (json.dumps(record),))
     db.execute("PRAGMA user_version=1")
     db.commit()
@@ -250,18 +266,19 @@ def test_files_added_while_a_fresh_cache_is_opened_elsewhere_are_kept(tmp_path, 
             try:
                 start.wait()
                 Library(data).add(path)
-            except Exception as exc:   # noqa: BLE001 - reported below
+            except Exception as exc:  # noqa: BLE001 - reported below
                 errors.append(exc)
 
         def read():
             try:
                 start.wait()
                 Library(data).files()
-            except Exception as exc:   # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001
                 errors.append(exc)
 
-        threads = [threading.Thread(target=add, args=(p,)) for p in copies] + \
-                  [threading.Thread(target=read) for _ in copies]
+        threads = [threading.Thread(target=add, args=(p,)) for p in copies] + [
+            threading.Thread(target=read) for _ in copies
+        ]
         for t in threads:
             t.start()
         for t in threads:

@@ -22,14 +22,29 @@ def files(tmp_path_factory):
         tspec = synth.TargetSpec(n_embd=64, n_head=4, n_head_kv=2, head_dim=16, n_ff=128, n_layer=6)
         target = synth.write_target(d / "target.gguf", tspec)
         # Field report 000: the drafter's attention shape differs from its target's.
-        odd = synth.write_drafter(d / "odd.gguf", tspec, synth.DrafterSpec(
-            n_head=8, n_head_kv=4, head_dim=8, n_ff=96, n_layer=2, target_layers=(1, 3, 5), block_size=8))
+        odd = synth.write_drafter(
+            d / "odd.gguf",
+            tspec,
+            synth.DrafterSpec(
+                n_head=8, n_head_kv=4, head_dim=8, n_ff=96, n_layer=2, target_layers=(1, 3, 5), block_size=8
+            ),
+        )
         dspark = synth.write_drafter(d / "dspark.gguf", tspec, synth.DrafterSpec(dspark=True))
-        swa = synth.write_drafter(d / "swa.gguf", tspec, synth.DrafterSpec(
-            n_layer=3, sliding_window=256, sliding_window_pattern=(True, True, False)))
-        hf = mf.write_hf_drafter(d / "hf", tspec, synth.DrafterSpec(n_layer=2), dtype="BF16", rope="nested",
-                                 layer_types=["sliding_attention", "full_attention"], use_sliding_window=True,
-                                 sliding_window=512)
+        swa = synth.write_drafter(
+            d / "swa.gguf",
+            tspec,
+            synth.DrafterSpec(n_layer=3, sliding_window=256, sliding_window_pattern=(True, True, False)),
+        )
+        hf = mf.write_hf_drafter(
+            d / "hf",
+            tspec,
+            synth.DrafterSpec(n_layer=2),
+            dtype="BF16",
+            rope="nested",
+            layer_types=["sliding_attention", "full_attention"],
+            use_sliding_window=True,
+            sliding_window=512,
+        )
         base = synth.write_target(d / "base.gguf", tspec, chat_template=None)
     return dict(dir=d, target=target, odd=odd, dspark=dspark, swa=swa, hf=hf, base=base, tspec=tspec)
 
@@ -82,10 +97,13 @@ def test_drafter_dimensions_come_from_its_tensors(files):
 
 
 def test_metadata_disagreeing_with_shapes_is_reported(files, tmp_path):
-    bad = mf.rewrite_gguf(files["odd"], tmp_path / "bad.gguf",
-                          set_kv={"dflash.attention.key_length": 16, "dflash.feed_forward_length": 128})
+    bad = mf.rewrite_gguf(
+        files["odd"],
+        tmp_path / "bad.gguf",
+        set_kv={"dflash.attention.key_length": 16, "dflash.feed_forward_length": 128},
+    )
     info = inspect_model(bad)
-    assert info.head_dim == 8 and info.n_ff == 96   # the shapes win
+    assert info.head_dim == 8 and info.n_ff == 96  # the shapes win
     text = " ".join(info.dim_mismatches)
     assert "head_dim: metadata says 16, tensor shapes say 8" in text and "n_ff" in text
 
@@ -103,15 +121,18 @@ def test_sliding_window_pattern(files):
     assert inspect_model(files["target"]).sliding_window is None
 
 
-@pytest.mark.parametrize("arch, extra, slides, note", [
-    # gemma3 names only the window: llama.cpp's gemma3 loader slides 5 of every 6 layers
-    ("gemma3", {}, [il % 6 < 5 for il in range(12)], None),
-    # an integer pattern key replaces the architecture's n; cohere2moe keeps its dense-first layout
-    ("gemma3", {"gemma3.attention.sliding_window_pattern": 3}, [il % 3 < 2 for il in range(12)], None),
-    ("cohere2moe", {}, [il % 4 != 0 for il in range(12)], None),
-    # phi3's loader drops the window: no sliding layers, and a note says why
-    ("phi3", {}, None, "full attention"),
-])
+@pytest.mark.parametrize(
+    "arch, extra, slides, note",
+    [
+        # gemma3 names only the window: llama.cpp's gemma3 loader slides 5 of every 6 layers
+        ("gemma3", {}, [il % 6 < 5 for il in range(12)], None),
+        # an integer pattern key replaces the architecture's n; cohere2moe keeps its dense-first layout
+        ("gemma3", {"gemma3.attention.sliding_window_pattern": 3}, [il % 3 < 2 for il in range(12)], None),
+        ("cohere2moe", {}, [il % 4 != 0 for il in range(12)], None),
+        # phi3's loader drops the window: no sliding layers, and a note says why
+        ("phi3", {}, None, "full attention"),
+    ],
+)
 def test_sliding_window_layout_follows_the_architecture(tmp_path, arch, extra, slides, note):
     kv = {f"{arch}.attention.sliding_window": 512, **extra}
     path = synth.write_target(tmp_path / f"{arch}.gguf", synth.TargetSpec(arch=arch, n_layer=12, extra_kv=kv))
@@ -141,7 +162,7 @@ def test_garbage_is_unreadable(tmp_path, content):
 
 def test_header_cut_short_is_unreadable(files, tmp_path):
     cut = tmp_path / "head.gguf"
-    cut.write_bytes(files["target"].read_bytes()[:5000])   # inside the token list
+    cut.write_bytes(files["target"].read_bytes()[:5000])  # inside the token list
     with pytest.raises(UnreadableModelError, match="cut short"):
         inspect_model(cut)
 
@@ -163,7 +184,7 @@ def test_hf_drafter_folder(files):
     assert info.format == "hf" and info.role == ROLE_DFLASH and info.arch == "dflash"
     assert info.quant_types == {"BF16": len(info.tensor_names)}
     assert (info.n_embd, info.n_layer, info.head_dim, info.captured_layers) == (64, 2, 16, 2)
-    assert info.rope_theta == pytest.approx(10000.0)          # from the nested rope_parameters
+    assert info.rope_theta == pytest.approx(10000.0)  # from the nested rope_parameters
     assert info.sliding_window == 512 and info.sliding_window_pattern == (True, False)
     assert info.target_layers == synth.default_target_layers(6)  # HF ids + 1
     assert info.data_complete

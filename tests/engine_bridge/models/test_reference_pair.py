@@ -48,7 +48,10 @@ def engine():
 
     assert PAIR is not None, "the reference pair must ship in resources/models/ (target.gguf, drafter.gguf)"
     target, draft = PAIR
-    eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=1), preflight=PAIR_PREFLIGHT)
+    eng = Engine.load(
+        EngineConfig(target=target, draft=draft, n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=1),
+        preflight=PAIR_PREFLIGHT,
+    )
     yield eng
     eng.close()
 
@@ -79,14 +82,14 @@ def test_sizes_card_and_metadata():
         assert word in card
     t, d = inspect_model(target), inspect_model(draft)
     assert t.arch == "qwen3" and d.arch == "dflash"
-    assert d.tokens_hash == t.tokens_hash          # the drafter carries the target's tokenizer
+    assert d.tokens_hash == t.tokens_hash  # the drafter carries the target's tokenizer
     assert d.target_layers and max(d.target_layers) < t.n_layer
 
 
 def test_tokenizer_round_trip(engine):
     text = "def add(a, b):\n    return a + b\n"
     ids = engine.tokenize(text)
-    assert ids[0] == 0                               # <|endoftext|> opens every document
+    assert ids[0] == 0  # <|endoftext|> opens every document
     assert engine.detokenize(ids[1:]) == text
     assert engine.drafter.mask_token == 1
 
@@ -126,10 +129,13 @@ def test_bench_on_the_reference_pair():
 
     assert PAIR is not None, "the reference pair must ship in resources/models/ (target.gguf, drafter.gguf)"
     target, draft = PAIR
-    spec = BenchSpec(engine=EngineConfig(target=target, draft=draft, n_ctx=1024, n_batch=512, n_ubatch=512,
-                                         n_threads=1),
-                     suite=load_suite(resource("models", "prompts.jsonl")).head(3), reps=1, max_tokens=48,
-                     sweep=parse_sweep(["budget=7"]))
+    spec = BenchSpec(
+        engine=EngineConfig(target=target, draft=draft, n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=1),
+        suite=load_suite(resource("models", "prompts.jsonl")).head(3),
+        reps=1,
+        max_tokens=48,
+        sweep=parse_sweep(["budget=7"]),
+    )
     res = run_bench(spec)
     assert all(r.status == "ok" for r in res.rows), [(r.id, r.error) for r in res.rows]
     spec_rows = [r for r in res.rows if r.kind == "spec"]

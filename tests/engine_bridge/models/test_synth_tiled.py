@@ -14,7 +14,7 @@ def test_tiled_matrices_keep_shape_and_rows_differ():
     rng = np.random.default_rng(0)
     with synth.tiled_random(block=1000):
         a = synth._randn(rng, (300, 64))
-        small = synth._randn(rng, (10, 10))          # below the block: drawn as before
+        small = synth._randn(rng, (10, 10))  # below the block: drawn as before
     assert a.shape == (300, 64) and a.dtype == np.float32
     assert not np.array_equal(a[0], a[1]), "rows must not repeat with the block period"
     flat = a.ravel()

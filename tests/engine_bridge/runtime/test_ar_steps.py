@@ -21,7 +21,7 @@ def _set_eos(path, token: int) -> None:
     reader = GGUFReader(path, "r+")
     field = reader.fields["tokenizer.ggml.eos_token_id"]
     field.parts[field.data[0]][0] = token
-    reader.data.flush()      # a numpy memmap opened r+
+    reader.data.flush()  # a numpy memmap opened r+
     del reader
 
 
@@ -45,7 +45,7 @@ def test_an_ar_run_that_ends_on_eog_reports_mean_commit_one(tiny_pair, tmp_path)
     res = _run(eos_target, GenerationSettings(mode="ar", max_tokens=24))
     s = res.summary
     assert s.finish_reason == "eog" and res.tokens == free.tokens[:eog_at]
-    assert len(res.steps) == eog_at + 1 and res.steps[-1].committed == 0     # the EOG pick is timed
+    assert len(res.steps) == eog_at + 1 and res.steps[-1].committed == 0  # the EOG pick is timed
     assert (s.n_generated, s.n_steps) == (eog_at, eog_at)
     assert s.mean_commit_len == pytest.approx(1.0)
 

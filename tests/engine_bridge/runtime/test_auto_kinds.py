@@ -23,7 +23,7 @@ from engine_bridge.runtime import auto_mode, calibration, text_kind
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
 
-FEW = auto_mode.KIND_STEPS + auto_mode.PROBE_STEPS + 1     # steps to notice a kind, probe it, act
+FEW = auto_mode.KIND_STEPS + auto_mode.PROBE_STEPS + 1  # steps to notice a kind, probe it, act
 
 
 def test_lines_are_classified_by_kind():
@@ -60,8 +60,11 @@ def _run(eng, messages, mode, budget=4, max_tokens=160):
     """A generation from empty caches, with each step's kind as auto's tracker reads it."""
     pieces: dict[int, list[str]] = {}
     eng.reset()
-    res = eng.generate(eng.tokenize_chat(messages), GenerationSettings(mode=mode, budget=budget, max_tokens=max_tokens),
-                       on_token=lambda ev: pieces.setdefault(ev.step, []).append(ev.piece))
+    res = eng.generate(
+        eng.tokenize_chat(messages),
+        GenerationSettings(mode=mode, budget=budget, max_tokens=max_tokens),
+        on_token=lambda ev: pieces.setdefault(ev.step, []).append(ev.piece),
+    )
     tr = text_kind.KindTracker()
     kinds = [tr.feed("".join(pieces.get(r.step, []))) for r in res.steps]
     return res, kinds
@@ -78,12 +81,12 @@ def test_auto_switches_within_a_few_steps_when_the_text_changes_kind(smol, monke
     assert len(on[text_kind.CODE]) >= 8 and len(on[text_kind.PROSE]) >= 8, on
     c_code = sum(on[text_kind.CODE]) / len(on[text_kind.CODE])
     c_prose = sum(on[text_kind.PROSE]) / len(on[text_kind.PROSE])
-    assert c_code > c_prose + 0.2, (c_code, c_prose)   # what the drafter does: code is easier
+    assert c_code > c_prose + 0.2, (c_code, c_prose)  # what the drafter does: code is easier
     # a table where chain 4 pays for code and not for prose
     cost = (c_code + c_prose) / 2
     table = calibration.CostTable(key=calibration.calibration_key(eng.config), ar_ms=10.0, chain_ms={4: 10.0 * cost})
     pol = auto_mode.AutoPolicy(table, eng.drafter.max_draft)
-    pol.recheck_factor = float("inf")       # the given table stays (the steps here take other times)
+    pol.recheck_factor = float("inf")  # the given table stays (the steps here take other times)
     monkeypatch.setattr(eng, "calibration", table)
     monkeypatch.setattr(eng, "auto_policy", pol)
 
@@ -102,7 +105,7 @@ def test_auto_switches_within_a_few_steps_when_the_text_changes_kind(smol, monke
     assert back - first_code > 2 * FEW, "the code block is too short for this test"
     # speculation from a few steps into the code block (a kind not seen yet is probed at once; the
     # interval grown over the prose stretch would have kept it AR throughout), and for much of it
-    assert any(spec[first_code:first_code + FEW]), (kinds, spec)
+    assert any(spec[first_code : first_code + FEW]), (kinds, spec)
     assert sum(spec[first_code:back]) >= 8, (kinds, spec)
-    assert not any(spec[:first_code]), (kinds, spec)       # the answer's first (prose) steps stayed AR
+    assert not any(spec[:first_code]), (kinds, spec)  # the answer's first (prose) steps stayed AR
     assert "changed kind" in res.summary.auto_note

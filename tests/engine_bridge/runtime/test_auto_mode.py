@@ -32,13 +32,14 @@ def deaf_pair(models_dir):
     never drafts what the target says."""
     folder = models_dir / "deaf"
     t = synth.write_target(folder / "deaf-target.gguf", synth.TargetSpec())
-    d = synth.write_drafter(folder / "deaf-dflash.gguf", synth.TargetSpec(),
-                            synth.DrafterSpec(draft_scale=3.0, seed=7))
+    d = synth.write_drafter(folder / "deaf-dflash.gguf", synth.TargetSpec(), synth.DrafterSpec(draft_scale=3.0, seed=7))
     return t, d
 
 
 def _load(target, draft, **kw):
-    return Engine.load(EngineConfig(target=target, draft=draft, n_ctx=2048, n_batch=512, n_ubatch=64, **kw), preflight=PAIR_PREFLIGHT)
+    return Engine.load(
+        EngineConfig(target=target, draft=draft, n_ctx=2048, n_batch=512, n_ubatch=64, **kw), preflight=PAIR_PREFLIGHT
+    )
 
 
 class _Spy:
@@ -56,7 +57,7 @@ class _Spy:
 
 def test_calibration_measures_a_sane_table_and_caches_it(tiny_pair, tmp_path):
     target = tiny_pair[0]
-    draft = shutil.copy(tiny_pair[1], tmp_path / "drafter.gguf")   # its mtime is changed below
+    draft = shutil.copy(tiny_pair[1], tmp_path / "drafter.gguf")  # its mtime is changed below
     eng = _load(target, draft)
     try:
         spy = _Spy(eng)
@@ -114,8 +115,18 @@ class ScriptedPolicy:
         self.seen.append((mode, budget, drafted, accepted))
 
 
-SCRIPT = ([("ar", 0)] * 3 + [("chain", 4)] * 2 + [("tree", 8)] * 2 + [("ar", 0)] * 2 + [("tree", 16)]
-          + [("chain", 15)] * 2 + [("chain", 1)] + [("ar", 0)] + [("tree", 4)] + [("chain", 7)])
+SCRIPT = (
+    [("ar", 0)] * 3
+    + [("chain", 4)] * 2
+    + [("tree", 8)] * 2
+    + [("ar", 0)] * 2
+    + [("tree", 16)]
+    + [("chain", 15)] * 2
+    + [("chain", 1)]
+    + [("ar", 0)]
+    + [("tree", 4)]
+    + [("chain", 7)]
+)
 
 
 def test_auto_switching_every_few_steps_is_lossless(tiny_engine):
@@ -187,13 +198,29 @@ def test_auto_ends_on_ar_when_the_drafter_accepts_nothing(deaf_pair):
 
 def test_cli_calibrate_prints_the_table_and_advice_and_generate_auto_reports(deaf_pair, capsys):
     t, d = map(str, deaf_pair)
-    args = ["calibrate", "--target", t, "--draft", d, "--n-ctx", "1024", "--probe-tokens", "16",
-            "--chain-budgets", "1,4,40", "--tree-budgets", "8", "--rounds", "1", "--json"]
+    args = [
+        "calibrate",
+        "--target",
+        t,
+        "--draft",
+        d,
+        "--n-ctx",
+        "1024",
+        "--probe-tokens",
+        "16",
+        "--chain-budgets",
+        "1,4,40",
+        "--tree-budgets",
+        "8",
+        "--rounds",
+        "1",
+        "--json",
+    ]
     assert cli_main(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert not out["from_cache"]
     modes = [(r["mode"], r["budget"]) for r in out["rows"]]
-    assert modes == [("ar", 0), ("chain", 1), ("chain", 4), ("tree", 8)]     # 40 > the drafter's block
+    assert modes == [("ar", 0), ("chain", 1), ("chain", 4), ("tree", 8)]  # 40 > the drafter's block
     assert all(r["break_even"] > 0 for r in out["rows"])
     assert out["choice"]["mode"] == "ar" and "does not pay" in out["advice"]
     assert cli_main(args) == 0
@@ -203,8 +230,26 @@ def test_cli_calibrate_prints_the_table_and_advice_and_generate_auto_reports(dea
     text = capsys.readouterr().out
     assert "break-even" in text and "advice: speculation does not pay" in text and "auto would run: AR" in text
     # generate --mode auto says what ran and the break-even
-    assert cli_main(["generate", "--target", t, "--draft", d, "--n-ctx", "1024", "--mode", "auto",
-                     "--prompt", "Hello", "--max-tokens", "24"]) == 0
+    assert (
+        cli_main(
+            [
+                "generate",
+                "--target",
+                t,
+                "--draft",
+                d,
+                "--n-ctx",
+                "1024",
+                "--mode",
+                "auto",
+                "--prompt",
+                "Hello",
+                "--max-tokens",
+                "24",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "[auto]" in err and "auto: " in err and "break-even commit" in err
     # no drafter, bad budgets: clear errors
@@ -215,8 +260,9 @@ def test_cli_calibrate_prints_the_table_and_advice_and_generate_auto_reports(dea
 
 
 # -- AR steps of auto decode as plain AR does; the drafter is caught up before speculation -----------
-SWITCHES = ([("ar", 0)] * 6 + [("chain", 4)] * 3 + [("ar", 0)] * 9 + [("tree", 8)] * 3 + [("ar", 0)] * 5
-            + [("chain", 7)] * 2)
+SWITCHES = (
+    [("ar", 0)] * 6 + [("chain", 4)] * 3 + [("ar", 0)] * 9 + [("tree", 8)] * 3 + [("ar", 0)] * 5 + [("chain", 7)] * 2
+)
 
 
 class _ExtractionWatch:
@@ -310,8 +356,8 @@ def test_after_a_catch_up_the_drafter_drafts_as_if_it_never_left_speculation(tin
             res = eng.generate(toks, GenerationSettings(mode="auto", max_tokens=60))
             del eng.drafter.draft
             assert "drafter caught up" in res.summary.auto_note
-            text = toks + res.tokens          # the committed text: the token at position p is text[p]
-            for last, pos, n, draft, logits in spy.calls[2:]:     # the drafts after the first AR stretch
+            text = toks + res.tokens  # the committed text: the token at position p is text[p]
+            for last, pos, n, draft, logits in spy.calls[2:]:  # the drafts after the first AR stretch
                 assert text[pos] == last
                 scale = float(np.abs(logits).max())
                 # reference: a fresh drafter fed every committed token before pos by prefill
@@ -324,7 +370,7 @@ def test_after_a_catch_up_the_drafter_drafts_as_if_it_never_left_speculation(tin
                 # contrast: a drafter that missed the last 8 positions' features (llama.cpp wants
                 # the drafter's positions contiguous, so zeros stand in for them)
                 eng.reset()
-                eng._prefill(text[:pos - 8], need_features=True)
+                eng._prefill(text[: pos - 8], need_features=True)
                 eng.drafter.inject_features(np.zeros((8, eng.drafter.n_embd_enc), np.float32), 8, pos - 8)
                 _, holey = eng.drafter.draft(last, pos, n)
                 differs += not np.allclose(holey, logits, atol=1e-3 * scale)
@@ -347,7 +393,7 @@ def test_targets_without_span_rollback_keep_extraction_on_during_ar(tiny_engine,
     assert res.tokens == ar.tokens
     assert all(extracting for extracting, *_ in watch.rows)
     assert "caught up" not in res.summary.auto_note
-    assert eng.dft_valid == len(eng.kv)       # the run's end flushed the kept rows
+    assert eng.dft_valid == len(eng.kv)  # the run's end flushed the kept rows
 
 
 def test_cpu_auto_keeps_ar_features_on_the_host_and_stays_lossless(tiny_engine):
@@ -392,16 +438,20 @@ def test_a_calibration_that_disagrees_with_the_steps_is_measured_again(tiny_pair
     is suspect after RECHECK_WINDOW steps; the next auto request measures it again and keeps it."""
     with _load(*tiny_pair) as eng:
         real = calibration.ensure(eng, **QUICK)
-        wrong = calibration.CostTable(key=real.key, ar_ms=real.ar_ms * 40,
-                                      chain_ms={b: v * 40 for b, v in real.chain_ms.items()},
-                                      tree_ms={b: v * 40 for b, v in real.tree_ms.items()}, measured_at=real.measured_at)
+        wrong = calibration.CostTable(
+            key=real.key,
+            ar_ms=real.ar_ms * 40,
+            chain_ms={b: v * 40 for b, v in real.chain_ms.items()},
+            tree_ms={b: v * 40 for b, v in real.tree_ms.items()},
+            measured_at=real.measured_at,
+        )
         calibration.save(wrong)
         eng.calibration, eng.auto_policy = wrong, None
         eng.reset()
         eng.generate(PROMPTS[0], GenerationSettings(mode="auto", max_tokens=1))
         pol = eng.auto_policy
         pol.recheck_at = 0.0
-        for _ in range(8):          # until some configuration has run RECHECK_WINDOW full steps
+        for _ in range(8):  # until some configuration has run RECHECK_WINDOW full steps
             eng.reset()
             eng.generate(PROMPTS[0], GenerationSettings(mode="auto", max_tokens=64, stop_at_eog=False))
             if pol.suspect:

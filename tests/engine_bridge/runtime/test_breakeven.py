@@ -44,7 +44,7 @@ def test_advice_says_when_nothing_pays_and_what_it_would_need():
     assert "no commit-length statistics" in breakeven.advice(costs, {})
     hopeless = {("chain", 1): 2.6, ("chain", 2): 4.0, ("tree", 4): 5.05}
     text = breakeven.advice(hopeless, {})
-    assert "cannot pay here" in text and "tree 4" in text and "5.05" in text    # 5 / 5.05 beats 2 / 2.6
+    assert "cannot pay here" in text and "tree 4" in text and "5.05" in text  # 5 / 5.05 beats 2 / 2.6
 
 
 def test_geometric_commit_length():
@@ -54,8 +54,12 @@ def test_geometric_commit_length():
 
 
 def _table(chain: dict, tree: dict | None = None) -> CostTable:
-    return CostTable(key={"test": 1}, ar_ms=10.0, chain_ms={b: 10.0 * c for b, c in chain.items()},
-                     tree_ms={b: 10.0 * c for b, c in (tree or {}).items()})
+    return CostTable(
+        key={"test": 1},
+        ar_ms=10.0,
+        chain_ms={b: 10.0 * c for b, c in chain.items()},
+        tree_ms={b: 10.0 * c for b, c in (tree or {}).items()},
+    )
 
 
 def test_cost_table_interpolates_between_calibrated_budgets():
@@ -63,7 +67,7 @@ def test_cost_table_interpolates_between_calibrated_budgets():
     assert t.cost("ar", 0) == 1.0
     assert t.cost("chain", 3) == pytest.approx(3.0)
     assert t.cost("chain", 5) == pytest.approx(4.0)
-    assert t.cost("chain", 11) == pytest.approx(7.0)      # extrapolated from 3 and 7
+    assert t.cost("chain", 11) == pytest.approx(7.0)  # extrapolated from 3 and 7
     assert t.cost("tree", 8) is None
     assert CostTable.from_json(t.to_json()).costs() == t.costs()
 
@@ -82,7 +86,7 @@ def _steps(pol, n, drafted, accepted, mode="chain"):
 def test_policy_probes_first_then_settles_on_ar_when_nothing_is_accepted():
     pol = auto_mode.AutoPolicy(_table({1: 1.6, 2: 1.8, 4: 2.5, 7: 4.5}), max_draft=15)
     first = pol.choose()
-    assert first[0] == "chain" and pol.probing           # nothing known: a probe
+    assert first[0] == "chain" and pol.probing  # nothing known: a probe
     # the probe's budget: most gain if every draft were accepted, (b+1)/cost: 4 -> 2.0
     assert first == ("chain", 4)
     pol.observe(*first, drafted=4, accepted=0, probing=True)
@@ -101,7 +105,7 @@ def test_policy_moves_to_speculation_when_the_drafter_starts_paying():
     pol = auto_mode.AutoPolicy(_table({1: 1.6, 2: 1.8, 4: 2.5, 7: 4.5, 15: 9.0}), max_draft=15)
     _steps(pol, 200, drafted=15, accepted=0)
     assert pol.best().mode == "ar"
-    chosen = _steps(pol, 600, drafted=15, accepted=15)      # the prompt changed: all accepted
+    chosen = _steps(pol, 600, drafted=15, accepted=15)  # the prompt changed: all accepted
     assert pol.best().mode == "chain"
     # accepting everything, commit b + 1 over cost: chain 4 gives 2.0, chain 7 1.78, chain 15 1.78,
     # chain 2 1.67, chain 1 1.25
@@ -114,7 +118,7 @@ def test_policy_learns_smaller_budgets_from_larger_chain_steps():
     for _ in range(30):
         pol.observe("chain", 7, drafted=7, accepted=2)
     est = pol.estimates()
-    assert est[("chain", 1)] == pytest.approx(2.0, abs=0.01)     # min(2, 1) + 1
+    assert est[("chain", 1)] == pytest.approx(2.0, abs=0.01)  # min(2, 1) + 1
     assert est[("chain", 2)] == pytest.approx(3.0, abs=0.01)
     assert est[("chain", 4)] == pytest.approx(3.0, abs=0.01)
     # chain 2: 3/1.5 = 2.0 is the best
@@ -122,14 +126,40 @@ def test_policy_learns_smaller_budgets_from_larger_chain_steps():
 
 
 def test_bench_report_advice_line_uses_the_rows_own_speeds():
-    report = {"rows": [
-        {"id": "ar", "kind": "ar", "ar_row": "ar", "avg_ts": 100.0, "mean_commit_len": 1.0, "label": "autoregressive",
-         "verify_mode": "ar", "budget": 0},
-        {"id": "c0", "kind": "spec", "ar_row": "ar", "avg_ts": 50.0, "mean_commit_len": 2.0, "label": "budget=4",
-         "verify_mode": "chain", "budget": 4},
-        {"id": "c1", "kind": "spec", "ar_row": "ar", "avg_ts": 150.0, "mean_commit_len": 4.5, "label": "budget=7",
-         "verify_mode": "chain", "budget": 7},
-    ]}
+    report = {
+        "rows": [
+            {
+                "id": "ar",
+                "kind": "ar",
+                "ar_row": "ar",
+                "avg_ts": 100.0,
+                "mean_commit_len": 1.0,
+                "label": "autoregressive",
+                "verify_mode": "ar",
+                "budget": 0,
+            },
+            {
+                "id": "c0",
+                "kind": "spec",
+                "ar_row": "ar",
+                "avg_ts": 50.0,
+                "mean_commit_len": 2.0,
+                "label": "budget=4",
+                "verify_mode": "chain",
+                "budget": 4,
+            },
+            {
+                "id": "c1",
+                "kind": "spec",
+                "ar_row": "ar",
+                "avg_ts": 150.0,
+                "mean_commit_len": 4.5,
+                "label": "budget=7",
+                "verify_mode": "chain",
+                "budget": 7,
+            },
+        ]
+    }
     lines = advice_lines(report)
     # c0: step = 2/50 s vs 1/100 s per AR step -> break-even 4.0; c1: 4.5/150 vs 1/100 -> 3.0
     assert lines[0].startswith("c0") and "break-even commit 4.00" in lines[0] and "does not pay" in lines[0]

@@ -9,8 +9,10 @@ import threading
 
 from engine_bridge.runtime.chat_template import render_chat, renderer_starts
 
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def test_a_render_right_after_the_starting_thread_ended_succeeds():
@@ -19,10 +21,10 @@ def test_a_render_right_after_the_starting_thread_ended_succeeds():
     from engine_bridge.runtime import chat_template
 
     starts = renderer_starts()
-    for _ in range(6):          # the kill races the next request: several rounds make the race likely
+    for _ in range(6):  # the kill races the next request: several rounds make the race likely
         chat_template.shutdown()
         t = threading.Thread(target=render_chat, args=(CHATML, msgs))
         t.start()
         t.join()
         assert render_chat(CHATML, msgs) == want
-    assert renderer_starts() - starts >= 12      # each round: the thread's renderer, then this thread's
+    assert renderer_starts() - starts >= 12  # each round: the thread's renderer, then this thread's

@@ -44,6 +44,9 @@ def test_user_text_cannot_forge_control_tokens(engine):
 
 
 def test_plain_messages_tokenize_as_before(engine):
-    messages = [{"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "4."},
-                {"role": "user", "content": "And 3 + 3?"}]
+    messages = [
+        {"role": "user", "content": "What is 2 + 2?"},
+        {"role": "assistant", "content": "4."},
+        {"role": "user", "content": "And 3 + 3?"},
+    ]
     assert engine.tokenize_chat(messages) == engine.tokenize(engine.format_chat(messages))

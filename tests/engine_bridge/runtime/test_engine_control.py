@@ -24,12 +24,13 @@ def test_cancel_from_another_thread_stops_within_a_step(tiny_engine):
         seen_steps.append(rec.step)
         if len(seen_steps) == 3:
             threading.Thread(target=cancel.set).start()
-            threading.Event().wait(0.05)   # give the other thread time to set the flag
+            threading.Event().wait(0.05)  # give the other thread time to set the flag
             state["steps_at_cancel"] = len(seen_steps)
 
     def run():
-        state["result"] = eng.generate("Hello world", GenerationSettings(mode="chain", budget=4, max_tokens=1000),
-                                       on_step=on_step, cancel=cancel)
+        state["result"] = eng.generate(
+            "Hello world", GenerationSettings(mode="chain", budget=4, max_tokens=1000), on_step=on_step, cancel=cancel
+        )
 
     worker = threading.Thread(target=run)
     worker.start()
@@ -49,7 +50,7 @@ def test_cancel_from_another_thread_stops_within_a_step(tiny_engine):
 def test_prompt_longer_than_context_is_an_error(tiny_pair):
     target, draft = tiny_pair
     with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=64, n_batch=64, n_ubatch=64), check=False) as eng:
-        prompt = " ".join(["word"] * (eng.target_ctx.n_ctx + 10))   # llama.cpp pads n_ctx up
+        prompt = " ".join(["word"] * (eng.target_ctx.n_ctx + 10))  # llama.cpp pads n_ctx up
         with pytest.raises(ContextOverflowError, match="context"):
             eng.generate(prompt, GenerationSettings(mode="chain"))
         # and the engine still works
@@ -102,8 +103,9 @@ def test_lora_variant_changes_drafts_not_output(tiny_engine, models_dir):
 
 def test_swap_drafter_file_keeps_target(tiny_pair, models_dir):
     target, draft = tiny_pair
-    other = synth.write_drafter(models_dir / "other-drafter.gguf", synth.TargetSpec(),
-                                synth.DrafterSpec(seed=11, draft_scale=2.0))
+    other = synth.write_drafter(
+        models_dir / "other-drafter.gguf", synth.TargetSpec(), synth.DrafterSpec(seed=11, draft_scale=2.0)
+    )
     with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=512), check=False) as eng:
         target_ptr = eng.target.ptr
         tokens, steps = _steps(eng)
@@ -132,7 +134,7 @@ def test_a_target_snapshot_restores_the_cache_byte_for_byte(tiny_engine):
     # something else in between: another prompt, the drafter's cache too
     eng.generate("Unrelated words", GenerationSettings(mode="tree", budget=8, max_tokens=8))
     eng.restore_target(snap, keep=first.summary.n_prompt_reused)
-    assert eng.kv == snap.tokens[:first.summary.n_prompt_reused] and eng.dft_valid == 0
+    assert eng.kv == snap.tokens[: first.summary.n_prompt_reused] and eng.dft_valid == 0
     again = eng.generate("The first request goes on", GenerationSettings(mode="ar", max_tokens=16))
     assert again.summary.n_prompt_reused == first.summary.n_prompt_reused
     assert again.tokens == first.tokens
@@ -141,9 +143,10 @@ def test_a_target_snapshot_restores_the_cache_byte_for_byte(tiny_engine):
     assert chain.summary.finish_reason == "max_tokens" and chain.summary.n_generated == 16
     # a state that is not llama.cpp's is refused with an error, not a crash
     from engine_bridge.runtime.engine import TargetSnapshot
+
     with pytest.raises(Exception, match="refused a saved state"):
         eng.restore_target(TargetSnapshot(tokens=[1, 2], state=b"\x00garbage" * 4))
-    assert eng.kv == [] and eng.dft_valid == 0              # left empty, not holding the old tokens
+    assert eng.kv == [] and eng.dft_valid == 0  # left empty, not holding the old tokens
     assert eng.generate("Hello", GenerationSettings(mode="ar", max_tokens=4)).summary.n_generated == 4
 
 
@@ -163,9 +166,11 @@ def test_a_placement_reaches_llama_cpp_and_the_engine_runs_with_it(tiny_pair):
     target, draft = tiny_pair
     cfg = EngineConfig(target=target, draft=draft, n_ctx=512, target_placement=Placement.parse("layer", "3,1", 0))
     with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
-        assert eng.draft_placement == Placement()          # one device or none: the drafter's default
+        assert eng.draft_placement == Placement()  # one device or none: the drafter's default
         chain = eng.generate("Hello world", GenerationSettings(mode="chain", budget=4, max_tokens=12)).tokens
         eng.reset()
         assert chain == eng.generate("Hello world", GenerationSettings(mode="ar", max_tokens=12)).tokens
-    with Engine.load(cfg.replace(draft_placement=Placement(split_mode="none", main_gpu=0)), preflight=PAIR_PREFLIGHT) as eng:
+    with Engine.load(
+        cfg.replace(draft_placement=Placement(split_mode="none", main_gpu=0)), preflight=PAIR_PREFLIGHT
+    ) as eng:
         assert eng.draft_placement == Placement(split_mode="none", main_gpu=0)

@@ -50,8 +50,7 @@ def test_long_prompt_spans_ubatches(tiny_engine):
 
 def test_prompt_longer_than_n_batch(tiny_pair):
     target, draft = tiny_pair
-    with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, n_batch=64, n_ubatch=32),
-                     check=False) as eng:
+    with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, n_batch=64, n_ubatch=32), check=False) as eng:
         prompt = " ".join(f"w{i}" for i in range(100))
         assert len(eng.tokenize(prompt)) > 64
         ar = _run(eng, prompt, mode="ar", max_tokens=24)
@@ -121,8 +120,7 @@ def test_sampling_distribution_is_the_targets(tiny_engine):
     for mode in ("ar", "chain"):
         c = Counter()
         for seed in range(n):
-            r = _run(tiny_engine, "Hello world", mode=mode, budget=4, temperature=1.0, top_k=4, seed=seed,
-                     max_tokens=2)
+            r = _run(tiny_engine, "Hello world", mode=mode, budget=4, temperature=1.0, top_k=4, seed=seed, max_tokens=2)
             c[tuple(r.tokens)] += 1
         dist[mode] = c
     keys = set(dist["ar"]) | set(dist["chain"])
@@ -136,7 +134,9 @@ def test_host_and_backend_argmax_agree(tiny_pair):
     target, draft = tiny_pair
     results = {}
     for backend in (True, False):
-        with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, backend_sampling=backend), preflight=PAIR_PREFLIGHT) as eng:
+        with Engine.load(
+            EngineConfig(target=target, draft=draft, n_ctx=1024, backend_sampling=backend), preflight=PAIR_PREFLIGHT
+        ) as eng:
             out = []
             for p in PROMPTS[:6]:
                 eng.reset()
@@ -161,4 +161,4 @@ def test_lossless_check_rejects_real_differences(tiny_engine):
     k = int(np.argmax(margins))
     wrong = ar.tokens[:k] + [(ar.tokens[k] + 1) % tiny_engine.target.n_vocab]
     with pytest.raises(AssertionError, match="margin"):
-        assert_lossless(tiny_engine, "Hello world", ar.tokens, wrong + ar.tokens[k + 1:], "planted error")
+        assert_lossless(tiny_engine, "Hello world", ar.tokens, wrong + ar.tokens[k + 1 :], "planted error")

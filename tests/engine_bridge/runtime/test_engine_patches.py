@@ -49,19 +49,37 @@ def pristine_tree(tmp_path_factory) -> Path:
     if not src:
         dl = tmp_path_factory.mktemp("sdist")
         try:
-            r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                                "-d", str(dl), f"llama-cpp-python=={VER}"], capture_output=True, text=True, timeout=600)
+            r = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "-q",
+                    "--no-deps",
+                    "--no-binary",
+                    ":all:",
+                    "-d",
+                    str(dl),
+                    f"llama-cpp-python=={VER}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
         except subprocess.TimeoutExpired:
             pytest.skip("pip download of the llama-cpp-python sdist timed out (offline?); set DFLASH_LCP_SDIST")
         found = sorted(dl.glob(f"llama_cpp_python-{VER}.tar.gz"))
         if r.returncode != 0 or not found:
-            pytest.skip(f"the llama-cpp-python {VER} sdist is not available offline (pip: "
-                        f"{r.stderr.strip()[-200:]}); set DFLASH_LCP_SDIST to it")
+            pytest.skip(
+                f"the llama-cpp-python {VER} sdist is not available offline (pip: "
+                f"{r.stderr.strip()[-200:]}); set DFLASH_LCP_SDIST to it"
+            )
         src = str(found[0])
     with tarfile.open(src) as tf:
         for m in tf.getmembers():
-            parts = m.name.split("/", 1)            # llama_cpp_python-0.3.36/vendor/llama.cpp/...
-            if len(parts) == 2 and parts[1].startswith(VENDOR) and parts[1][len(VENDOR):] in touched and m.isfile():
+            parts = m.name.split("/", 1)  # llama_cpp_python-0.3.36/vendor/llama.cpp/...
+            if len(parts) == 2 and parts[1].startswith(VENDOR) and parts[1][len(VENDOR) :] in touched and m.isfile():
                 dst = out / parts[1]
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 dst.write_bytes(tf.extractfile(m).read())
@@ -84,21 +102,26 @@ def test_installed_engine_lists_exactly_our_patches():
     from engine_bridge.runtime import llama_ffi
 
     info = llama_ffi.build_info()
-    assert "patches" in info, ("the installed engine was built without the patch step "
-                               "(rebuild it: make engine)")
+    assert "patches" in info, "the installed engine was built without the patch step (rebuild it: make engine)"
     assert info["patches"] == apply_patches.describe(), (
-        "the installed engine was built with other patches than packaging/patches holds now "
-        "(rebuild it: make engine)")
+        "the installed engine was built with other patches than packaging/patches holds now (rebuild it: make engine)"
+    )
 
 
 def test_doctor_lists_the_patches():
-    r = subprocess.run([sys.executable, "-m", "engine_bridge.cli", "doctor", "--json"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "engine_bridge.cli", "doctor", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert [p["name"] for p in rep["patches"]] == [p.name for p in apply_patches.patch_files()]
-    text = subprocess.run([sys.executable, "-m", "engine_bridge.cli", "doctor"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120).stdout
+    text = subprocess.run(
+        [sys.executable, "-m", "engine_bridge.cli", "doctor"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    ).stdout
     for p in apply_patches.patch_files():
         assert f"llama.cpp patch   {p.name}" in text
 
@@ -139,9 +162,22 @@ def test_build_stops_naming_the_patch_that_no_longer_applies(pristine_tree, tmp_
     f.write_text("\n".join(lines), encoding="utf-8")
     pristine_copy = f.read_bytes()
     env = dict(os.environ, DFLASH_BACKEND="cpu", DFLASH_WHEEL_CACHE=str(tmp_path / "cache"))
-    r = subprocess.run(["bash", str(ROOT / "packaging/build_engine.sh"), "--python", sys.executable,
-                        "--source", str(src), "--target", str(tmp_path / "site")],
-                       capture_output=True, text=True, timeout=300, env=env)
+    r = subprocess.run(
+        [
+            "bash",
+            str(ROOT / "packaging/build_engine.sh"),
+            "--python",
+            sys.executable,
+            "--source",
+            str(src),
+            "--target",
+            str(tmp_path / "site"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert r.returncode == 3, r.stdout + r.stderr
     assert f"patch {first.name} no longer applies" in r.stderr
     assert "hunk 1" in r.stderr
@@ -154,6 +190,9 @@ def test_applier_rejects_a_malformed_patch(tmp_path):
     bad.mkdir()
     (bad / "0001-bad.patch").write_text("header only, no diff\n")
     (tmp_path / "tree").mkdir()
-    r = subprocess.run([sys.executable, str(ROOT / "packaging/apply_patches.py"), str(tmp_path / "tree"),
-                        "--patches", str(bad)], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "packaging/apply_patches.py"), str(tmp_path / "tree"), "--patches", str(bad)],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 1 and "0001-bad.patch: no file changes found" in r.stderr

@@ -22,7 +22,7 @@ import pytest
 from engine_bridge.models import synth
 from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
-from engine_bridge.runtime.engine_process import (EngineLoadCancelled, EngineProcess, EngineProcessError, death_of)
+from engine_bridge.runtime.engine_process import EngineLoadCancelled, EngineProcess, EngineProcessError, death_of
 
 ROOT = Path(__file__).resolve().parents[3]
 GREEDY = dict(max_tokens=12, stop_at_eog=False)
@@ -30,8 +30,11 @@ GREEDY = dict(max_tokens=12, stop_at_eog=False)
 
 def aborting_drafter(folder: Path) -> Path:
     """A drafter for the tiny target (tests/conftest.py's tiny_pair) with a negative RMS-norm epsilon."""
-    return synth.write_drafter(folder / "negative-eps-dflash.gguf", synth.TargetSpec(arch="qwen3", vocab="gpt2"),
-                               synth.DrafterSpec(rms_eps=-1.0))
+    return synth.write_drafter(
+        folder / "negative-eps-dflash.gguf",
+        synth.TargetSpec(arch="qwen3", vocab="gpt2"),
+        synth.DrafterSpec(rms_eps=-1.0),
+    )
 
 
 def test_the_aborting_drafter_aborts_a_bare_process(tiny_pair, tmp_path):
@@ -44,8 +47,14 @@ def test_the_aborting_drafter_aborts_a_bare_process(tiny_pair, tmp_path):
         eng.generate("Hello", GenerationSettings(mode="chain", budget=4, max_tokens=4))
         print("survived", flush=True)
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                         env=dict(os.environ, GGML_NO_BACKTRACE="1"))
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env=dict(os.environ, GGML_NO_BACKTRACE="1"),
+    )
     assert out.returncode == -signal.SIGABRT, (out.returncode, out.stderr[-2000:])
     assert "loaded" in out.stdout and "survived" not in out.stdout
     assert "GGML_ASSERT(eps >= 0.0f) failed" in out.stderr
@@ -89,7 +98,7 @@ def test_how_each_end_is_named():
     assert death_of(-signal.SIGABRT, 0, 0)[0] == "aborted"
     assert death_of(-signal.SIGBUS, None, None)[0] == "crashed"
     assert death_of(-signal.SIGKILL, 3, 3) == ("killed", death_of(-signal.SIGKILL, None, None)[1])
-    reason, text = death_of(-signal.SIGKILL, 3, 4)       # the memory cgroup counted an OOM kill meanwhile
+    reason, text = death_of(-signal.SIGKILL, 3, 4)  # the memory cgroup counted an OOM kill meanwhile
     assert reason == "out_of_memory" and "ran out of memory" in text
     assert death_of(-signal.SIGTERM, 0, 0) == ("killed", "the engine ended with SIGTERM")
     assert death_of(3, 0, 0) == ("exited", "the engine exited with code 3")
@@ -97,8 +106,9 @@ def test_how_each_end_is_named():
 
 def test_drafter_swaps_adapters_and_snapshots_through_the_child(tiny_pair, models_dir, tmp_path):
     target, draft = tiny_pair
-    other = synth.write_drafter(tmp_path / "other-drafter.gguf", synth.TargetSpec(),
-                                synth.DrafterSpec(seed=11, draft_scale=2.0))
+    other = synth.write_drafter(
+        tmp_path / "other-drafter.gguf", synth.TargetSpec(), synth.DrafterSpec(seed=11, draft_scale=2.0)
+    )
     lora = synth.write_lora(tmp_path / "variant-lora.gguf", scale=3.0)
     eng = EngineProcess.load(EngineConfig(target=target, draft=draft, n_ctx=1024), preflight=PAIR_PREFLIGHT)
     try:
@@ -108,7 +118,7 @@ def test_drafter_swaps_adapters_and_snapshots_through_the_child(tiny_pair, model
         # the parent's config follows the child's: a reload loads the drafter in use
         assert eng.config.draft == Path(other) and eng.describe()["draft"] == str(other)
         eng.reset()
-        assert eng.generate("Hello world", settings).tokens == base.tokens       # lossless either way
+        assert eng.generate("Hello world", settings).tokens == base.tokens  # lossless either way
         eng.swap_drafter(draft, check=False)
         eng.set_adapters([(lora, 1.0)], check=False)
         assert eng.config.adapters == ((Path(lora), 1.0),) and eng.describe()["adapters"][0][0] == str(lora)
@@ -132,8 +142,12 @@ def test_a_load_is_cancelled_by_ending_the_child(tiny_pair):
     started = time.monotonic()
     with pytest.raises(EngineLoadCancelled):
         # the first progress message comes from the child: it is loading; cancel it there
-        EngineProcess.load(EngineConfig(target=tiny_pair[0], draft=tiny_pair[1], n_ctx=512), check=False,
-                           progress=lambda _: cancel.set(), cancel=cancel)
+        EngineProcess.load(
+            EngineConfig(target=tiny_pair[0], draft=tiny_pair[1], n_ctx=512),
+            check=False,
+            progress=lambda _: cancel.set(),
+            cancel=cancel,
+        )
     assert time.monotonic() - started < 60
 
 

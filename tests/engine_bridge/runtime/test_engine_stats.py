@@ -12,8 +12,12 @@ from engine_bridge.runtime.records import PHASES
 def test_step_invariants(tiny_engine, mode, budget):
     tiny_engine.reset()
     tokens, steps = [], []
-    res = tiny_engine.generate("The quick brown fox", GenerationSettings(mode=mode, budget=budget, max_tokens=48),
-                               on_token=tokens.append, on_step=steps.append)
+    res = tiny_engine.generate(
+        "The quick brown fox",
+        GenerationSettings(mode=mode, budget=budget, max_tokens=48),
+        on_token=tokens.append,
+        on_step=steps.append,
+    )
     s = res.summary
     # a last step that picked end-of-generation commits nothing and is no commit step
     assert steps == res.steps and sum(1 for st in steps if st.committed) == s.n_steps > 0

@@ -20,10 +20,15 @@ from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
 
 # a user turn long enough that prompt + answer pass 256 cells (n_kv 512: the one-row split path)
-LONG = ("Here are my notes from the planning meeting. " + " ".join(
-    f"Item {i}: the team discussed budget line {i * 7}, the schedule for phase {i % 5 + 1}, and who "
-    f"reviews the design document before the deadline on day {i * 3 + 2}." for i in range(12))
-    + " Summarise the decisions in a short list.")
+LONG = (
+    "Here are my notes from the planning meeting. "
+    + " ".join(
+        f"Item {i}: the team discussed budget line {i * 7}, the schedule for phase {i % 5 + 1}, and who "
+        f"reviews the design document before the deadline on day {i * 3 + 2}."
+        for i in range(12)
+    )
+    + " Summarise the decisions in a short list."
+)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +43,7 @@ def pair():
 def exact(pair):
     try:
         eng = Engine.load(pair.replace(exact=True), preflight=PAIR_PREFLIGHT)
-    except Exception as exc:   # noqa: BLE001 - a build without patch 0005 says so
+    except Exception as exc:  # noqa: BLE001 - a build without patch 0005 says so
         pytest.fail(f"the exact verify did not load: {exc}")
     yield eng
     eng.close()
@@ -62,8 +67,9 @@ def test_rows_past_512_cells_round_as_one_token_decodes_only_when_exact(fast, ex
     diffs = {}
     for name, eng in (("fast", fast), ("exact", exact)):
         gen, ref = eng.greedy_logits(toks, 40)
-        got = np.concatenate(eng.replay_verify(toks, gen, drift.chain_batches(len(toks), gen, toks, 2),
-                                               every_batch=True))
+        got = np.concatenate(
+            eng.replay_verify(toks, gen, drift.chain_batches(len(toks), gen, toks, 2), every_batch=True)
+        )
         diffs[name] = float(np.abs(got - ref).max())
     assert diffs["exact"] == 0.0
     assert diffs["fast"] > 0.0, "the fast verify no longer differs here: this test lost its point"
@@ -89,8 +95,24 @@ def test_cli_exact_flag(tmp_path, pair):
     import subprocess
     import sys
 
-    cmd = [sys.executable, "-m", "engine_bridge.cli", "generate", "--target", str(pair.target), "--draft",
-           str(pair.draft), "--n-ctx", "1024", "--max-tokens", "8", "--prompt", "Hello", "--exact", "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine_bridge.cli",
+        "generate",
+        "--target",
+        str(pair.target),
+        "--draft",
+        str(pair.draft),
+        "--n-ctx",
+        "1024",
+        "--max-tokens",
+        "8",
+        "--prompt",
+        "Hello",
+        "--exact",
+        "--json",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert '"exact": true' in out.stdout

@@ -45,8 +45,10 @@ def drafters(gemma, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def engine(gemma, drafters):
-    eng = Engine.load(EngineConfig(target=gemma, draft=drafters["plain"], n_ctx=1024, n_batch=256, n_ubatch=64,
-                                   n_threads=1), preflight=PAIR_PREFLIGHT)
+    eng = Engine.load(
+        EngineConfig(target=gemma, draft=drafters["plain"], n_ctx=1024, n_batch=256, n_ubatch=64, n_threads=1),
+        preflight=PAIR_PREFLIGHT,
+    )
     yield eng
     eng.close()
 
@@ -79,7 +81,7 @@ def _draft_logits(eng: Engine, prompt: str, n: int = 7) -> np.ndarray:
     eng.reset()
     eng._prefill(toks[:-1], need_features=True)
     eng.drafter.ctx.set_backend_greedy(False)
-    _, logits = eng.drafter.draft(toks[-1], len(eng.kv), n)    # as a chain step drafts after the prompt
+    _, logits = eng.drafter.draft(toks[-1], len(eng.kv), n)  # as a chain step drafts after the prompt
     return np.array(logits, copy=True)
 
 

@@ -23,19 +23,32 @@ RAW_LLAMA = re.compile(r"^(llama_\w+|load\w*|print_info|ggml_\w+|gguf_\w+|\.+)[:
 def _generate(target, draft, *extra, env_extra=None):
     env = {k: v for k, v in os.environ.items() if k != "DFLASH_LLAMA_LOG"}
     env.update(env_extra or {})
-    cmd = [sys.executable, "-m", "engine_bridge.cli", "generate", "--target", str(target), "--draft", str(draft),
-           "--prompt", "The quick brown fox", "--max-tokens", "8", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine_bridge.cli",
+        "generate",
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--prompt",
+        "The quick brown fox",
+        "--max-tokens",
+        "8",
+        *extra,
+    ]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_a_generation_prints_no_raw_llama_lines_and_reports_its_warning_as_ours(tiny_pair):
-    target, draft = tiny_pair             # trained context 4096: asking for 8192 makes llama.cpp warn
+    target, draft = tiny_pair  # trained context 4096: asking for 8192 makes llama.cpp warn
     proc = _generate(target, draft, "--n-ctx", "8192")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert not RAW_LLAMA.search(proc.stderr), proc.stderr[:2000]
     ours = [line for line in proc.stderr.splitlines() if line.startswith("dflash-studio: llama.cpp warning:")]
     assert any("n_ctx_seq (8192) > n_ctx_train (4096)" in line for line in ours), proc.stderr
-    assert len(ours) == len(set(ours))    # target and drafter warn alike: said once
+    assert len(ours) == len(set(ours))  # target and drafter warn alike: said once
 
 
 def test_dflash_llama_log_lets_llama_cpp_speak(tiny_pair):
@@ -59,9 +72,9 @@ def test_the_default_context_is_capped_by_memory(tiny_pair):
     m = Model(target)
     try:
         per_token = context_size.kv_bytes_per_token(m)
-        assert per_token == 4 * 2 * 16 * (2 + 2)          # 4 layers, 2 KV heads of 16, f16 K and V
-        assert context_size.default_n_ctx(m, memory=1 << 40) == 4096           # the trained length
-        small = int(1000 * per_token * 2 / context_size.KV_MEMORY_SHARE)        # room for 1000 tokens
+        assert per_token == 4 * 2 * 16 * (2 + 2)  # 4 layers, 2 KV heads of 16, f16 K and V
+        assert context_size.default_n_ctx(m, memory=1 << 40) == 4096  # the trained length
+        small = int(1000 * per_token * 2 / context_size.KV_MEMORY_SHARE)  # room for 1000 tokens
         assert context_size.default_n_ctx(m, memory=small) == 1000
         assert context_size.default_n_ctx(m, memory=1) == context_size.MIN_DEFAULT_CTX
     finally:

@@ -32,59 +32,85 @@ def ar_run(tiny_engine):
 
 
 def _second_choice_at(ref, tops, k):
-    return ref[:k] + [tops[k][1]] + ref[k + 1:]
+    return ref[:k] + [tops[k][1]] + ref[k + 1 :]
 
 
 def test_a_parting_where_the_target_is_sure_is_a_real_divergence(tiny_engine, ar_run):
     prompt, ref, tops = ar_run
-    assert [t[0] for t in tops] == ref                       # next_token_logits agrees with AR
+    assert [t[0] for t in tops] == ref  # next_token_logits agrees with AR
     k = max(range(len(ref)), key=lambda i: tops[i][2])
     assert tops[k][2] > near_tie.NEAR_TIE_QUANT, tops[k]
     part = near_tie.parting(tiny_engine, prompt, ref, _second_choice_at(ref, tops, k))
     assert part.index == k and part.margin == pytest.approx(tops[k][2], rel=1e-3, abs=1e-4)
-    assert part.tolerance == near_tie.NEAR_TIE               # the tiny target has f32 weights
+    assert part.tolerance == near_tie.NEAR_TIE  # the tiny target has f32 weights
     assert not part.near_tie and part.to_dict()["near_tie"] is False
     assert near_tie.parting(tiny_engine, prompt, ref, list(ref)) is None
 
 
 def test_a_parting_at_a_near_tie_is_not_a_loss(tiny_engine, ar_run):
     prompt, ref, tops = ar_run
-    k = min(range(len(ref)), key=lambda i: tops[i][2])       # where the target is least sure
+    k = min(range(len(ref)), key=lambda i: tops[i][2])  # where the target is least sure
     margin = tops[k][2]
     part = near_tie.parting(tiny_engine, prompt, ref, _second_choice_at(ref, tops, k), tolerance=margin * 1.5 + 1e-6)
     assert part.index == k and part.near_tie
     # the same parting under a tolerance below its margin is a loss: the rule is the margin, not the index
-    assert not near_tie.parting(tiny_engine, prompt, ref, _second_choice_at(ref, tops, k),
-                                tolerance=margin * 0.5).near_tie
+    assert not near_tie.parting(
+        tiny_engine, prompt, ref, _second_choice_at(ref, tops, k), tolerance=margin * 0.5
+    ).near_tie
 
 
 def _m(row, pid, tokens, divergence=None):
-    s = RunSummary(mode="ar" if row == "ar" else "chain", n_prompt=5, n_prompt_reused=0, n_generated=len(tokens),
-                   n_steps=len(tokens), n_drafted=0, n_accepted=0, t_prefill=0.01, t_first_token=0.01,
-                   t_generate=0.5, budget_requested=0, budget_effective=0, budget_note="", finish_reason="max_tokens")
-    return Measurement(row, pid, 0, 0, s.to_dict(), {p: 0.0 for p in PHASES}, [1] * len(tokens), tokens, "",
-                       divergence)
+    s = RunSummary(
+        mode="ar" if row == "ar" else "chain",
+        n_prompt=5,
+        n_prompt_reused=0,
+        n_generated=len(tokens),
+        n_steps=len(tokens),
+        n_drafted=0,
+        n_accepted=0,
+        t_prefill=0.01,
+        t_first_token=0.01,
+        t_generate=0.5,
+        budget_requested=0,
+        budget_effective=0,
+        budget_note="",
+        finish_reason="max_tokens",
+    )
+    return Measurement(row, pid, 0, 0, s.to_dict(), {p: 0.0 for p in PHASES}, [1] * len(tokens), tokens, "", divergence)
 
 
 def test_the_bench_flag_applies_the_rule_per_prompt(tiny_engine, ar_run, tmp_path):
     prompt, ref, tops = ar_run
     sure = max(range(len(ref)), key=lambda i: tops[i][2])
     close = min(range(len(ref)), key=lambda i: tops[i][2])
-    tie = near_tie.parting(tiny_engine, prompt, ref, _second_choice_at(ref, tops, close),
-                           tolerance=tops[close][2] * 1.5 + 1e-6)
+    tie = near_tie.parting(
+        tiny_engine, prompt, ref, _second_choice_at(ref, tops, close), tolerance=tops[close][2] * 1.5 + 1e-6
+    )
     real = near_tie.parting(tiny_engine, prompt, ref, _second_choice_at(ref, tops, sure))
-    suite = Suite("t", "t.jsonl", "0" * 64, (Prompt("tie", text=PROMPT), Prompt("real", text=PROMPT),
-                                            Prompt("same", text=PROMPT)))
+    suite = Suite(
+        "t", "t.jsonl", "0" * 64, (Prompt("tie", text=PROMPT), Prompt("real", text=PROMPT), Prompt("same", text=PROMPT))
+    )
     spec = BenchSpec(engine=EngineConfig(target=tmp_path / "t.gguf", draft=tmp_path / "d.gguf"), suite=suite, reps=1)
     kv = KVTypes()
-    rows = [BenchRow("ar", "ar", "autoregressive", "ar", 0, kv, "", "ar", status="ok"),
-            BenchRow("c0", "spec", "budget=4", "chain", 4, kv, "base", "ar", status="ok")]
+    rows = [
+        BenchRow("ar", "ar", "autoregressive", "ar", 0, kv, "", "ar", status="ok"),
+        BenchRow("c0", "spec", "budget=4", "chain", 4, kv, "base", "ar", status="ok"),
+    ]
     ms = [_m("ar", pid, ref) for pid in ("tie", "real", "same")] + [
         _m("c0", "tie", _second_choice_at(ref, tops, close), tie.to_dict()),
         _m("c0", "real", _second_choice_at(ref, tops, sure), real.to_dict()),
-        _m("c0", "same", list(ref))]
-    machine = {"os": "x", "python": "3", "cpu": "x", "n_cpus": 2, "memory_bytes": 2**30, "gpus": [],
-               "gpu_info": "", "driver": ""}
+        _m("c0", "same", list(ref)),
+    ]
+    machine = {
+        "os": "x",
+        "python": "3",
+        "cpu": "x",
+        "n_cpus": 2,
+        "memory_bytes": 2**30,
+        "gpus": [],
+        "gpu_info": "",
+        "driver": "",
+    }
     build = {"build_commit": "x", "llama_cpp_python": "0.3.36", "backend": "cpu", "system_info": "", "cmake_args": ""}
     rep = build_report(BenchResult(spec, rows, ms, machine, build, started_at=1.0, finished_at=2.0))
     assert validate(rep) == []
@@ -106,8 +132,14 @@ def test_the_bench_runner_records_no_divergence_for_a_lossless_greedy_row(tiny_p
     from engine_bridge.bench.runner import run_bench
 
     suite = Suite("t", "t.jsonl", "0" * 64, (Prompt("p1", text=PROMPT), Prompt("p2", text="Hello world")))
-    spec = BenchSpec(engine=EngineConfig(target=tiny_pair[0], draft=tiny_pair[1], n_ctx=512, n_batch=256, n_ubatch=64),
-                     suite=suite, reps=1, max_tokens=12, budget=4, warmup=False)
+    spec = BenchSpec(
+        engine=EngineConfig(target=tiny_pair[0], draft=tiny_pair[1], n_ctx=512, n_batch=256, n_ubatch=64),
+        suite=suite,
+        reps=1,
+        max_tokens=12,
+        budget=4,
+        warmup=False,
+    )
     res = run_bench(spec)
     spec_ms = [m for m in res.measurements if m.row_id != "ar"]
     assert spec_ms and all(m.divergence is None or m.divergence["near_tie"] for m in spec_ms)
@@ -128,7 +160,7 @@ def test_replayed_shapes_reproduce_ar_and_judge_a_forced_parting(tiny_engine, ar
         batched = tiny_engine.replay_logits(prompt, ref[:k], rows)
         assert np.abs(batched - single).max() < 1e-2 * max(1.0, float(np.abs(single).max()))
         tiny_engine.reset()
-        shaped = tiny_engine.replay_logits(prompt, ref[:k], rows, follow=ref[k:k + rows - 1])
+        shaped = tiny_engine.replay_logits(prompt, ref[:k], rows, follow=ref[k : k + rows - 1])
         assert int(np.argmax(shaped)) == ref[k]
     sure = max(range(len(ref)), key=lambda i: tops[i][2])
     produced = _second_choice_at(ref, tops, sure)
@@ -170,9 +202,9 @@ def test_recorded_tree_batches_replay_to_the_runs_own_picks(tiny_engine):
     assert sum(len(vb.rows) for vb in vbs) <= len(run.tokens)
     assert any(len(vb.rows) > 1 for vb in vbs), "no step accepted a draft: the path replay went untested"
     for n in (0, len(vbs) // 2, len(vbs) - 1):
-        rows = tiny_engine.replay_verify(prompt, run.tokens, vbs[:n + 1])
+        rows = tiny_engine.replay_verify(prompt, run.tokens, vbs[: n + 1])
         picks = [int(np.argmax(r)) for r in rows]
-        assert picks == run.tokens[vbs[n].first:vbs[n].first + len(vbs[n].rows)], f"step {n}"
+        assert picks == run.tokens[vbs[n].first : vbs[n].first + len(vbs[n].rows)], f"step {n}"
     # the engine is left empty and usable
     assert tiny_engine.kv == []
     # nothing is recorded unless asked (chat and bench runs keep no batches)

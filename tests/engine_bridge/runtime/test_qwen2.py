@@ -46,8 +46,10 @@ def drafter(qwen, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def engine(qwen, drafter):
-    eng = Engine.load(EngineConfig(target=qwen, draft=drafter, n_ctx=1024, n_batch=256, n_ubatch=64, n_threads=2),
-                      preflight=PAIR_PREFLIGHT)
+    eng = Engine.load(
+        EngineConfig(target=qwen, draft=drafter, n_ctx=1024, n_batch=256, n_ubatch=64, n_threads=2),
+        preflight=PAIR_PREFLIGHT,
+    )
     yield eng
     eng.close()
 
@@ -58,7 +60,9 @@ def reference(engine):
     out = {}
     for prompt in PROMPTS:
         engine.reset()
-        out[prompt] = engine.generate(prompt, GenerationSettings(mode="ar", max_tokens=N_TOKENS, stop_at_eog=False)).tokens
+        out[prompt] = engine.generate(
+            prompt, GenerationSettings(mode="ar", max_tokens=N_TOKENS, stop_at_eog=False)
+        ).tokens
     return out
 
 
@@ -84,8 +88,9 @@ def test_the_engine_carries_0004_and_the_check_passes(qwen, drafter):
 def test_chain_and_tree_are_lossless_on_qwen2(engine, reference, mode, budget):
     for prompt in PROMPTS:
         engine.reset()
-        out = engine.generate(prompt, GenerationSettings(mode=mode, budget=budget, max_tokens=N_TOKENS,
-                                                         stop_at_eog=False))
+        out = engine.generate(
+            prompt, GenerationSettings(mode=mode, budget=budget, max_tokens=N_TOKENS, stop_at_eog=False)
+        )
         assert out.summary.n_generated == N_TOKENS and len(out.steps) > 0
         # the drafter really ran (a step near max_tokens may have no room to draft)
         assert sum(s.drafted > 0 for s in out.steps) >= len(out.steps) - 1, [s.drafted for s in out.steps]
@@ -103,7 +108,8 @@ def test_an_engine_without_0004_refuses_a_qwen2_target(qwen, drafter, monkeypatc
     monkeypatch.setattr(compat, "_default_build", lambda: without)
     loaded = []
     with pytest.raises(IncompatiblePairError) as info:
-        Engine.load(EngineConfig(target=qwen, draft=drafter, n_ctx=256), preflight=PAIR_PREFLIGHT,
-                    progress=loaded.append)
+        Engine.load(
+            EngineConfig(target=qwen, draft=drafter, n_ctx=256), preflight=PAIR_PREFLIGHT, progress=loaded.append
+        )
     assert "target_arch_feeds_drafter" in [c.name for c in info.value.failures] and PATCH in str(info.value)
-    assert not any(m.startswith("loading") for m in loaded), loaded     # refused before anything loaded
+    assert not any(m.startswith("loading") for m in loaded), loaded  # refused before anything loaded

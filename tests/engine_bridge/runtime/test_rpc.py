@@ -42,8 +42,9 @@ def _config(pair, **kw) -> EngineConfig:
     target, draft = pair
     # flash attention named in both runs: an RPC device says it supports every op, so "auto" could
     # resolve differently from the local CPU
-    return EngineConfig(target=target, draft=draft, n_ctx=1024, n_batch=256, n_ubatch=64, n_threads=1,
-                        flash_attn="off", **kw)
+    return EngineConfig(
+        target=target, draft=draft, n_ctx=1024, n_batch=256, n_ubatch=64, n_threads=1, flash_attn="off", **kw
+    )
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +63,12 @@ def test_endpoints_parse_and_refuse_with_a_reason():
     assert rpc.parse_endpoints(" 10.0.0.2:50052, gpu-box:6000 ,10.0.0.2:50052") == ("10.0.0.2:50052", "gpu-box:6000")
     assert rpc.parse_endpoints("gpu-box") == ("gpu-box:50052",)
     assert rpc.parse_endpoints("") == ()
-    for bad, says in (("host:x", "port must be a number"), ("host:0", "1-65535"), ("[::1]:5", "IPv6"),
-                      (":5", "expected host:port")):
+    for bad, says in (
+        ("host:x", "port must be a number"),
+        ("host:0", "1-65535"),
+        ("[::1]:5", "IPv6"),
+        (":5", "expected host:port"),
+    ):
         with pytest.raises(ValueError, match=says.replace("[", r"\[")):
             rpc.parse_endpoints(bad)
 
@@ -105,7 +110,7 @@ def test_probe_tells_unreachable_busy_and_not_rpc_apart():
 def test_probe_lists_the_servers_device(server):
     info = rpc.probe(server.endpoint)
     assert info.version[:2] == (rpc.PROTO_MAJOR, rpc.PROTO_MINOR)
-    assert len(info.devices) == 1                        # no GPU here: the server offers its CPU
+    assert len(info.devices) == 1  # no GPU here: the server offers its CPU
     dev = info.devices[0]
     assert 0 < dev.memory_free <= dev.memory_total
     assert rpc.describe_device(dev).startswith(f"RPC {server.endpoint}: ")
@@ -122,8 +127,11 @@ def test_pair_on_the_rpc_device_is_lossless_against_the_local_run(server, tiny_p
         for (prompt, mode), reference in local_runs.items():
             eng.reset()
             steps = []
-            res = eng.generate(prompt, GenerationSettings(mode=mode, budget={"ar": 1, "chain": 7, "tree": 12}[mode],
-                                                          **GREEDY), on_step=steps.append)
+            res = eng.generate(
+                prompt,
+                GenerationSettings(mode=mode, budget={"ar": 1, "chain": 7, "tree": 12}[mode], **GREEDY),
+                on_step=steps.append,
+            )
             # the same ggml-cpu kernels on the same f32/f16 weights: bit-identical, not near-tie equal
             assert res.tokens == reference, f"{mode} on RPC parts from the local run for {prompt!r}"
             assert len(steps) == res.summary.n_steps
@@ -143,8 +151,9 @@ def test_a_target_split_over_two_servers_puts_the_drafter_beside_its_output(serv
                 assert d["draft_devices"] == [f"RPC1 ({eps[1]})"], d["draft_devices"]
             for (prompt, mode), reference in list(local_runs.items())[:6]:
                 eng.reset()
-                res = eng.generate(prompt, GenerationSettings(mode=mode, budget={"ar": 1, "chain": 7, "tree": 12}[mode],
-                                                              **GREEDY))
+                res = eng.generate(
+                    prompt, GenerationSettings(mode=mode, budget={"ar": 1, "chain": 7, "tree": 12}[mode], **GREEDY)
+                )
                 assert res.tokens == reference, f"{mode} split over two servers parts from the local run"
 
 
@@ -161,17 +170,20 @@ def test_a_server_killed_mid_generation_is_named_and_the_engine_is_rebuilt(tiny_
                 srv.kill()
 
         with pytest.raises(rpc.RpcError) as err:
-            eng.generate(prompt, GenerationSettings(mode="chain", budget=2, max_tokens=400, stop_at_eog=False),
-                         on_token=kill_after_five)
+            eng.generate(
+                prompt,
+                GenerationSettings(mode="chain", budget=2, max_tokens=400, stop_at_eog=False),
+                on_token=kill_after_five,
+            )
         exc = err.value
         assert exc.reason == "lost" and exc.endpoint == srv.endpoint
         msg = str(exc)
         assert f"RPC server {srv.endpoint} was lost mid-generation" in msg and "unreachable" in msg
-        assert "Remote RPC server crashed" in msg            # llama.cpp's own last words, from the child
+        assert "Remote RPC server crashed" in msg  # llama.cpp's own last words, from the child
         # the tokens streamed before the loss are the local run's (a batch computed before the kill may
         # still arrive after it, past the reference's 24 tokens: compared where both have them)
         ref = local_runs[(prompt, "chain")]
-        assert len(got) >= 5 and got[:len(ref)] == ref[:len(got)]
+        assert len(got) >= 5 and got[: len(ref)] == ref[: len(got)]
         # the engine is gone and says so, without touching the dead server
         with pytest.raises(EngineProcessError, match="reload the pair"):
             eng.generate(prompt, GenerationSettings(max_tokens=4))
@@ -194,11 +206,14 @@ def test_a_server_that_freezes_trips_the_watchdog(tiny_pair, tmp_path):
         def freeze_after_three(ev):
             got.append(ev)
             if len(got) == 3:
-                srv.pause()          # SIGSTOP: the socket stays open, nothing answers
+                srv.pause()  # SIGSTOP: the socket stays open, nothing answers
 
         with pytest.raises(rpc.RpcError) as err:
-            eng.generate(PROMPTS[1], GenerationSettings(mode="ar", max_tokens=400, stop_at_eog=False),
-                         on_token=freeze_after_three)
+            eng.generate(
+                PROMPTS[1],
+                GenerationSettings(mode="ar", max_tokens=400, stop_at_eog=False),
+                on_token=freeze_after_three,
+            )
         assert err.value.reason == "lost" and err.value.endpoint == srv.endpoint
         assert "no answer for 3 s" in str(err.value) and "busy" not in err.value.reason
     finally:
@@ -234,8 +249,9 @@ def test_the_engine_process_behaves_as_the_engine_for_the_app(tiny_pair):
             if len(seen) == 6:
                 cancel.set()
 
-        res = eng.generate(PROMPTS[2], GenerationSettings(max_tokens=400, stop_at_eog=False), on_token=stop_at_six,
-                           cancel=cancel)
+        res = eng.generate(
+            PROMPTS[2], GenerationSettings(max_tokens=400, stop_at_eog=False), on_token=stop_at_six, cancel=cancel
+        )
         assert res.summary.finish_reason == "cancelled" and 6 <= len(res.tokens) < 400
 
         def boom(ev):
@@ -246,7 +262,7 @@ def test_the_engine_process_behaves_as_the_engine_for_the_app(tiny_pair):
         again = eng.generate(PROMPTS[3], GenerationSettings(max_tokens=5))
         assert len(again.tokens) == 5
         with pytest.raises(IncompatiblePairError) as err:
-            eng.swap_drafter(tiny_pair[0])          # a target is no drafter: the pairing check says so
+            eng.swap_drafter(tiny_pair[0])  # a target is no drafter: the pairing check says so
         assert err.value.report is not None and err.value.failures
         assert eng.generate(PROMPTS[3], GenerationSettings(max_tokens=5)).tokens == again.tokens
     finally:

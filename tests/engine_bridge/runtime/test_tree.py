@@ -112,7 +112,9 @@ def test_tree_with_sampling_top_k_one_is_exact(tiny_engine):
         tiny_engine.reset()
         ar = tiny_engine.generate(p, GenerationSettings(mode="ar", temperature=0.8, top_k=1, max_tokens=20))
         tiny_engine.reset()
-        tr = tiny_engine.generate(p, GenerationSettings(mode="tree", budget=16, temperature=0.8, top_k=1, max_tokens=20))
+        tr = tiny_engine.generate(
+            p, GenerationSettings(mode="tree", budget=16, temperature=0.8, top_k=1, max_tokens=20)
+        )
         assert_lossless(tiny_engine, p, ar.tokens, tr.tokens, "tree, top-k 1 sampling")
 
 
@@ -130,7 +132,9 @@ def test_multi_turn_after_tree_steps(tiny_engine):
 
 def test_node_budget_clamped_to_context_capacity(tiny_pair):
     target, draft = tiny_pair
-    with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=512, max_tree_nodes=8), preflight=PAIR_PREFLIGHT) as eng:
+    with Engine.load(
+        EngineConfig(target=target, draft=draft, n_ctx=512, max_tree_nodes=8), preflight=PAIR_PREFLIGHT
+    ) as eng:
         assert eng.tree_max_nodes == 8
         r = eng.generate("Hello", GenerationSettings(mode="tree", budget=40, max_tokens=12))
         assert r.summary.budget_effective == 8 and "clamped" in r.summary.budget_note
@@ -139,7 +143,9 @@ def test_node_budget_clamped_to_context_capacity(tiny_pair):
 
 def test_without_sequences_tree_falls_back_to_chain(tiny_pair):
     target, draft = tiny_pair
-    with Engine.load(EngineConfig(target=target, draft=draft, n_ctx=512, max_tree_nodes=1), preflight=PAIR_PREFLIGHT) as eng:
+    with Engine.load(
+        EngineConfig(target=target, draft=draft, n_ctx=512, max_tree_nodes=1), preflight=PAIR_PREFLIGHT
+    ) as eng:
         assert not eng.tree_capable
         r = eng.generate("Hello", GenerationSettings(mode="tree", budget=8, max_tokens=12))
         assert r.summary.verify_mode == "chain" and "verified as a chain" in r.summary.budget_note
@@ -167,7 +173,7 @@ def test_leaf_cap_bounds_branches_not_depth(cap):
     _, tok, lp = _candidates(n_pos=6, k=4, seed=1)
     tree = build_tree(tok, lp, 12, chain_len=2, leaf_cap=cap)
     assert tree.n_leaves == len(tree.leaves()) <= cap
-    assert len(tree) == 12 or tree.max_depth == 6     # the budget goes into depth instead
+    assert len(tree) == 12 or tree.max_depth == 6  # the budget goes into depth instead
     free = build_tree(tok, lp, 12, chain_len=2)
     assert free.n_leaves == len(free.leaves()) > cap
 
@@ -188,7 +194,7 @@ def test_backend_top_k_draft_equals_host_scoring(tiny_engine):
     d, pos, last = eng.drafter, len(eng.kv), eng.kv[-1]
     assert d.ctx.set_backend_top_k(0) is False
     d.ctx.set_backend_greedy(False)
-    host_tok, host_lp = d.draft_candidates(last, pos, 6, 4)      # full logits read on the host
+    host_tok, host_lp = d.draft_candidates(last, pos, 6, 4)  # full logits read on the host
     assert d.ctx.set_backend_top_k(32) and d.ctx.backend_top_k == 32
     dev_tok, dev_lp = d.draft_candidates(last, pos, 6, 4)
     assert not d.ctx.set_backend_top_k(0) and d.ctx.backend_top_k == 0
@@ -211,7 +217,7 @@ def test_every_leaf_sequence_holds_the_prefix_during_a_run_and_only_sequence_0_a
         n = len(eng.kv)
         seqs = [s for s in range(eng.tree_max_nodes) if C.llama_memory_seq_pos_max(mem, s) >= 0]
         seen.append(len(seqs))
-        for s in seqs:   # the committed prefix, no branch left over, in every leaf sequence
+        for s in seqs:  # the committed prefix, no branch left over, in every leaf sequence
             assert C.llama_memory_seq_pos_min(mem, s) == 0
             assert C.llama_memory_seq_pos_max(mem, s) == n - 1, (step.step, s)
 

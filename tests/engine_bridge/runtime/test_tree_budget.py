@@ -32,8 +32,10 @@ def engine():
 
     assert PAIR is not None, "the reference pair must ship in resources/models/"
     target, draft = PAIR
-    eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, n_batch=512, n_ubatch=512,
-                                   n_threads=1, max_tree_nodes=64), preflight=PAIR_PREFLIGHT)
+    eng = Engine.load(
+        EngineConfig(target=target, draft=draft, n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=1, max_tree_nodes=64),
+        preflight=PAIR_PREFLIGHT,
+    )
     yield eng
     eng.close()
 
@@ -82,7 +84,7 @@ def test_budget_64_tree_contains_the_budget_32_tree_and_accepts_at_least_as_much
         return tree
 
     monkeypatch.setattr(tree_mod, "build_tree", spy)
-    small, big = 32, 64                    # the budgets; the run verifies one of them
+    small, big = 32, 64  # the budgets; the run verifies one of them
     gained = total_small = total_big = 0
     for prompt in _prompts():
         engine.reset()
@@ -92,7 +94,7 @@ def test_budget_64_tree_contains_the_budget_32_tree_and_accepts_at_least_as_much
         assert len(steps) == len(recorded) > 3
         n_prompt = len(engine.tokenize(prompt))
         for st, (cand, logp, used, b_used) in zip(steps, recorded):
-            truth = r.tokens[st.pos - (n_prompt - 1):]          # what the target committed from here
+            truth = r.tokens[st.pos - (n_prompt - 1) :]  # what the target committed from here
             # walking the target's continuation down the step's tree gives what the verify accepted
             assert _accepted(used, truth) == st.path_len, st
             t_small, t_big = _step_tree(engine, cand, logp, small), _step_tree(engine, cand, logp, big)
@@ -101,7 +103,9 @@ def test_budget_64_tree_contains_the_budget_32_tree_and_accepts_at_least_as_much
             same = _step_tree(engine, cand, logp, b_used)
             assert (same.tokens, same.parent) == (used.tokens, used.parent)
             # best-first: the bigger tree grows the smaller one (same seeded chain: block rows <= 16)
-            if min(tree_mod.seeded_chain_len(small), cand.shape[0]) == min(tree_mod.seeded_chain_len(big), cand.shape[0]):
+            if min(tree_mod.seeded_chain_len(small), cand.shape[0]) == min(
+                tree_mod.seeded_chain_len(big), cand.shape[0]
+            ):
                 assert t_big.tokens[:small] == t_small.tokens and t_big.parent[:small] == t_small.parent
             assert _paths(t_small) <= _paths(t_big)
             a_small, a_big = _accepted(t_small, truth), _accepted(t_big, truth)

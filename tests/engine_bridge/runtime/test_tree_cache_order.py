@@ -43,7 +43,9 @@ def smol():
 def prompts(smol):
     """Held-out prompts shipped with the drafter (the training sources' validation split), short
     enough that prompt + answer stays under 256 cells."""
-    rows = [json.loads(line) for line in resource("models/smollm2/prompts.jsonl").read_text().splitlines() if line.strip()]
+    rows = [
+        json.loads(line) for line in resource("models/smollm2/prompts.jsonl").read_text().splitlines() if line.strip()
+    ]
     out = []
     for r in rows:
         text = r.get("text") or r.get("prompt") or (r.get("messages") or [{}])[-1].get("content")
@@ -67,11 +69,12 @@ def test_tree_output_is_token_identical_to_ar(smol, prompts, budget):
         for toks in prompts:
             ar = _gen(smol, toks, "ar").tokens
             tree = _gen(smol, toks, "tree", budget)
-            assert tree.tokens == ar, f"tree {budget} parted from AR at token " \
+            assert tree.tokens == ar, (
+                f"tree {budget} parted from AR at token "
                 f"{next(i for i, (a, b) in enumerate(zip(ar, tree.tokens)) if a != b)}"
+            )
             # steps whose accepted path left the seeded chain (their nodes were written later)
-            off_chain += sum(1 for vb in tree.verify_batches
-                             if any(r - 1 != i for i, r in enumerate(vb.rows[1:])))
+            off_chain += sum(1 for vb in tree.verify_batches if any(r - 1 != i for i, r in enumerate(vb.rows[1:])))
     finally:
         smol.record_verify = False
     assert off_chain > 0, "no step won off the seeded chain: the case this guards was not run"
@@ -105,9 +108,10 @@ def test_the_comparison_sees_a_one_token_change_in_the_history(smol, prompts):
     gen, ref = smol.greedy_logits(toks, 12)
     wrong = list(gen)
     wrong[3] = int(np.argsort(-ref[3], kind="stable")[1])
-    got = np.concatenate(smol.replay_verify(toks, wrong, drift.chain_batches(len(toks), wrong, toks, 8),
-                                            every_batch=True))
-    assert np.array_equal(got[:4], ref[:4]) and not np.array_equal(got[4:], ref[4:len(got)])
+    got = np.concatenate(
+        smol.replay_verify(toks, wrong, drift.chain_batches(len(toks), wrong, toks, 8), every_batch=True)
+    )
+    assert np.array_equal(got[:4], ref[:4]) and not np.array_equal(got[4:], ref[4 : len(got)])
 
 
 def test_drift_report_and_classifier(smol, prompts):
@@ -115,7 +119,7 @@ def test_drift_report_and_classifier(smol, prompts):
     shapes = {s.shape for s in rep.shapes}
     assert {"chain 4", "tree 16", "branch 16"} <= shapes
     assert all(s.positions > 0 for s in rep.shapes)
-    assert rep.bound == 0.0, rep.table()                 # short contexts on CPU: bit-identical
+    assert rep.bound == 0.0, rep.table()  # short contexts on CPU: bit-identical
     back = drift.DriftReport.from_dict(json.loads(json.dumps(rep.to_dict())))
     assert back.bound == rep.bound and back.table() == rep.table()
     assert drift.classify(0.05, 0.1) == "near-tie" and drift.classify(0.3, 0.1) == "bug"

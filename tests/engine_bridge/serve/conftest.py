@@ -42,8 +42,13 @@ def q4_variant(tmp_path_factory):
 def served(serve_engine, q4_variant):
     """The server the tests talk to: chain 7 by default, greedy, QUEUE requests may wait, one
     draft variant (drafter-q4_0) a request may ask for."""
-    srv = Server(serve_engine, resolve_binding("127.0.0.1", 0, None, {}), Defaults(mode=MODE, budget=BUDGET),
-                 max_waiting=QUEUE, variants=[q4_variant]).start_in_thread()
+    srv = Server(
+        serve_engine,
+        resolve_binding("127.0.0.1", 0, None, {}),
+        Defaults(mode=MODE, budget=BUDGET),
+        max_waiting=QUEUE,
+        variants=[q4_variant],
+    ).start_in_thread()
     yield srv
     srv.stop()
 

@@ -20,23 +20,26 @@ def _shape(body: dict) -> dict:
     return err
 
 
-@pytest.mark.parametrize("body, param", [
-    (b"{not json", None),
-    (b"[1, 2]", None),
-    ({"prompt": "x", "max_tokens": "many"}, "max_tokens"),
-    ({"prompt": "x", "max_tokens": 0}, "max_tokens"),
-    ({"prompt": "x", "temperature": 9}, "temperature"),
-    ({"prompt": "x", "stream": "yes"}, "stream"),
-    ({"prompt": "x", "stop": [1, 2]}, "stop"),
-    ({"prompt": ["a", "b"]}, "prompt"),
-    ({"max_tokens": 3}, "prompt"),
-    ({"prompt": "x", "n": 2}, "n"),
-    ({"prompt": "x", "speculative": {"mode": "warp"}}, "speculative.mode"),
-    ({"prompt": "x", "speculative": {"mode": "chain", "budget": 99}}, "speculative.budget"),
-    ({"prompt": "x", "speculative": {"budget": 0}}, "speculative.budget"),
-    ({"prompt": "x", "speculative": {"draft_variant": "q4_0"}}, "speculative.draft_variant"),
-    ({"prompt": "x", "speculative": {"drafts": 3}}, "speculative"),
-])
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        (b"{not json", None),
+        (b"[1, 2]", None),
+        ({"prompt": "x", "max_tokens": "many"}, "max_tokens"),
+        ({"prompt": "x", "max_tokens": 0}, "max_tokens"),
+        ({"prompt": "x", "temperature": 9}, "temperature"),
+        ({"prompt": "x", "stream": "yes"}, "stream"),
+        ({"prompt": "x", "stop": [1, 2]}, "stop"),
+        ({"prompt": ["a", "b"]}, "prompt"),
+        ({"max_tokens": 3}, "prompt"),
+        ({"prompt": "x", "n": 2}, "n"),
+        ({"prompt": "x", "speculative": {"mode": "warp"}}, "speculative.mode"),
+        ({"prompt": "x", "speculative": {"mode": "chain", "budget": 99}}, "speculative.budget"),
+        ({"prompt": "x", "speculative": {"budget": 0}}, "speculative.budget"),
+        ({"prompt": "x", "speculative": {"draft_variant": "q4_0"}}, "speculative.draft_variant"),
+        ({"prompt": "x", "speculative": {"drafts": 3}}, "speculative"),
+    ],
+)
 def test_malformed_request_is_400_and_the_server_goes_on(served, body, param):
     status, _, got = post(served, "/completions", body)
     assert status == 400
@@ -47,8 +50,12 @@ def test_malformed_request_is_400_and_the_server_goes_on(served, body, param):
 
 
 def test_bad_messages_are_400(served):
-    for messages in ([], [{"content": "no role"}], [{"role": "wizard", "content": "x"}],
-                     [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]):
+    for messages in (
+        [],
+        [{"content": "no role"}],
+        [{"role": "wizard", "content": "x"}],
+        [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
+    ):
         status, _, got = post(served, "/chat/completions", {"messages": messages})
         assert status == 400 and _shape(got)["param"] == "messages", messages
 
@@ -63,7 +70,7 @@ def test_prompt_over_the_context_is_400_with_the_sizes(served):
     assert err["code"] == "context_length_exceeded" and f"context holds {n_ctx}" in err["message"]
     tokens = int(err["message"].split("prompt has ")[1].split()[0])
     assert tokens >= n_ctx
-    with pytest.raises(BadRequestError):   # the same refusal when streaming: before any event is sent
+    with pytest.raises(BadRequestError):  # the same refusal when streaming: before any event is sent
         client(served).completions.create(model=served.app.model_ids[0], prompt="x = 1\n" * n_ctx, stream=True)
     assert client(served).completions.create(model=served.app.model_ids[0], **GOOD).usage.completion_tokens >= 1
 
@@ -83,8 +90,12 @@ def test_unknown_model_is_404(served):
 @pytest.fixture(scope="module")
 def keyed(serve_engine, served):
     """A second listener over the same engine worker that wants a key (still on 127.0.0.1)."""
-    srv = Server(serve_engine, resolve_binding("127.0.0.1", 0, "s3cret-key", {}), Defaults(mode=MODE, budget=BUDGET),
-                 worker=served.worker).start_in_thread()
+    srv = Server(
+        serve_engine,
+        resolve_binding("127.0.0.1", 0, "s3cret-key", {}),
+        Defaults(mode=MODE, budget=BUDGET),
+        worker=served.worker,
+    ).start_in_thread()
     yield srv
     srv.stop()
 
@@ -100,7 +111,7 @@ def test_api_key_missing_or_wrong_is_401(keyed):
         client(keyed, "wrong").models.list()
     r = client(keyed, "s3cret-key").completions.create(model=keyed.app.model_ids[0], **GOOD)
     assert r.usage.completion_tokens >= 1
-    assert get(keyed, "/health")[0] == 200   # health stays open, as llama.cpp's server's does
+    assert get(keyed, "/health")[0] == 200  # health stays open, as llama.cpp's server's does
 
 
 def test_a_message_cannot_forge_a_turn():

@@ -18,7 +18,7 @@ from engine_bridge.serve.worker import Job, JobQueue, pair_facts
 from conftest import pair_config
 from serve_util import BUDGET, MODE, client
 
-CODE = "def add(a, b):\n    return"     # the reference pair's first step commits 2 tokens here
+CODE = "def add(a, b):\n    return"  # the reference pair's first step commits 2 tokens here
 
 
 class Recorded(Job):
@@ -48,8 +48,13 @@ def test_the_first_text_is_handed_over_as_its_token_commits(engine):
     assert len(first_step) > 1 and first_step[0]
 
     facts = pair_facts(engine)
-    req = parse_request("completion", {"prompt": CODE, "max_tokens": 24, "stream": True, "temperature": 0},
-                        facts.model_ids, Defaults(mode=MODE, budget=BUDGET), facts.limits)
+    req = parse_request(
+        "completion",
+        {"prompt": CODE, "max_tokens": 24, "stream": True, "temperature": 0},
+        facts.model_ids,
+        Defaults(mode=MODE, budget=BUDGET),
+        facts.limits,
+    )
     loop = asyncio.new_event_loop()
     try:
         job = Recorded(req, loop)
@@ -60,9 +65,9 @@ def test_the_first_text_is_handed_over_as_its_token_commits(engine):
     kinds = [k for k, _ in job.handed]
     assert kinds[0] == "start" and kinds[-1] == "done", kinds
     texts = [v for k, v in job.handed if k == "text"]
-    assert "".join(texts) == ref.text                   # the same text, only handed over sooner
-    assert texts[0] == first_step[0]                    # the first token alone, not its whole step
-    assert steps[0] >= 2                                # ... and before the first step's record
+    assert "".join(texts) == ref.text  # the same text, only handed over sooner
+    assert texts[0] == first_step[0]  # the first token alone, not its whole step
+    assert steps[0] >= 2  # ... and before the first step's record
 
 
 def test_timings_carry_the_engines_own_time_to_first_token(served):

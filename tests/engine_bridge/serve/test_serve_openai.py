@@ -23,8 +23,9 @@ def _timings(obj) -> dict:
 
 def test_chat_not_streaming_is_generate(served, reference):
     c = client(served)
-    r = c.chat.completions.create(model=served.app.model_ids[0], messages=[{"role": "user", "content": CHAT}],
-                                  max_tokens=40, temperature=0)
+    r = c.chat.completions.create(
+        model=served.app.model_ids[0], messages=[{"role": "user", "content": CHAT}], max_tokens=40, temperature=0
+    )
     assert r.choices[0].message.content == reference(CHAT, 40, chat=True)
     assert r.choices[0].message.role == "assistant"
     assert r.choices[0].finish_reason in ("stop", "length")
@@ -40,15 +41,22 @@ def test_chat_not_streaming_is_generate(served, reference):
 
 def test_chat_streaming_is_generate(served, reference):
     c = client(served)
-    chunks = list(c.chat.completions.create(model=served.app.model_ids[0], stream=True, max_tokens=40,
-                                            messages=[{"role": "user", "content": CHAT}], temperature=0,
-                                            stream_options={"include_usage": True}))
+    chunks = list(
+        c.chat.completions.create(
+            model=served.app.model_ids[0],
+            stream=True,
+            max_tokens=40,
+            messages=[{"role": "user", "content": CHAT}],
+            temperature=0,
+            stream_options={"include_usage": True},
+        )
+    )
     text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
     assert text == reference(CHAT, 40, chat=True)
     assert chunks[0].choices[0].delta.role == "assistant"
     finish = [ch for ch in chunks if ch.choices and ch.choices[0].finish_reason]
     assert len(finish) == 1 and finish[0].choices[0].finish_reason in ("stop", "length")
-    last = chunks[-1]   # include_usage: a last chunk with no choices, the usage and the timings
+    last = chunks[-1]  # include_usage: a last chunk with no choices, the usage and the timings
     assert last.choices == [] and last.usage.completion_tokens == _timings(last)["predicted_n"]
     assert len({ch.id for ch in chunks}) == 1
 
@@ -76,12 +84,17 @@ def test_sse_ends_with_done(served):
 def test_speculative_override_per_request(served, reference):
     c = client(served)
     want = reference(CODE, 32)
-    ar = c.completions.create(model=served.app.model_ids[0], prompt=CODE, max_tokens=32,
-                              extra_body={"speculative": {"mode": "ar"}})
-    assert ar.choices[0].text == want   # greedy: the same text whatever the mode
+    ar = c.completions.create(
+        model=served.app.model_ids[0], prompt=CODE, max_tokens=32, extra_body={"speculative": {"mode": "ar"}}
+    )
+    assert ar.choices[0].text == want  # greedy: the same text whatever the mode
     assert _timings(ar)["mode"] == "ar" and _timings(ar)["draft_n"] == 0
-    small = c.completions.create(model=served.app.model_ids[0], prompt=CODE, max_tokens=32,
-                                 extra_body={"speculative": {"mode": "chain", "budget": 2}})
+    small = c.completions.create(
+        model=served.app.model_ids[0],
+        prompt=CODE,
+        max_tokens=32,
+        extra_body={"speculative": {"mode": "chain", "budget": 2}},
+    )
     assert small.choices[0].text == want
     t = _timings(small)
     assert t["budget"] == 2 and t["draft_n"] <= 2 * t["steps"]
@@ -92,10 +105,14 @@ def test_speculative_override_per_request(served, reference):
 def test_draft_variant_per_request(served, reference, q4_variant):
     c = client(served)
     want = reference(CODE, 32)
-    q4 = c.completions.create(model=served.app.model_ids[0], prompt=CODE, max_tokens=32,
-                              extra_body={"speculative": {"draft_variant": q4_variant.stem}})
+    q4 = c.completions.create(
+        model=served.app.model_ids[0],
+        prompt=CODE,
+        max_tokens=32,
+        extra_body={"speculative": {"draft_variant": q4_variant.stem}},
+    )
     assert _timings(q4)["draft_variant"] == q4_variant.stem and _timings(q4)["draft_n"] > 0
-    assert q4.choices[0].text == want   # another drafter drafts other tokens; the target still decides
+    assert q4.choices[0].text == want  # another drafter drafts other tokens; the target still decides
     assert served.worker.current == q4_variant.stem
     back = c.completions.create(model=served.app.model_ids[0], prompt=CODE, max_tokens=32)
     assert _timings(back)["draft_variant"] == "base" and back.choices[0].text == want
@@ -103,13 +120,14 @@ def test_draft_variant_per_request(served, reference, q4_variant):
 
 def test_stop_string_cuts_the_text(served, reference):
     full = reference(CODE, 64)
-    stop = full[10:14]            # a string the greedy text is known to contain
+    stop = full[10:14]  # a string the greedy text is known to contain
     r = client(served).completions.create(model=served.app.model_ids[0], prompt=CODE, max_tokens=64, stop=[stop])
-    assert r.choices[0].text == full[:full.index(stop)]
+    assert r.choices[0].text == full[: full.index(stop)]
     assert r.choices[0].finish_reason == "stop"
-    streamed = client(served).completions.create(model=served.app.model_ids[0], prompt=CODE, max_tokens=64,
-                                                 stop=stop, stream=True)
-    assert "".join(ch.choices[0].text for ch in streamed if ch.choices) == full[:full.index(stop)]
+    streamed = client(served).completions.create(
+        model=served.app.model_ids[0], prompt=CODE, max_tokens=64, stop=stop, stream=True
+    )
+    assert "".join(ch.choices[0].text for ch in streamed if ch.choices) == full[: full.index(stop)]
 
 
 def test_concurrent_clients_each_get_their_own_answer(served, reference):
@@ -119,12 +137,19 @@ def test_concurrent_clients_each_get_their_own_answer(served, reference):
     def ask(i: int) -> None:
         c = client(served)
         if i % 2:
-            got[i] = c.completions.create(model=served.app.model_ids[0], prompt=prompts[i], max_tokens=24).choices[0].text
+            got[i] = (
+                c.completions.create(model=served.app.model_ids[0], prompt=prompts[i], max_tokens=24).choices[0].text
+            )
         else:
-            got[i] = "".join(ch.choices[0].text for ch in c.completions.create(
-                model=served.app.model_ids[0], prompt=prompts[i], max_tokens=24, stream=True) if ch.choices)
+            got[i] = "".join(
+                ch.choices[0].text
+                for ch in c.completions.create(
+                    model=served.app.model_ids[0], prompt=prompts[i], max_tokens=24, stream=True
+                )
+                if ch.choices
+            )
 
-    assert len(prompts) <= QUEUE   # all of them fit in the queue, whatever the worker does meanwhile
+    assert len(prompts) <= QUEUE  # all of them fit in the queue, whatever the worker does meanwhile
     threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(prompts))]
     for t in threads:
         t.start()
@@ -139,7 +164,7 @@ def test_disconnect_mid_stream_cancels_and_next_request_is_clean(served, referen
     conn = connect(served)
     conn.request("POST", "/v1/completions", json.dumps({"prompt": CODE, "max_tokens": 900, "stream": True}))
     r = conn.getresponse()
-    got = [r.readline() for _ in range(4)]    # a few tokens in, the client goes away
+    got = [r.readline() for _ in range(4)]  # a few tokens in, the client goes away
     conn.sock.shutdown(socket.SHUT_RDWR)
     conn.close()
     assert any(g.startswith(b"data: ") for g in got)
@@ -154,11 +179,13 @@ def test_follow_up_turn_reuses_the_cached_prefix(served, reference):
     c = client(served)
     turn = [{"role": "user", "content": CHAT}]
     first = c.chat.completions.create(model=served.app.model_ids[0], messages=turn, max_tokens=24)
-    turn += [{"role": "assistant", "content": first.choices[0].message.content},
-             {"role": "user", "content": "Now make it subtract."}]
+    turn += [
+        {"role": "assistant", "content": first.choices[0].message.content},
+        {"role": "user", "content": "Now make it subtract."},
+    ]
     second = c.chat.completions.create(model=served.app.model_ids[0], messages=turn, max_tokens=24)
     t = _timings(second)
-    assert t["cache_n"] >= first.usage.prompt_tokens   # the first turn's prompt was not prefilled again
+    assert t["cache_n"] >= first.usage.prompt_tokens  # the first turn's prompt was not prefilled again
     assert second.usage.prompt_tokens_details.cached_tokens == t["cache_n"]
     assert t["prompt_n"] == second.usage.prompt_tokens - t["cache_n"]
 
@@ -166,7 +193,7 @@ def test_follow_up_turn_reuses_the_cached_prefix(served, reference):
 def test_non_streaming_client_that_leaves_cancels_its_run(served, reference):
     w = served.worker
     before = w.cancelled
-    with pytest.raises(TimeoutError):   # the client gives up mid-generation and closes the connection
+    with pytest.raises(TimeoutError):  # the client gives up mid-generation and closes the connection
         post(served, "/completions", {"prompt": CODE, "max_tokens": 1000}, timeout=0.3)
     wait_for(lambda: w.cancelled == before + 1 and not w.busy)
     finish, summary = w.last
@@ -182,8 +209,9 @@ def test_queue_full_is_503_with_retry_after(served, reference):
     answers: list[str] = []
 
     def ask() -> None:
-        answers.append(client(served).completions.create(model=served.app.model_ids[0], prompt=CODE,
-                                                         max_tokens=16).choices[0].text)
+        answers.append(
+            client(served).completions.create(model=served.app.model_ids[0], prompt=CODE, max_tokens=16).choices[0].text
+        )
 
     with w.hold():
         wait_for(lambda: not w.busy)
@@ -195,12 +223,13 @@ def test_queue_full_is_503_with_retry_after(served, reference):
         assert status == 503 and int(headers["retry-after"]) >= 1
         assert body["error"]["code"] == "queue_full"
         with pytest.raises(APIStatusError) as exc:
-            client(served).chat.completions.create(model=served.app.model_ids[0], max_tokens=4,
-                                                   messages=[{"role": "user", "content": "hi"}])
+            client(served).chat.completions.create(
+                model=served.app.model_ids[0], max_tokens=4, messages=[{"role": "user", "content": "hi"}]
+            )
         assert exc.value.status_code == 503
     for t in waiting:
         t.join(60)
-    assert answers == [reference(CODE, 16)] * QUEUE   # the waiting ones were served once the engine was free
+    assert answers == [reference(CODE, 16)] * QUEUE  # the waiting ones were served once the engine was free
 
 
 def test_client_that_leaves_while_waiting_is_skipped(served):
@@ -211,8 +240,8 @@ def test_client_that_leaves_while_waiting_is_skipped(served):
         conn = connect(served)
         conn.request("POST", "/v1/completions", json.dumps({"prompt": CODE, "max_tokens": 500}))
         wait_for(lambda: w.waiting == 1)
-        conn.sock.shutdown(socket.SHUT_RDWR)   # the client leaves while its request waits
+        conn.sock.shutdown(socket.SHUT_RDWR)  # the client leaves while its request waits
         conn.close()
         wait_for(lambda: w._waiting[0].cancel.is_set())
     wait_for(lambda: w.cancelled == before_cancel + 1 and w.waiting == 0 and not w.busy)
-    assert w.served == before_served   # skipped: the engine never ran it
+    assert w.served == before_served  # skipped: the engine never ran it

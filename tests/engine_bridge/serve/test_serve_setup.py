@@ -21,9 +21,19 @@ from engine_bridge.serve.stops import StopFilter
 ROOT = Path(__file__).resolve().parents[3]
 
 
-@pytest.mark.parametrize("host, loop", [("127.0.0.1", True), ("127.1.2.3", True), ("::1", True),
-                                        ("localhost", True), ("0.0.0.0", False), ("192.168.1.5", False),
-                                        ("::", False), ("myhost.lan", False)])
+@pytest.mark.parametrize(
+    "host, loop",
+    [
+        ("127.0.0.1", True),
+        ("127.1.2.3", True),
+        ("::1", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("192.168.1.5", False),
+        ("::", False),
+        ("myhost.lan", False),
+    ],
+)
 def test_loopback(host, loop):
     assert is_loopback(host) is loop
 
@@ -33,7 +43,7 @@ def test_other_address_needs_a_key():
         resolve_binding("0.0.0.0", 8080, None, {})
     b = resolve_binding("0.0.0.0", 8080, None, {KEY_ENV: "k1"})
     assert (b.api_key, b.key_source) == ("k1", KEY_ENV)
-    b = resolve_binding("0.0.0.0", 8080, "k2", {KEY_ENV: "k1"})   # the flag wins over the environment
+    b = resolve_binding("0.0.0.0", 8080, "k2", {KEY_ENV: "k1"})  # the flag wins over the environment
     assert (b.api_key, b.key_source) == ("k2", "--api-key")
     b = resolve_binding("127.0.0.1", 8080, None, {})
     assert (b.api_key, b.key_source, b.url) == (None, "none", "http://127.0.0.1:8080/v1")
@@ -51,8 +61,24 @@ def test_cli_refuses_a_public_address_without_a_key(capsys, monkeypatch):
 
 def test_cli_refuses_a_missing_variant(capsys, tmp_path):
     target, draft = reference_pair()
-    assert main(["serve", "--target", str(target), "--draft", str(draft), "--port", "0", "--threads", "1",
-                 "--variant", str(tmp_path / "nope.gguf")]) == 2
+    assert (
+        main(
+            [
+                "serve",
+                "--target",
+                str(target),
+                "--draft",
+                str(draft),
+                "--port",
+                "0",
+                "--threads",
+                "1",
+                "--variant",
+                str(tmp_path / "nope.gguf"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "--variant" in err and "no such file" in err
 
@@ -70,17 +96,42 @@ def test_serve_command_serves_and_stops_on_ctrl_c():
     target, draft = reference_pair()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop(KEY_ENV, None)
-    proc = subprocess.Popen([sys.executable, "-m", "engine_bridge.cli", "serve", "--target", str(target),
-                             "--draft", str(draft), "--port", "0", "--n-ctx", "512", "--threads", "1"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "engine_bridge.cli",
+            "serve",
+            "--target",
+            str(target),
+            "--draft",
+            str(draft),
+            "--port",
+            "0",
+            "--n-ctx",
+            "512",
+            "--threads",
+            "1",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
-        assert line.startswith("dflash-studio serve: http://127.0.0.1:"), (line, proc.stderr.read() if proc.poll() else "")
+        assert line.startswith("dflash-studio serve: http://127.0.0.1:"), (
+            line,
+            proc.stderr.read() if proc.poll() else "",
+        )
         assert "no API key (loopback only)" in line
         url = line.split()[2]
-        req = urllib.request.Request(url + "/chat/completions", json.dumps(
-            {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}).encode(),
-            {"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            url + "/chat/completions",
+            json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}).encode(),
+            {"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=30) as r:
             body = json.load(r)
         assert body["object"] == "chat.completion" and body["usage"]["completion_tokens"] >= 1

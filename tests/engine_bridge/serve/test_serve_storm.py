@@ -19,8 +19,12 @@ from serve_util import client, connect, get, post, wait_for
 
 PROMPTS = ["import numpy as np\n\n\nclass ", "def fibonacci(n):\n", "# utilities\nimport os\n", "class Stack:\n"]
 LENGTHS = (8, 24)
-BAD = [b"{oops", b"[]", json.dumps({"prompt": "x", "max_tokens": -1}).encode(),
-       json.dumps({"prompt": "x", "speculative": {"mode": "tree", "budget": 10**6}}).encode()]
+BAD = [
+    b"{oops",
+    b"[]",
+    json.dumps({"prompt": "x", "max_tokens": -1}).encode(),
+    json.dumps({"prompt": "x", "speculative": {"mode": "tree", "budget": 10**6}}).encode(),
+]
 
 
 def _rss_mb() -> float:
@@ -36,8 +40,15 @@ def storm(served, reference, n_requests: int, n_clients: int = 6, seed: int = 31
     want = {(p, n): reference(p, n) for p in PROMPTS for n in LENGTHS}
     model = served.app.model_ids[0]
     rng = random.Random(seed)
-    plan = [(rng.choice(("good", "good_stream", "bad", "leave_stream", "give_up")), rng.choice(PROMPTS),
-             rng.choice(LENGTHS), rng.randint(1, 4)) for _ in range(n_requests)]
+    plan = [
+        (
+            rng.choice(("good", "good_stream", "bad", "leave_stream", "give_up")),
+            rng.choice(PROMPTS),
+            rng.choice(LENGTHS),
+            rng.randint(1, 4),
+        )
+        for _ in range(n_requests)
+    ]
     outcomes: list[str] = []
     problems: list[str] = []
     lock = threading.Lock()
@@ -50,9 +61,12 @@ def storm(served, reference, n_requests: int, n_clients: int = 6, seed: int = 31
             return status
         if kind == "good_stream":
             try:
-                text = "".join(ch.choices[0].text for ch in client(served).completions.create(
-                    model=model, prompt=prompt, max_tokens=n, stream=True) if ch.choices)
-            except Exception as exc:    # the openai client raises for a 503
+                text = "".join(
+                    ch.choices[0].text
+                    for ch in client(served).completions.create(model=model, prompt=prompt, max_tokens=n, stream=True)
+                    if ch.choices
+                )
+            except Exception as exc:  # the openai client raises for a 503
                 return getattr(exc, "status_code", repr(exc))
             return 200 if text == want[(prompt, n)] else f"stream differs: {prompt!r} {n}"
         if kind == "bad":
@@ -68,7 +82,7 @@ def storm(served, reference, n_requests: int, n_clients: int = 6, seed: int = 31
                 conn.sock.shutdown(socket.SHUT_RDWR)
             conn.close()
             return "left"
-        try:   # give_up: a non-streaming client that stops waiting
+        try:  # give_up: a non-streaming client that stops waiting
             return post(served, "/completions", {"prompt": prompt, "max_tokens": 400}, timeout=0.05 * k)[0]
         except TimeoutError:
             return "left"
@@ -104,8 +118,10 @@ def storm(served, reference, n_requests: int, n_clients: int = 6, seed: int = 31
 
     wait_for(idle)
     # and a clean request after the storm
-    assert post(served, "/completions", {"prompt": PROMPTS[0], "max_tokens": 8})[2]["choices"][0]["text"] == \
-        want[(PROMPTS[0], 8)]
+    assert (
+        post(served, "/completions", {"prompt": PROMPTS[0], "max_tokens": 8})[2]["choices"][0]["text"]
+        == want[(PROMPTS[0], 8)]
+    )
     return outcomes, rss_mb() - rss0
 
 
@@ -119,9 +135,11 @@ def test_storm(served, reference):
 @pytest.mark.faults_long
 def test_storm_500(served, reference):
     outcomes, grew = storm(served, reference, 500, n_clients=12, seed=500)
-    counts = Counter(outcomes)   # 12 clients, 4 waiting places: many 503s on a slow machine, some 200s always
+    counts = Counter(outcomes)  # 12 clients, 4 waiting places: many 503s on a slow machine, some 200s always
     w = served.worker
-    print(f"\nstorm of 500: outcomes {dict(counts)}; the server served {w.served}, cancelled {w.cancelled}; "
-          f"RSS grew {grew:.1f} MB")
+    print(
+        f"\nstorm of 500: outcomes {dict(counts)}; the server served {w.served}, cancelled {w.cancelled}; "
+        f"RSS grew {grew:.1f} MB"
+    )
     assert counts["200"] >= 10 and counts["400"] and counts["left"], counts
     assert grew < 50, f"RSS grew {grew:.0f} MB"

@@ -25,7 +25,6 @@ from engine_bridge.training import chat_data, gen_conversations, train_chat  # n
 from engine_bridge.training.chat_turns import close_answer, close_query  # noqa: E402
 
 
-
 def smollm2_path() -> Path:
     from engine_bridge.models import registry_models
 
@@ -46,20 +45,34 @@ def test_fragments_rebuild_a_whole_conversation_on_smollm2():
     stops = chat_data.end_tokens(m)
     f = chat_data.turn_fragments(m, tpl, bos, eos, stops, print)
     assert f is not None and f["answer_end"] in stops
-    turns = [("user", "What is 2+2? Answer briefly."), ("assistant", "It is 4.\n\nAnything else?"),
-             ("user", "Now explain why, in one line:\n- step one")]
-    whole = m.tokenize(render_chat(tpl, [{"role": r, "content": c} for r, c in turns], bos_token=bos, eos_token=eos,
-                                   add_generation_prompt=True), add_special=True, parse_special=True)
+    turns = [
+        ("user", "What is 2+2? Answer briefly."),
+        ("assistant", "It is 4.\n\nAnything else?"),
+        ("user", "Now explain why, in one line:\n- step one"),
+    ]
+    whole = m.tokenize(
+        render_chat(
+            tpl, [{"role": r, "content": c} for r, c in turns], bos_token=bos, eos_token=eos, add_generation_prompt=True
+        ),
+        add_special=True,
+        parse_special=True,
+    )
     words = [m.tokenize(c, add_special=False, parse_special=False) for _, c in turns]
-    pieces = (f["pre_query"] + close_query(words[0] + [f["answer_end"]], f, stops)
-              + close_answer(words[1] + [f["answer_end"]], f) + close_query(words[2], f, stops))
+    pieces = (
+        f["pre_query"]
+        + close_query(words[0] + [f["answer_end"]], f, stops)
+        + close_answer(words[1] + [f["answer_end"]], f)
+        + close_query(words[2], f, stops)
+    )
     assert pieces == whole
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("conv")
-    target = synth.write_target(root / "tiny-llama.gguf", synth.TargetSpec(arch="llama", vocab="gpt2", n_ctx=1024, seed=5))
+    target = synth.write_target(
+        root / "tiny-llama.gguf", synth.TargetSpec(arch="llama", vocab="gpt2", n_ctx=1024, seed=5)
+    )
     data = root / "data"
     chat_data.prepare(target, data, n_per_category=2, variants=1, log=lambda s: None)
     meta = json.loads((data / "meta.json").read_text())
@@ -97,36 +110,59 @@ def test_sampling_keeps_greedy_rows_and_repeats_with_a_seed(tiny):
 def test_generation_holds_greedy_sampled_magpie_and_follow_up_turns(tiny, tmp_path):
     target, data, model, meta = tiny
     lines = []
-    stats = gen_conversations.generate(model, target, data, tmp_path, seconds=600, max_new=12, batch=8, max_prompts=6,
-                                       log=lines.append, progress=None, cancel=None, magpie_n=8,
-                                       query_min_tokens=1)
+    stats = gen_conversations.generate(
+        model,
+        target,
+        data,
+        tmp_path,
+        seconds=600,
+        max_new=12,
+        batch=8,
+        max_prompts=6,
+        log=lines.append,
+        progress=None,
+        cancel=None,
+        magpie_n=8,
+        query_min_tokens=1,
+    )
     assert stats["by_kind"]["greedy"] > 0 and stats["by_kind"]["sampled"] > 0
-    assert stats["by_kind"]["greedy"] + stats["by_kind"]["sampled"] <= 6 + stats["magpie"]["kept"]   # one answer each
+    assert stats["by_kind"]["greedy"] + stats["by_kind"]["sampled"] <= 6 + stats["magpie"]["kept"]  # one answer each
     assert stats["by_kind"]["follow-up"] > 0, lines
     assert stats["magpie"]["sampled"] == 8
     z = np.load(tmp_path / "gen" / "responses.npz")
     co, ci, kind, pidx = z["ctx_offsets"], z["ctx_ids"], z["kind"], z["prompt_index"]
-    ctx = [ci[co[k]:co[k + 1]].tolist() for k in range(len(co) - 1)]
+    ctx = [ci[co[k] : co[k + 1]].tolist() for k in range(len(co) - 1)]
     turns = meta["turns"]
     firsts = {pidx[k]: ctx[k] for k in range(len(ctx)) if kind[k] != gen_conversations.KIND_FOLLOWUP}
     for k in range(len(ctx)):
-        if pidx[k] < 0:                                    # a request the target wrote
-            assert ctx[k][:len(turns["pre_query"])] == turns["pre_query"]
-            assert ctx[k][-len(turns["after_query"]):] == turns["after_query"]
-        if kind[k] == gen_conversations.KIND_FOLLOWUP:     # extends its own first turn
+        if pidx[k] < 0:  # a request the target wrote
+            assert ctx[k][: len(turns["pre_query"])] == turns["pre_query"]
+            assert ctx[k][-len(turns["after_query"]) :] == turns["after_query"]
+        if kind[k] == gen_conversations.KIND_FOLLOWUP:  # extends its own first turn
             first = firsts[pidx[k]]
-            assert ctx[k][:len(first)] == first and len(ctx[k]) > len(first) + len(turns["after_answer"])
+            assert ctx[k][: len(first)] == first and len(ctx[k]) > len(first) + len(turns["after_answer"])
     seqs, plen, pi, kinds = gen_conversations.load_sequences(tmp_path)
     assert (kinds == gen_conversations.KIND_VAL).any() == (data / "val.npz").exists()
     assert len(seqs) == len(ctx) and all(len(s) > p for s, p in zip(seqs, plen))
     again = []
-    gen_conversations.generate(model, target, data, tmp_path, seconds=1, max_new=6, batch=8, max_prompts=6,
-                               log=again.append, progress=None, cancel=None)
+    gen_conversations.generate(
+        model,
+        target,
+        data,
+        tmp_path,
+        seconds=1,
+        max_new=6,
+        batch=8,
+        max_prompts=6,
+        log=again.append,
+        progress=None,
+        cancel=None,
+    )
     assert any("reusing" in s for s in again)
 
 
 def test_validation_split_keeps_a_prompts_answers_together():
-    pidx = np.repeat(np.arange(-50, 400), 3)               # three answers per prompt
+    pidx = np.repeat(np.arange(-50, 400), 3)  # three answers per prompt
     val = train_chat.val_split(pidx, 0.05)
     assert 0.02 < val.mean() < 0.09
     for p in np.unique(pidx):

@@ -33,9 +33,16 @@ def clean():
 def test_fingerprints_cover_the_evaluation_sets():
     fp = decontam.load()
     items = {k: v["items"] for k, v in fp.info.items()}
-    assert items == {"mt-bench": 80, "vicuna-80": 80, "humaneval": 164, "gsm8k-test": 1319, "alpaca-eval": 805,
-                     "mbpp": 974, "math-test": 5000}
-    assert len(fp.gram) > 100_000 and (fp.gram[1:] > fp.gram[:-1]).all()     # sorted, distinct
+    assert items == {
+        "mt-bench": 80,
+        "vicuna-80": 80,
+        "humaneval": 164,
+        "gsm8k-test": 1319,
+        "alpaca-eval": 805,
+        "mbpp": 974,
+        "math-test": 5000,
+    }
+    assert len(fp.gram) > 100_000 and (fp.gram[1:] > fp.gram[:-1]).all()  # sorted, distinct
     assert len(fp.full) > 9000
 
 
@@ -50,11 +57,14 @@ def test_the_shipped_prompt_set_is_clean():
     assert 0.01 < len(val) / len(rows) < 0.03
 
 
-@pytest.mark.parametrize("suite,where,expect", [
-    ("gsm8k_test.jsonl", 37, "gsm8k-test"),
-    ("humaneval.jsonl", 101, "humaneval"),
-    ("mt_bench.jsonl", 12, "mt-bench"),
-])
+@pytest.mark.parametrize(
+    "suite,where,expect",
+    [
+        ("gsm8k_test.jsonl", 37, "gsm8k-test"),
+        ("humaneval.jsonl", 101, "humaneval"),
+        ("mt_bench.jsonl", 12, "mt-bench"),
+    ],
+)
 def test_one_evaluation_item_among_clean_prompts_is_refused(clean, suite, where, expect):
     item = suite_texts(suite)[where]
     texts = clean[:50] + [item] + clean[50:]
@@ -88,20 +98,29 @@ def test_a_short_evaluation_item_inside_a_longer_text_is_refused():
 def test_unrelated_prompts_and_short_pieces_pass(clean):
     assert decontam.require_clean(clean)["n_hit"] == 0
     q = decontam.words(suite_texts("gsm8k_test.jsonl")[0])
-    piece = " ".join(q[:12])          # 12 words of a test question: under the 13-gram rule
+    piece = " ".join(q[:12])  # 12 words of a test question: under the 13-gram rule
     assert decontam.check([piece, "What is 2 + 2?", ""])["n_hit"] == 0
 
 
 def test_built_fingerprints_find_their_own_items(tmp_path):
-    fp = decontam.build({"a": ["one two three four five six seven eight nine ten eleven twelve thirteen fourteen"],
-                         "b": ["alpha beta gamma delta epsilon zeta eta theta iota"]})
+    fp = decontam.build(
+        {
+            "a": ["one two three four five six seven eight nine ten eleven twelve thirteen fourteen"],
+            "b": ["alpha beta gamma delta epsilon zeta eta theta iota"],
+        }
+    )
     decontam.save(fp, tmp_path / "fp.npz")
     decontam.load.cache_clear()
     fp2 = decontam.load(tmp_path / "fp.npz")
     assert fp2.sets == ("a", "b")
-    rep = decontam.check(["x " + "two three four five six seven eight nine ten eleven twelve thirteen fourteen",
-                          "zz Alpha, beta, gamma: delta epsilon zeta eta theta iota zz", "alpha beta gamma"],
-                         fingerprints=fp2)
+    rep = decontam.check(
+        [
+            "x " + "two three four five six seven eight nine ten eleven twelve thirteen fourteen",
+            "zz Alpha, beta, gamma: delta epsilon zeta eta theta iota zz",
+            "alpha beta gamma",
+        ],
+        fingerprints=fp2,
+    )
     assert [(h["index"], h["set"], h["kind"]) for h in rep["hits"]] == [(0, "a", "13-gram"), (1, "b", "short item")]
 
 

@@ -32,14 +32,25 @@ def real_data(tmp_path_factory):
     from engine_bridge.training.chat_data import prepare
 
     src = tmp_path_factory.mktemp("mine") / "mine.jsonl"
-    src.write_text("\n".join([
-        json.dumps({"text": "Write a short note to my neighbour about the parcel I took in for them."}),
-        "",
-        "# a comment line",
-        json.dumps({"prompt": "Sort the list [5, 3, 9] in Python without sorted().", "category": "code"}),
-        json.dumps({"messages": [{"role": "system", "content": "Be brief."},
-                                 {"role": "user", "content": "What is a good name for a grey kitten?"}]}),
-    ]) + "\n")
+    src.write_text(
+        "\n".join(
+            [
+                json.dumps({"text": "Write a short note to my neighbour about the parcel I took in for them."}),
+                "",
+                "# a comment line",
+                json.dumps({"prompt": "Sort the list [5, 3, 9] in Python without sorted().", "category": "code"}),
+                json.dumps(
+                    {
+                        "messages": [
+                            {"role": "system", "content": "Be brief."},
+                            {"role": "user", "content": "What is a good name for a grey kitten?"},
+                        ]
+                    }
+                ),
+            ]
+        )
+        + "\n"
+    )
     out = tmp_path_factory.mktemp("real-data")
     meta = prepare(smollm2_path(), out, n_per_category=5, variants=1, extra_prompts=src, log=lambda s: None)
     return out, meta, src
@@ -60,12 +71,15 @@ def test_prepare_draws_from_the_real_sets_train_split(real_data):
     assert [chat_prompts.CATEGORIES[c] for c in cats.tolist()] == [r["category"] for r in rows]
     # the user's three prompts, with the category the file gave (chat by default)
     mine = {r["text"]: r["category"] for r in rows if r["source"] == "user:mine.jsonl"}
-    assert mine == {"Write a short note to my neighbour about the parcel I took in for them.": "chat",
-                    "Sort the list [5, 3, 9] in Python without sorted().": "code",
-                    "What is a good name for a grey kitten?": "chat"}
+    assert mine == {
+        "Write a short note to my neighbour about the parcel I took in for them.": "chat",
+        "Sort the list [5, 3, 9] in Python without sorted().": "code",
+        "What is a good name for a grey kitten?": "chat",
+    }
     # the same seed, the same draw (the card's command reproduces the data)
-    assert [r["id"] for r in real_prompts.sample(5, "train", 0, chat_prompts.CATEGORIES)] == \
-        [r["id"] for r in real_prompts.sample(5, "train", 0, chat_prompts.CATEGORIES)]
+    assert [r["id"] for r in real_prompts.sample(5, "train", 0, chat_prompts.CATEGORIES)] == [
+        r["id"] for r in real_prompts.sample(5, "train", 0, chat_prompts.CATEGORIES)
+    ]
     assert not val_texts & {r["text"] for r in rows}
 
 
@@ -79,7 +93,7 @@ def test_heldout_and_val_come_from_the_val_split(real_data):
     assert meta["heldout_split"] == "val" and meta["heldout_counts"] == {"chat": 16, "code": 16, "math": 16}
     assert len(held) == 48 and all(h["messages"][0]["content"] in val_texts for h in held)
     assert {h["category"] for h in held} == set(chat_prompts.EVAL_CATEGORIES)
-    assert len(load_suite(folder / "heldout.jsonl").prompts) == 48        # the bench reads it
+    assert len(load_suite(folder / "heldout.jsonl").prompts) == 48  # the bench reads it
     vids, vcats, _ = load_prompts(folder, "val")
     vrows = load_rows(folder, "val")
     assert len(vids) == len(vrows) == meta["val"]["n"] > 100 and all(r["text"] in val_texts for r in vrows)
@@ -105,8 +119,12 @@ def test_a_contaminated_prompt_file_is_refused_before_anything_is_written(tmp_pa
 
     q = json.loads((real_prompts.folder().parent / "public" / "gsm8k_test.jsonl").read_text().splitlines()[7])
     bad = tmp_path / "mine.jsonl"
-    bad.write_text(json.dumps({"text": "Hello, how are you today?"}) + "\n"
-                   + json.dumps({"text": q["messages"][0]["content"], "category": "math"}) + "\n")
+    bad.write_text(
+        json.dumps({"text": "Hello, how are you today?"})
+        + "\n"
+        + json.dumps({"text": q["messages"][0]["content"], "category": "math"})
+        + "\n"
+    )
     with pytest.raises(decontam.ContaminationError, match=r"mine\.jsonl line 2 matches gsm8k-test"):
         prepare(smollm2_path(), tmp_path / "out", n_per_category=2, extra_prompts=bad, log=lambda s: None)
     assert not (tmp_path / "out").exists()
@@ -137,8 +155,17 @@ def test_the_cli_refuses_bad_prompt_files_without_a_traceback(tmp_path, capsys):
     contaminated.write_text(json.dumps({"messages": q["messages"]}) + "\n")
     malformed = tmp_path / "m.jsonl"
     malformed.write_text('{"text": "ok"}\nnot json\n')
-    base = ["train-drafter", "--target", str(smollm2_path()), "--out", str(tmp_path / "d.gguf"), "--stage",
-            "prepare", "--per-category", "2"]
+    base = [
+        "train-drafter",
+        "--target",
+        str(smollm2_path()),
+        "--out",
+        str(tmp_path / "d.gguf"),
+        "--stage",
+        "prepare",
+        "--per-category",
+        "2",
+    ]
     assert main(base + ["--prompts", str(contaminated)]) == 1
     err = capsys.readouterr().err
     assert "c.jsonl line 1 matches mt-bench" in err and "Traceback" not in err

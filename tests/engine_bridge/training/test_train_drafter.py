@@ -23,7 +23,7 @@ from engine_bridge.training import chat_prompts
 
 try:
     import torch
-except ImportError:          # the `train` extra is optional
+except ImportError:  # the `train` extra is optional
     torch = None
 needs_torch = pytest.mark.skipif(torch is None, reason="the train extra (PyTorch) is not installed")
 
@@ -94,34 +94,37 @@ def test_prepare_tokenizes_like_the_apps_chat_path(smol_data):
             assert ids[i].tolist() == eng.tokenize(eng.format_chat(msgs))
             shown = b"".join(eng.target.piece(t, special=True) for t in ids[i].tolist()).decode()
             assert f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n" in shown
-            if system:       # the second rendering of a request carries one of our system messages
+            if system:  # the second rendering of a request carries one of our system messages
                 assert shown.startswith(f"<|im_start|>system\n{system}<|im_end|>")
-            else:            # the first is what the app sends: the template's own default system message
+            else:  # the first is what the app sends: the template's own default system message
                 assert "You are a helpful AI assistant named SmolLM" in shown
     finally:
         eng.close()
-    assert meta["mask_id"] == 16 and meta["mask_token"] == "<empty_output>"   # SmolLM2 has no mask token
-    assert 2 in meta["stop_ids"]                                              # <|im_end|>
+    assert meta["mask_id"] == 16 and meta["mask_token"] == "<empty_output>"  # SmolLM2 has no mask token
+    assert 2 in meta["stop_ids"]  # <|im_end|>
     assert meta["target"]["sha256"] == registry_models.SMOLLM2.sha256
     assert set(meta["sources"]) == set(chat_prompts.SOURCES)
     held = [json.loads(line) for line in (folder / "heldout.jsonl").read_text().splitlines()]
     assert {h["category"] for h in held} == set(chat_prompts.EVAL_CATEGORIES)
     from engine_bridge.bench.suites import load_suite
 
-    assert len(load_suite(folder / "heldout.jsonl").prompts) == len(held)    # the bench reads it
+    assert len(load_suite(folder / "heldout.jsonl").prompts) == len(held)  # the bench reads it
 
 
 # -- the torch target is llama.cpp's math ----------------------------------------------------------------------
 @needs_torch
-@pytest.mark.parametrize("arch,vocab,tied", [("llama", "phi3", False), ("qwen3", "gpt2", False), ("qwen2", "gpt2", True)])
+@pytest.mark.parametrize(
+    "arch,vocab,tied", [("llama", "phi3", False), ("qwen3", "gpt2", False), ("qwen2", "gpt2", True)]
+)
 def test_torch_target_equals_llama_cpp_on_f32_files(tmp_path, arch, vocab, tied):
     # qwen2: Q/K/V biases, NEOX RoPE, and here a tied output (no output.weight: token_embd is the head)
     from engine_bridge.training.gguf_target import load_gguf_target
 
     torch.set_num_threads(1)
-    path = synth.write_target(tmp_path / f"{arch}.gguf", synth.TargetSpec(arch=arch, vocab=vocab, seed=5, n_head=4,
-                                                                            n_head_kv=2, rope_theta=50000.0,
-                                                                            tied_output=tied))
+    path = synth.write_target(
+        tmp_path / f"{arch}.gguf",
+        synth.TargetSpec(arch=arch, vocab=vocab, seed=5, n_head=4, n_head_kv=2, rope_theta=50000.0, tied_output=tied),
+    )
     model = load_gguf_target(path)
     assert model.c.arch == arch and model.c.qk_norm == (arch == "qwen3")
     assert model.c.qkv_bias == (arch == "qwen2") and model.c.tied == tied
@@ -135,7 +138,7 @@ def test_torch_target_equals_llama_cpp_on_f32_files(tmp_path, arch, vocab, tied)
 
         eng.reset()
         ar = list(eng.generate(prompt, GenerationSettings(mode="ar", max_tokens=12, stop_at_eog=False)).tokens)
-        gen = model.generate([prompt, prompt[:5]], 12, stop_ids=[], pad_id=0)    # batched, left-padded
+        gen = model.generate([prompt, prompt[:5]], 12, stop_ids=[], pad_id=0)  # batched, left-padded
         assert gen[0] == ar
     finally:
         eng.close()
@@ -171,8 +174,10 @@ TINY = dict(device="cpu", max_prompts=16, gen_batch=8, max_new=16, n_layer=1, ba
 
 @pytest.fixture(scope="module")
 def tiny_target(tmp_path_factory):
-    return synth.write_target(tmp_path_factory.mktemp("tt") / "tiny-llama.gguf",
-                              synth.TargetSpec(arch="llama", vocab="gpt2", n_ctx=1024, seed=11))
+    return synth.write_target(
+        tmp_path_factory.mktemp("tt") / "tiny-llama.gguf",
+        synth.TargetSpec(arch="llama", vocab="gpt2", n_ctx=1024, seed=11),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -181,8 +186,17 @@ def tiny_run(tiny_target, tmp_path_factory):
 
     out = tmp_path_factory.mktemp("tiny-run") / "drafter.gguf"
     events = []
-    res = train_for_target.run(tiny_target, out, n_per_category=3, max_steps=3, eval_max_tokens=12,
-                               eval_n_per_category=1, log=lambda s: None, progress=events.append, **TINY)
+    res = train_for_target.run(
+        tiny_target,
+        out,
+        n_per_category=3,
+        max_steps=3,
+        eval_max_tokens=12,
+        eval_n_per_category=1,
+        log=lambda s: None,
+        progress=events.append,
+        **TINY,
+    )
     return out, res, events
 
 
@@ -215,8 +229,12 @@ def test_exported_drafter_drafts_what_the_torch_drafter_drafts(tiny_run, tiny_ta
     from engine_bridge.training.evaluate_chat import check_drafter
 
     out, res, _ = tiny_run
-    r = check_drafter(tiny_target, out.with_name("drafter-f16.gguf"), Path(res["work"]) / "run",
-                      ["<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\nHi", "def add(a, b):\n    return"])
+    r = check_drafter(
+        tiny_target,
+        out.with_name("drafter-f16.gguf"),
+        Path(res["work"]) / "run",
+        ["<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\nHi", "def add(a, b):\n    return"],
+    )
     assert r["draft_tokens_equal"] == 1.0
     assert r["max_abs_logit_diff"] < 1e-3 * max(1.0, r["max_abs_logit"])
 
@@ -228,9 +246,15 @@ def test_training_resumes_from_its_checkpoint(tiny_run, tiny_target):
     _, res, _ = tiny_run
     work = Path(res["work"])
     lines = []
-    s = train_chat.run(tiny_target, work / "data", work / "run", stages=("generate", "train"), log=lines.append,
-                       **{**TINY, "max_steps": 5})
-    assert any("reusing" in ln for ln in lines)                    # generated data kept
+    s = train_chat.run(
+        tiny_target,
+        work / "data",
+        work / "run",
+        stages=("generate", "train"),
+        log=lines.append,
+        **{**TINY, "max_steps": 5},
+    )
+    assert any("reusing" in ln for ln in lines)  # generated data kept
     assert any("resumed at step 3" in ln for ln in lines)
     assert s["train"]["steps"] == 5
 
@@ -249,8 +273,15 @@ def test_cancel_keeps_a_drafter(tiny_run, tiny_target, tmp_path):
         if e["stage"] == "train":
             cancel.set()
 
-    s = train_chat.run(tiny_target, work / "data", tmp_path / "run", progress=progress, cancel=cancel,
-                       log=lambda s: None, **{**TINY, "max_steps": 1000})
+    s = train_chat.run(
+        tiny_target,
+        work / "data",
+        tmp_path / "run",
+        progress=progress,
+        cancel=cancel,
+        log=lambda s: None,
+        **{**TINY, "max_steps": 1000},
+    )
     assert s["train"]["cancelled"] and s["train"]["steps"] < 1000
     assert list((tmp_path / "run").glob("drafter-*.safetensors"))
 
@@ -265,8 +296,19 @@ def test_no_cuda_device_is_a_clear_error(tiny_target, tmp_path, capsys):
     with pytest.raises(train_chat.NoCudaError, match="--device cpu"):
         train_chat.run(tiny_target, tmp_path / "data", tmp_path / "run")
     (tmp_path / "data").mkdir()
-    rc = main(["train-drafter", "--target", str(tiny_target), "--out", str(tmp_path / "d.gguf"), "--stage", "train",
-               "--data-dir", str(tmp_path / "data")])
+    rc = main(
+        [
+            "train-drafter",
+            "--target",
+            str(tiny_target),
+            "--out",
+            str(tmp_path / "d.gguf"),
+            "--stage",
+            "train",
+            "--data-dir",
+            str(tmp_path / "data"),
+        ]
+    )
     assert rc == 1 and "no CUDA device" in capsys.readouterr().err
     assert not (tmp_path / "d.gguf").exists()
 
@@ -311,11 +353,13 @@ def test_a_warm_start_from_a_drafter_gguf(tiny_run, tiny_target, tmp_path):
     for f in ("responses.npz", "gen-stats.json"):
         (other / "gen" / f).write_bytes((work / "run" / "gen" / f).read_bytes())
     with pytest.raises(ValueError, match="n_layer: file 1, run 2"):
-        train_chat.run(tiny_target, work / "data", other, log=lines.append, init=f16,
-                       **{**TINY, "max_steps": 0, "n_layer": 2})
+        train_chat.run(
+            tiny_target, work / "data", other, log=lines.append, init=f16, **{**TINY, "max_steps": 0, "n_layer": 2}
+        )
     with pytest.raises(ValueError, match="not a DFlash drafter"):
-        train_chat.run(tiny_target, work / "data", other, log=lines.append, init=tiny_target,
-                       **{**TINY, "max_steps": 0})
+        train_chat.run(
+            tiny_target, work / "data", other, log=lines.append, init=tiny_target, **{**TINY, "max_steps": 0}
+        )
 
 
 @needs_torch
@@ -328,7 +372,7 @@ def test_a_warm_start_begins_from_the_given_drafter(tiny_run, tiny_target, tmp_p
     work = Path(res["work"])
     run = tmp_path / "run"
     (run / "gen").mkdir(parents=True)
-    for f in ("responses.npz", "gen-stats.json"):                   # the earlier sitting's conversations
+    for f in ("responses.npz", "gen-stats.json"):  # the earlier sitting's conversations
         (run / "gen" / f).write_bytes((work / "run" / "gen" / f).read_bytes())
     lines = []
     train_chat.run(tiny_target, work / "data", run, log=lines.append, init=work / "run", **{**TINY, "max_steps": 0})
@@ -341,5 +385,11 @@ def test_a_warm_start_begins_from_the_given_drafter(tiny_run, tiny_target, tmp_p
     for f in ("responses.npz", "gen-stats.json"):
         (other / "gen" / f).write_bytes((work / "run" / "gen" / f).read_bytes())
     with pytest.raises(ValueError, match="another configuration"):
-        train_chat.run(tiny_target, work / "data", other, log=lines.append, init=work / "run",
-                       **{**TINY, "max_steps": 0, "n_layer": 2})
+        train_chat.run(
+            tiny_target,
+            work / "data",
+            other,
+            log=lines.append,
+            init=work / "run",
+            **{**TINY, "max_steps": 0, "n_layer": 2},
+        )
