@@ -30,6 +30,18 @@ S=$T/SmolLM2-135M-Instruct.Q4_1.gguf; E=/tmp/eval
 mkdir -p $W $T $E "$OUT"
 say() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a $E/progress.log; }
 
+# before an evaluation: our CUDA build is there; a carried path is gone from the tree at the next
+# call, so the shipped drafter is kept in /tmp now
+eval_prep() {
+  export PYTHONPATH=/tmp/lcp_site:/tmp/site:$here PYTHONUNBUFFERED=1
+  grep -q "^done rc=0" $W/lcp_build.log || { say "the CUDA build is not done:"; tail -3 $W/lcp_build.log; return 1; }
+  [ -f .gpu-carry/old.gguf ] && cp .gpu-carry/old.gguf $E/old.gguf
+  return 0
+}
+# the run's drafter exported beside the evaluation (a command line for the background shell)
+EXPORT="echo '[export]' >> $E/eval.log; python3 -m engine_bridge.cli train-drafter --target $S --out $E/drafter.gguf \
+--data-dir $RUN/data --run-dir $RUN --work $E/work --stage export >> $E/eval.log 2>&1"
+
 case "${1:-}" in
   build|part)
     if [ ! -f $W/lcp_build.log ]; then
@@ -55,15 +67,10 @@ case "${1:-}" in
   follow)
     RUN=$RUN bash gpu/gpu_train.sh follow "${2:-540}"; tail -n 1 $W/lcp_build.log ;;
   eval)
-    export PYTHONPATH=/tmp/lcp_site:/tmp/site:$here PYTHONUNBUFFERED=1
-    grep -q "^done rc=0" $W/lcp_build.log || { say "the CUDA build is not done:"; tail -3 $W/lcp_build.log; exit 1; }
-    # a carried path is gone from the tree at the next call: keep the shipped drafter in /tmp now
-    [ -f .gpu-carry/old.gguf ] && cp .gpu-carry/old.gguf $E/old.gguf
+    eval_prep || exit 1
     setsid bash -c "
       cd $here
-      echo '[export]' >> $E/eval.log
-      python3 -m engine_bridge.cli train-drafter --target $S --out $E/drafter.gguf --data-dir $RUN/data --run-dir $RUN \
-          --work $E/work --stage export >> $E/eval.log 2>&1
+      $EXPORT
       cp $E/drafter.gguf $OUT/ 2>/dev/null
       echo '[new drafter, public suites]' >> $E/eval.log
       python3 -m engine_bridge.training.evaluate_chat --target $S --draft $E/drafter.gguf --public \
@@ -78,14 +85,10 @@ case "${1:-}" in
     # commit lengths only, fast: the new drafter's three categories and the shipped drafter's first
     # OLD_N prompts per category, six processes sharing the GPU at once (the x AR ratios of such a
     # run mean nothing: speed is measured alone, in `eval` or gpu_pair_bench.sh)
-    export PYTHONPATH=/tmp/lcp_site:/tmp/site:$here PYTHONUNBUFFERED=1
-    grep -q "^done rc=0" $W/lcp_build.log || { say "the CUDA build is not done:"; tail -3 $W/lcp_build.log; exit 1; }
-    [ -f .gpu-carry/old.gguf ] && cp .gpu-carry/old.gguf $E/old.gguf
+    eval_prep || exit 1
     setsid bash -c "
       cd $here
-      echo '[export]' >> $E/eval.log
-      python3 -m engine_bridge.cli train-drafter --target $S --out $E/drafter.gguf --data-dir $RUN/data --run-dir $RUN \
-          --work $E/work --stage export >> $E/eval.log 2>&1
+      $EXPORT
       for c in chat math code; do
         python3 -m engine_bridge.training.evaluate_chat --target $S --draft $E/drafter.gguf --public --categories \$c \
             --max-tokens ${MAX_TOKENS:-128} --json $E/eval-new-\$c.json > $E/eval-new-\$c.log 2>&1 &
