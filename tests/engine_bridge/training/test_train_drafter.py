@@ -327,11 +327,13 @@ def test_checkpoint_files_without_the_safetensors_package(tmp_path):
 
 @needs_torch
 def test_a_warm_start_from_a_drafter_gguf(tiny_run, tiny_target, tmp_path):
-    """--init D.gguf: a later sitting continues the drafter users have (only its GGUF exists): the
-    f16 export reads back to the run's weights up to f16 rounding; a file of another shape is refused
-    naming the field."""
+    """--init D.gguf: a later sitting continues the drafter users have (only its GGUF exists): the run
+    starts from exactly the file's weights, and exporting them again reads back to the same weights;
+    a file of another shape is refused naming the field."""
     from engine_bridge.training import train_chat
     from engine_bridge.training.ckpt import load_sharded
+    from engine_bridge.training.drafter_gguf import read_drafter_gguf
+    from engine_bridge.training.export import export_drafter
 
     out, res, _ = tiny_run
     work = Path(res["work"])
@@ -343,11 +345,16 @@ def test_a_warm_start_from_a_drafter_gguf(tiny_run, tiny_target, tmp_path):
     f16 = out.with_name("drafter-f16.gguf")
     train_chat.run(tiny_target, work / "data", run, log=lines.append, init=f16, **{**TINY, "max_steps": 0})
     assert any("warm start" in ln for ln in lines)
-    before, _ = load_sharded(work / "run", "drafter")
-    after, _ = load_sharded(run, "drafter")
-    assert before.keys() == after.keys()
-    for k in before:
-        assert torch.allclose(before[k].float(), after[k].float(), rtol=2e-3, atol=1e-4), k
+    given, _ = read_drafter_gguf(f16)
+    after, _ = load_sharded(run, "drafter")  # the run's f16 shards (no step taken)
+    assert given.keys() == after.keys()
+    for k in given:
+        assert torch.equal(after[k], torch.from_numpy(given[k]).to(after[k].dtype)), k
+    again = export_drafter(run, tiny_target, tmp_path / "again.gguf", tmp_path / "hf", "f16")
+    back, _ = read_drafter_gguf(again.path)
+    assert back.keys() == after.keys()
+    for k in back:
+        assert torch.equal(torch.from_numpy(back[k]).to(after[k].dtype), after[k]), k
     other = tmp_path / "other"
     (other / "gen").mkdir(parents=True)
     for f in ("responses.npz", "gen-stats.json"):
