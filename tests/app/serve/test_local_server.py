@@ -158,6 +158,9 @@ def test_served_requests_and_chat_turns_take_turns(qtbot, make_window, pool):
     w.settings_panel.max_tokens.setValue(16)
     long = pool.submit(api.completions.create, model=model, prompt=PROMPT, max_tokens=200)
     qtbot.waitUntil(lambda: "busy" in label.text(), timeout=ANSWER_TIMEOUT_MS)
+    # ...and has made a step: under load "busy" (set as the job is taken) could be drawn before the
+    # request's first step, and a flaky run saw the chat's steps first
+    qtbot.waitUntil(lambda: "served 2" in order, timeout=ANSWER_TIMEOUT_MS)
     res = ask(qtbot, w, "Hello")
     long_text = _wait(qtbot, long).choices[0].text
     qtbot.waitUntil(lambda: "· 2 served · " in label.text())
