@@ -55,9 +55,8 @@ def read_drafter_gguf(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
         if name is None or name in ("embed_tokens.weight", "lm_head.weight"):
             continue
         shape = tuple(int(x) for x in reversed(t.shape))  # ggml {in, out} -> torch (out, in)
-        state[name] = np.array(dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(
-            shape
-        )  # a copy: torch wants it writable
+        # np.array copies: torch wants a writable array, and the reader's is a read-only memory map
+        state[name] = np.array(dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(shape)
     return state, cfg
 
 
@@ -66,6 +65,6 @@ def config_mismatch(gguf_cfg: dict, run_cfg: dict) -> list[str]:
     out = []
     for k, v in gguf_cfg.items():
         want = run_cfg.get(k)
-        if v is not None and want is not None and (list(v) if isinstance(v, list) else v) != want:
+        if v is not None and want is not None and v != want:  # lists are lists on both sides (_field)
             out.append(f"{k}: file {v}, run {want}")
     return out
