@@ -1,7 +1,8 @@
-"""Before/after of patch 0006 (MMVQ fusion at 2..16 rows, issue 28) on one build, in one sitting.
+"""Before/after of a patch's switch (issue 28) on one build, in one sitting.
 
-The patch reads DFLASH_MMVQ_FUSE_ROWS once per process ("0": upstream, fusion at one row only;
-"16": the patch's default), so each side is its own process, the sides alternating, twice each:
+A patch reads its switch once per process (--env: DFLASH_MMVQ_FUSE_ROWS of the dropped patch 0006,
+"0" upstream / "16"; DFLASH_BATCHED_ARGMAX of patch 0006, "0" upstream / "1"; DFLASH_LAYER_INP_RESERVE
+of patch 0007, "1" upstream / "0"), so each side is its own process, the sides alternating, twice each:
 
   1. wall ms per phase: gpu/gpu_step_profile.py --time (ar, verify8/16, draft8/16, inject, and
      whole chain7 / tree15 steps), per side and round, into DIR/fuse_VALUE_ROUND.json
@@ -10,6 +11,7 @@ The patch reads DFLASH_MMVQ_FUSE_ROWS once per process ("0": upstream, fusion at
      and the greedy tokens of AR, chain 7, chain 15 and tree 15 runs (--worker), compared between
      the sides (the fused epilogue adds in the same order as the unfused kernels: expect 0 or ~1e-6)
   3. with --ncu DIR2 (gpu/gpu_ncu.sh step fusencu): kernels per phase and family from its csvs
+Files are named by --tag (default "fuse": fuse_SIDE_ROUND.json, fuse_eq_SIDE.*).
 
 Usage (project root on the GPU machine, the engine built at /tmp/lcp_site):
   PYTHONPATH=/tmp/lcp_site:/tmp/site:. python3 gpu/gpu_fuse_ab.py --target T --draft D --out DIR
@@ -31,13 +33,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-SIDES = ("0", "16")  # DFLASH_MMVQ_FUSE_ROWS per side; the first is the baseline
-SHOWN = ("ar", "verify8", "verify16", "draft8", "draft16", "inject", "chain7", "tree15")
+SIDES = ("0", "16")  # the switch's value per side; the first is the baseline
+SHOWN = ("ar", "verify8", "verify16", "draft8", "draft16", "inject", "arx", "toggle", "chain7", "tree15")
+ENV = "DFLASH_MMVQ_FUSE_ROWS"  # the switch (--env)
+TAG = "fuse"  # file name prefix (--tag)
 PROMPT = "The history of the city begins with a small settlement on the river, where"
 
 
 def worker(a) -> int:
-    """One side's logits and greedy tokens (its DFLASH_MMVQ_FUSE_ROWS is in the environment)."""
+    """One side's logits and greedy tokens (its switch is in the environment)."""
     import numpy as np
 
     from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
@@ -70,7 +74,7 @@ def worker(a) -> int:
 
 
 def run(cmd: list[str], env_val: str, log: Path, timeout: int) -> int:
-    env = dict(os.environ, DFLASH_MMVQ_FUSE_ROWS=env_val)
+    env = dict(os.environ, **{ENV: env_val})
     t0 = time.time()
     try:
         with open(log, "w") as f:
@@ -89,9 +93,9 @@ def measure(a, sides: list[str]) -> None:
     py = sys.executable
     for v in sides:  # equality first: cheap, and it must hold
         run(
-            [py, __file__, "--target", a.target, "--draft", a.draft, "--worker-out", str(out / f"fuse_eq_{v}")],
+            [py, __file__, "--target", a.target, "--draft", a.draft, "--worker-out", str(out / f"{TAG}_eq_{v}")],
             v,
-            out / f"fuse_eq_{v}.log",
+            out / f"{TAG}_eq_{v}.log",
             240,
         )
     for rnd in range(1, a.rounds + 1):
@@ -110,10 +114,10 @@ def measure(a, sides: list[str]) -> None:
                     "--steps",
                     str(a.steps),
                     "--json",
-                    str(out / f"fuse_{v}_{rnd}.json"),
+                    str(out / f"{TAG}_{v}_{rnd}.json"),
                 ],
                 v,
-                out / f"fuse_{v}_{rnd}.log",
+                out / f"{TAG}_{v}_{rnd}.log",
                 240,
             )
 
@@ -121,11 +125,11 @@ def measure(a, sides: list[str]) -> None:
 def equality(out: Path, sides: list[str]) -> list[str]:
     lines = []
     for v in sides[1:]:
-        lines += ["", f"Equality, DFLASH_MMVQ_FUSE_ROWS={sides[0]} against {v} (same build):", ""]
+        lines += ["", f"Equality, {ENV}={sides[0]} against {v} (same build):", ""]
         try:
             import numpy as np
 
-            a, b = np.load(out / f"fuse_eq_{sides[0]}.npz"), np.load(out / f"fuse_eq_{v}.npz")
+            a, b = np.load(out / f"{TAG}_eq_{sides[0]}.npz"), np.load(out / f"{TAG}_eq_{v}.npz")
             for k in a.files:
                 d = np.abs(a[k] - b[k])
                 same_argmax = int((a[k].argmax(-1) == b[k].argmax(-1)).sum())
@@ -136,8 +140,8 @@ def equality(out: Path, sides: list[str]) -> list[str]:
         except Exception as exc:  # noqa: BLE001 -- report, do not stop
             lines.append(f"- logits: not compared ({exc})")
         try:
-            ta = json.loads((out / f"fuse_eq_{sides[0]}.json").read_text())["tokens"]
-            tb = json.loads((out / f"fuse_eq_{v}.json").read_text())["tokens"]
+            ta = json.loads((out / f"{TAG}_eq_{sides[0]}.json").read_text())["tokens"]
+            tb = json.loads((out / f"{TAG}_eq_{v}.json").read_text())["tokens"]
             for k in ta:
                 same = ta[k] == tb.get(k)
                 first = next((i for i, (x, y) in enumerate(zip(ta[k], tb.get(k, []))) if x != y), None)
@@ -151,7 +155,7 @@ def equality(out: Path, sides: list[str]) -> list[str]:
 
 
 def timing(out: Path, sides: list[str]) -> list[str]:
-    runs = {v: [json.loads(f.read_text())["phases"] for f in sorted(out.glob(f"fuse_{v}_*.json"))] for v in sides}
+    runs = {v: [json.loads(f.read_text())["phases"] for f in sorted(out.glob(f"{TAG}_{v}_[0-9]*.json"))] for v in sides}
     n = min(len(r) for r in runs.values())
     if n == 0:
         return ["", "no timing runs found"]
@@ -163,8 +167,7 @@ def timing(out: Path, sides: list[str]) -> list[str]:
         "",
         (
             "Wall ms per phase (each run's median; AR tokens = phase / that run's ar); columns named by "
-            "DFLASH_MMVQ_FUSE_ROWS (0: fusion at one row only, upstream; 16: the patch's default), "
-            "runs alternating:"
+            f"{ENV}'s value (the first is the baseline), runs alternating:"
         ),
         "",
         f"| phase | {head} | {meds} | {ratios} | AR tokens {' -> '.join(sides)} |",
@@ -210,7 +213,7 @@ def kernels(ncu: Path, sides: list[str]) -> list[str]:
 
     lines = [
         "",
-        f"Kernels per iteration under ncu (count / µs), DFLASH_MMVQ_FUSE_ROWS {sides[0]} -> {sides[-1]}:",
+        f"Kernels per iteration under ncu (count / µs), {ENV} {sides[0]} -> {sides[-1]}:",
         "",
         "| phase | all | MMVQ | act. quantise | swiglu | add (k_bin_bcast) | argmax |",
         "|---|---|---|---|---|---|---|",
@@ -224,7 +227,7 @@ def kernels(ncu: Path, sides: list[str]) -> list[str]:
     )
     for p in SHOWN:
         cells = {}
-        for side in (f"fuse{sides[0]}", f"fuse{sides[-1]}"):
+        for side in (f"{TAG}{sides[0]}", f"{TAG}{sides[-1]}"):
             csv_path = ncu / f"ncu{side}_{p}.csv"
             if not csv_path.exists():
                 break
@@ -242,7 +245,7 @@ def kernels(ncu: Path, sides: list[str]) -> list[str]:
             cells[side] = (tot, per)
         if len(cells) < 2:
             continue
-        (t0, p0), (t1, p1) = cells[f"fuse{sides[0]}"], cells[f"fuse{sides[-1]}"]
+        (t0, p0), (t1, p1) = cells[f"{TAG}{sides[0]}"], cells[f"{TAG}{sides[-1]}"]
         row = [f"{t0[0]:.0f} / {t0[1]:.0f} -> {t1[0]:.0f} / {t1[1]:.0f}"]
         row += [f"{p0[f][0]:.0f} / {p0[f][1]:.0f} -> {p1[f][0]:.0f} / {p1[f][1]:.0f}" for f in fams]
         lines.append(f"| {p} | " + " | ".join(row) + " |")
@@ -250,7 +253,7 @@ def kernels(ncu: Path, sides: list[str]) -> list[str]:
 
 
 def report(out: Path, ncu: Path | None, sides: list[str]) -> str:
-    lines = [f"# MMVQ fusion at 2..16 rows (patch 0006), {out}"]
+    lines = [f"# {ENV}: {' against '.join(sides)}, {out}"]
     env = out / "env.txt"
     if env.exists():
         lines += ["", "```", env.read_text().strip(), "```"]
@@ -260,19 +263,27 @@ def report(out: Path, ncu: Path | None, sides: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _set_switch(env: str, tag: str) -> None:
+    global ENV, TAG
+    ENV, TAG = env, tag
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target")
     ap.add_argument("--draft")
     ap.add_argument("--out", help="results folder (measure, then report)")
     ap.add_argument("--report", help="only the report of this results folder")
-    ap.add_argument("--ncu", help="a folder with ncufuse0_PHASE.csv / ncufuse16_PHASE.csv (gpu_ncu.sh fusencu)")
-    ap.add_argument("--sides", default=",".join(SIDES), help="DFLASH_MMVQ_FUSE_ROWS values, the first the baseline")
+    ap.add_argument("--ncu", help="a folder with ncuTAGSIDE_PHASE.csv (gpu_ncu.sh fusencu / argmaxncu)")
+    ap.add_argument("--env", default=ENV, help="the switch's environment variable")
+    ap.add_argument("--tag", default=TAG, help="file name prefix of the results")
+    ap.add_argument("--sides", default=",".join(SIDES), help="the switch's values, the first the baseline")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--timed", type=int, default=50, help="iterations per phase and round (gpu_step_profile --timed)")
     ap.add_argument("--steps", type=int, default=40, help="chain7 / tree15 steps per run")
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    _set_switch(a.env, a.tag)
     if a.worker_out:
         return worker(a)
     sides = [v.strip() for v in a.sides.split(",") if v.strip()]
@@ -283,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--target, --draft and --out are required (or --report DIR)")
     measure(a, sides)
     text = report(Path(a.out), Path(a.ncu) if a.ncu else None, sides)
-    (Path(a.out) / "fuse_report.md").write_text(text)
+    (Path(a.out) / f"{TAG}_report.md").write_text(text)
     print(text, end="")
     return 0
 

@@ -39,6 +39,12 @@
 #            chain7, tree15 ...), and the target's logits (2/8/16 rows) and greedy tokens (AR,
 #            chain 7/15, tree 15) compared between the sides (gpu/gpu_fuse_ab.py; ~3-4 min)
 #   fusencu  ncu of verify8, verify16, draft8 with fusion off and on: kernels per family (~3 min)
+#   argmax   patch 0006: DFLASH_BATCHED_ARGMAX=0 (upstream) against 1, as fuse does (~4 min)
+#   argmaxncu ncu of verify8, verify16, draft8 on both sides (~3 min)
+#   toggle   patch 0007: DFLASH_LAYER_INP_RESERVE=1 (upstream) against 0, as fuse does (~4 min)
+#   real     the real default pair ($TREAL, joined from carried parts; waits for $TREAL.ok) on the
+#            first REAL_N (10) prompts of each public suite: AR, chain 7, auto, patches on / auto's
+#            host feature path / patches off (`dflash-studio bench`, one process per side; ~8 min)
 #   (patch 0006, the engine already built in this sitting: STEPS="fuse fusencu" bash gpu/gpu_ncu.sh
 #    start; bash gpu/gpu_ncu.sh follow 560 (start skips a finished build); from nothing: STEPS="quant
 #    fuse fusencu" ... start, then follow 560 twice; the tables land in $OUT/fuse_report.md)
@@ -55,6 +61,7 @@ export DFLASH_FA_ALL_QUANTS=${DFLASH_FA_ALL_QUANTS:-0}
 STEPS=${STEPS:-"quant time ncu ncubefore rule xover keep sweep pure kineto"}
 PURE_TYPES=${PURE_TYPES:-"q4_1 q4_0 q5_0 q5_1 q8_0"}
 T=$M/smol-q4_1.gguf; D=${D:-$here/resources/models/smollm2/drafter.gguf}   # D: any drafter GGUF of the pair
+TREAL=${TREAL:-/tmp/t/SmolLM2-135M-Instruct.Q4_1.gguf}   # the real target (step real; "$TREAL.ok" once joined)
 NCU=$(command -v ncu || ls -d /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -n 1)
 ROWS16=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16
 
@@ -121,7 +128,7 @@ cfg = EngineConfig(target=sys.argv[1], draft=sys.argv[2], n_ctx=4096, flash_attn
 res = {"phases": {}}
 with Engine.load(cfg) as eng:
     b = g.Bench(eng, 4)
-    for p in g.PHASES[:6]:
+    for p in g.LOOPS:
         g.WARMUP = 6
         b.loop(p, 4)                           # warm: graphs captured, inject's features in place
         g.WARMUP = 0
@@ -216,6 +223,51 @@ step_fusencu() {
   python3 gpu/gpu_fuse_ab.py --report $R/fuse --ncu $R | tee $R/fuse/fuse_report.md | tail -n 8
 }
 
+# patch 0006 (one greedy argmax for all rows): upstream's per-row argmax (0) against the patch (1)
+step_argmax() {
+  mkdir -p $R/argmax; [ -f $R/env.txt ] && cp $R/env.txt $R/argmax/
+  timeout 500 python3 gpu/gpu_fuse_ab.py --env DFLASH_BATCHED_ARGMAX --tag argmax --sides 0,1 \
+    --target $T --draft $D --out $R/argmax
+  echo "argmax rc=$?"
+}
+
+step_argmaxncu() {
+  step_ncu argmax0 "DFLASH_BATCHED_ARGMAX=0" "verify8 verify16 draft8"
+  step_ncu argmax1 "DFLASH_BATCHED_ARGMAX=1" "verify8 verify16 draft8"
+  python3 gpu/gpu_fuse_ab.py --env DFLASH_BATCHED_ARGMAX --tag argmax --sides 0,1 --report $R/argmax --ncu $R \
+    | tee $R/argmax/argmax_report.md | tail -n 8
+}
+
+# patch 0007 (extraction toggles without a reserve): upstream's reserve (1) against the patch (0)
+step_toggle() {
+  mkdir -p $R/toggle; [ -f $R/env.txt ] && cp $R/env.txt $R/toggle/
+  timeout 500 python3 gpu/gpu_fuse_ab.py --env DFLASH_LAYER_INP_RESERVE --tag toggle --sides 1,0 \
+    --target $T --draft $D --out $R/toggle
+  echo "toggle rc=$?"
+}
+
+# the real default pair (TREAL: SmolLM2-135M-Instruct Q4_1, joined from carried parts) on the first
+# REAL_N prompts of each public suite: AR, chain 7 and auto through `dflash-studio bench`, per side:
+# "on" (the patches' defaults, auto's default feature path), "host" (auto keeps features on the host),
+# "off" (patches 0006/0007 switched to upstream); sides alternate per suite, one process each
+step_real() {
+  local t0=$SECONDS
+  while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  [ -f "$TREAL.ok" ] || { echo "no real target at $TREAL"; return 1; }
+  mkdir -p $R/real
+  local suite side
+  for suite in ${REAL_SUITES:-mt-bench gsm8k humaneval}; do
+    for side in on host off; do
+      local e="DFLASH_DATA_DIR=/tmp/dd"
+      case $side in host) e="$e DFLASH_AUTO_FEATURES=host";; off) e="$e DFLASH_BATCHED_ARGMAX=0 DFLASH_LAYER_INP_RESERVE=1";; esac
+      timeout 300 env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $D --suite $suite \
+        --limit ${REAL_N:-10} --reps 2 --max-tokens 128 --sweep verify=chain,auto --sweep budget=7 \
+        --json $R/real/${suite}_$side.json > $R/real/${suite}_$side.txt 2>&1
+      echo "real $suite $side rc=$?"; tail -n 6 $R/real/${suite}_$side.txt | cut -c1-160
+    done
+  done
+}
+
 step_ncubefore() {
   step_ncu shortk0 "DFLASH_MMVQ_SHORT_K=0" "verify16"
 }
@@ -261,6 +313,10 @@ pack() {
   python3 gpu/gpu_ncu_report.py $R > $R/report.md 2> $R/report.err
   cp $R/report.md $OUT/ncu_report.md
   [ -f $R/fuse/fuse_report.md ] && cp $R/fuse/fuse_report.md $OUT/fuse_report.md
+  [ -d $R/argmax ] && python3 gpu/gpu_fuse_ab.py --env DFLASH_BATCHED_ARGMAX --tag argmax --sides 0,1 \
+    --report $R/argmax $( [ -f $R/ncuargmax1_verify8.csv ] && echo "--ncu $R" ) > $OUT/argmax_report.md 2>&1
+  [ -d $R/toggle ] && python3 gpu/gpu_fuse_ab.py --env DFLASH_LAYER_INP_RESERVE --tag toggle --sides 1,0 \
+    --report $R/toggle > $OUT/toggle_report.md 2>&1
   cp $W/progress.log $OUT/ncu_progress.log 2>/dev/null
   tar czf $OUT/ncu_results.tgz -C $W --exclude='*.ncu-rep' r 2>/dev/null
   (cd $W && tar czf $OUT/ncu_reps.tgz r/*.ncu-rep 2>/dev/null)

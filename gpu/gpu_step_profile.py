@@ -8,6 +8,10 @@ Phases (each a loop of the same operation, the KV length held from one iteration
   draft8    the drafter's block for 7 drafts (8 rows: [last, mask x 7]), its argmax read back
   draft16   the block for 15 drafts (16 rows)
   inject    --keep rows of target features (read from the last 8-row verify) into the drafter's KV
+  arx       one target row with layer-input extraction on (an AR step that keeps the drafter's
+            features: auto's "host" path)
+  toggle    one target row, extraction switched on and off every iteration (auto's "redecode" path
+            switching between AR and speculation; patch 0007 makes a switch rebuild one graph)
   chain7    whole steps of a real chain run at budget 7 (Engine.generate; two steps in the range)
   tree15    whole steps of a real tree run at node budget 15
 
@@ -34,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings  # noqa: E402
 from engine_bridge.runtime.engine import Engine  # noqa: E402
 
-PHASES = ("ar", "verify8", "verify16", "draft8", "draft16", "inject", "chain7", "tree15")
+PHASES = ("ar", "verify8", "verify16", "draft8", "draft16", "inject", "arx", "toggle", "chain7", "tree15")
+LOOPS = PHASES[:8]  # the phases timed as loops (the rest are whole steps of a run)
 WARMUP = 6
 PROMPT = "The history of the city begins with a small settlement on the river, where"
 
@@ -92,7 +97,13 @@ class Bench:
             "draft8": lambda: self.draft(7),
             "draft16": lambda: self.draft(15),
             "inject": self.inject,
+            "arx": lambda: self.rows(1, True),
+            "toggle": self.toggle,
         }[phase]
+
+    def toggle(self) -> None:
+        self._on = not getattr(self, "_on", False)
+        self.rows(1, self._on)
 
     def loop(self, phase: str, iters: int, around=None, prime: bool = True) -> list[float]:
         if phase == "inject" and prime:
@@ -161,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                 Path(a.json).write_text(json.dumps(info) + "\n")
             return 0
         res: dict = {"keep": a.keep, "phases": {}}
-        times: dict[str, list[float]] = {p: [] for p in PHASES[:6]}
+        times: dict[str, list[float]] = {p: [] for p in LOOPS}
         for _ in range(a.rounds):  # rounds interleave: drift spreads over all
             for p in times:
                 times[p] += bench.loop(p, a.timed)

@@ -44,6 +44,7 @@ cannot drop a span of positions, so for one the host path is the only one.
 from __future__ import annotations
 
 import ctypes
+import os
 import time
 from collections import Counter, deque
 
@@ -572,14 +573,16 @@ def feature_path(engine) -> str:
     cannot drop a span to decode it again) or ``"redecode"`` (extraction off; before speculation the
     tokens committed since are decoded again with it on: Engine.catch_up_drafter).
 
-    ``engine.auto_keep_features`` ("host" or "redecode") decides when set. Otherwise: "redecode"
+    ``engine.auto_keep_features`` ("host" or "redecode") decides when set, then the environment's
+    ``DFLASH_AUTO_FEATURES``. Otherwise: "redecode"
     where the target runs on a GPU (extraction and a per-step host copy made each AR step cost ~1.4
     plain ones on an H100), "host" on CPU, where the copy is a few kilobytes a step and a re-decode
     costs about a third of an AR step per token caught up (a batched decode of the target, 2-vCPU
     machine), and toggling extraction makes llama.cpp reserve its compute graphs again."""
     if not getattr(engine, "span_rollback", False):
         return "host-only"
-    chosen = getattr(engine, "auto_keep_features", None)
+    # (DFLASH_AUTO_FEATURES: the same choice for a whole process, for benchmarks of both paths)
+    chosen = getattr(engine, "auto_keep_features", None) or os.environ.get("DFLASH_AUTO_FEATURES")
     if chosen in ("host", "redecode"):
         return chosen
     on_gpu = getattr(engine, "offloaded", None)  # set by Engine.load
