@@ -42,6 +42,8 @@
 #   argmax   patch 0006: DFLASH_BATCHED_ARGMAX=0 (upstream) against 1, as fuse does (~4 min)
 #   argmaxncu ncu of verify8, verify16, draft8 on both sides (~3 min)
 #   toggle   patch 0007: DFLASH_LAYER_INP_RESERVE=1 (upstream) against 0, as fuse does (~4 min)
+#   treeab   the real pair's chain 7 / tree 7 commit and speed under each switch of patches 0006/0007
+#   speed    the real pair, first SPEED_N (24) prompts per public suite, chain and tree at 7 / 15
 #   real     the real default pair ($TREAL, joined from carried parts; waits for $TREAL.ok) on the
 #            first REAL_N (10) prompts of each public suite: AR, chain 7, auto, patches on / auto's
 #            host feature path / patches off (`dflash-studio bench`, one process per side; ~8 min)
@@ -268,6 +270,31 @@ step_real() {
   done
 }
 
+# which switch moves the tree's commit length on the real pair (mt-bench, 6 prompts, 64 tokens)
+step_treeab() {
+  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  mkdir -p $R/treeab; local e
+  for e in X=1 DFLASH_LAYER_INP_RESERVE=1 DFLASH_BATCHED_ARGMAX=0 "DFLASH_LAYER_INP_RESERVE=1 DFLASH_BATCHED_ARGMAX=0"; do
+    local tag; tag=$(echo "$e" | tr ' =' '__')
+    timeout 150 env $e DFLASH_DATA_DIR=/tmp/dd python3 -m engine_bridge.cli bench --target $TREAL --draft $D \
+      --suite mt-bench --limit 6 --reps 1 --max-tokens 64 --sweep verify=chain,tree --sweep budget=7 \
+      --json $R/treeab/$tag.json > $R/treeab/$tag.txt 2>&1
+    echo "treeab $e rc=$?"; grep -E "^\| c" $R/treeab/$tag.txt | cut -c1-150
+  done
+}
+
+# the real pair on the first SPEED_N (24) prompts of each public suite: chain and tree at budgets 7, 15
+step_speed() {
+  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  mkdir -p $R/speed; local s
+  for s in mt-bench gsm8k humaneval; do
+    DFLASH_DATA_DIR=/tmp/dd timeout 400 python3 -m engine_bridge.cli bench --target $TREAL --draft $D --suite $s \
+      --limit ${SPEED_N:-24} --reps 1 --max-tokens 128 --sweep verify=chain,tree --sweep budget=7,15 \
+      --json $R/speed/$s.json > $R/speed/$s.txt 2>&1
+    echo "speed $s rc=$?"; grep -E "^\| c" $R/speed/$s.txt | cut -c1-150
+  done
+}
+
 step_ncubefore() {
   step_ncu shortk0 "DFLASH_MMVQ_SHORT_K=0" "verify16"
 }
@@ -318,7 +345,7 @@ pack() {
   [ -d $R/toggle ] && python3 gpu/gpu_fuse_ab.py --env DFLASH_LAYER_INP_RESERVE --tag toggle --sides 1,0 \
     --report $R/toggle > $OUT/toggle_report.md 2>&1
   cp $W/progress.log $OUT/ncu_progress.log 2>/dev/null
-  tar czf $OUT/ncu_results.tgz -C $W --exclude='*.ncu-rep' r 2>/dev/null
+  tar czf $OUT/ncu_results.tgz -C $W --exclude='*.ncu-rep' --exclude='*.csv' r 2>/dev/null
   (cd $W && tar czf $OUT/ncu_reps.tgz r/*.ncu-rep 2>/dev/null)
   ls -la $OUT | tail -n +2 | awk '{print $5, $9}' | tr '\n' ' '; echo
 }

@@ -26,14 +26,14 @@ exactly the target's own tokens, so greedy output is the target's whatever is ch
 needs the drafter to hold the target's features of every committed token. Where no step could pay
 even if every draft were accepted (``AutoPolicy.needs_drafter``), the drafter is not fed at all:
 prefill and AR steps run with extraction off, exactly as plain AR. Otherwise AR steps keep the
-drafter's context by one of two paths (``feature_path``). On CPU ("host"), extraction stays on and
-each AR step's feature row is copied to the host (a few kilobytes), decoded into the drafter in one
-batch when speculation resumes: no toggling of extraction (each toggle makes llama.cpp reserve its
-compute graphs again) and no re-decode. Where the target runs on a GPU ("redecode"), AR steps decode
-with extraction off (there extraction and a per-step host copy of its row made each AR step cost
-~1.4 plain AR steps), and when auto turns to a speculative step the drafter is caught up first
-(``Engine.catch_up_drafter``): the target's K/V of the tokens committed since the drafter was last
-fed is removed and those tokens are decoded again in one batch with extraction on. The span is not
+drafter's context by one of two paths (``feature_path``). By default ("host", on CPU and on a GPU),
+extraction stays on and each AR step's feature row is copied to the host (a few kilobytes), decoded
+into the drafter in one batch when speculation resumes: no toggling of extraction (each toggle makes
+llama.cpp reserve its compute graphs again: ~7 ms on an H100) and no re-decode. The other path
+("redecode", by choice) decodes AR steps with extraction off, and when auto turns to a speculative
+step the drafter is caught up first (``Engine.catch_up_drafter``): the target's K/V of the tokens
+committed since the drafter was last fed is removed and those tokens are decoded again in one batch
+with extraction on. The span is not
 bounded: the drafter attends to every injected position, and a hole in its context would cost
 acceptance on exactly the steps that decide whether speculation pays. The catch-up's time is
 charged to the speculative step it precedes (its record's inject phase and wall time), so per-step
@@ -61,6 +61,10 @@ PROBE_STEPS = 2  # steps per probe
 PROBE_MAX_COST = 4.0  # AR probes use chain budgets whose step costs at most this many AR steps
 AR_PROBE_FIRST = 32  # AR steps before the first re-probe; doubles after each probe...
 AR_PROBE_MAX = 1024  # ...up to this
+#: ...and is never shorter than what keeps a failed probe's waste (PROBE_STEPS steps, each costing
+#: its table cost in AR steps where an AR step would have cost 1) under this share of AR time: on an
+#: H100, where a chain-3 step costs ~1.8 AR steps, that is ~80 steps between probes, not 32
+PROBE_SHARE = 0.02
 SPEC_PROBE_EVERY = 48  # while speculating, try a promising alternative at most this often
 EMA = 0.1  # weight of a new step in the running commit length
 EMA_PROBE = 0.5  # ...for a probe's steps (the estimate they refresh may be old)
@@ -212,7 +216,8 @@ class AutoPolicy:
             if self.since_probe >= self.ar_probe_every:
                 target = self._ar_probe()
                 if target is not None:
-                    self.ar_probe_every = min(self.ar_probe_every * 2, AR_PROBE_MAX)
+                    floor = PROBE_STEPS * (self.costs[target] - 1.0) / PROBE_SHARE
+                    self.ar_probe_every = int(min(max(self.ar_probe_every * 2, floor), AR_PROBE_MAX))
                     return self._start_probe(target)
             return ("ar", 0)
         self.ar_probe_every = AR_PROBE_FIRST  # speculation pays: probe quickly if it stops
@@ -574,27 +579,19 @@ def feature_path(engine) -> str:
     tokens committed since are decoded again with it on: Engine.catch_up_drafter).
 
     ``engine.auto_keep_features`` ("host" or "redecode") decides when set, then the environment's
-    ``DFLASH_AUTO_FEATURES``. Otherwise: "redecode"
-    where the target runs on a GPU (extraction and a per-step host copy made each AR step cost ~1.4
-    plain ones on an H100), "host" on CPU, where the copy is a few kilobytes a step and a re-decode
-    costs about a third of an AR step per token caught up (a batched decode of the target, 2-vCPU
-    machine), and toggling extraction makes llama.cpp reserve its compute graphs again."""
+    ``DFLASH_AUTO_FEATURES``. Otherwise "host", on CPU and on a GPU alike: toggling extraction makes
+    llama.cpp reserve its compute graphs again (a one-row decode after a toggle: 8.3 ms against 1.1
+    on an H100), a re-decode costs about a third of an AR step per token caught up on CPU, and an
+    AR step with extraction on and its row copied costs 1.01 plain AR steps on the H100
+    (docs/benchmarks.md, "Step cost (issue 28)"; an earlier measurement that read ~1.4 there
+    included such toggles)."""
     if not getattr(engine, "span_rollback", False):
         return "host-only"
     # (DFLASH_AUTO_FEATURES: the same choice for a whole process, for benchmarks of both paths)
     chosen = getattr(engine, "auto_keep_features", None) or os.environ.get("DFLASH_AUTO_FEATURES")
     if chosen in ("host", "redecode"):
         return chosen
-    on_gpu = getattr(engine, "offloaded", None)  # set by Engine.load
-    if on_gpu is None:
-        from . import llama_ffi
-
-        cfg = engine.config
-        on_gpu = bool(cfg.rpc_servers) or (
-            (cfg.n_gpu_layers != 0 or cfg.draft_n_gpu_layers != 0)
-            and llama_ffi.build_info().get("backend", "cpu") != "cpu"
-        )
-    return "redecode" if on_gpu else "host"
+    return "host"
 
 
 def after_run(engine, settings, result) -> None:

@@ -462,3 +462,38 @@ def test_a_calibration_that_disagrees_with_the_steps_is_measured_again(tiny_pair
         assert pol.rechecks == 1 and pol.table is not wrong and eng.calibration is pol.table
         assert pol.table.ar_ms < wrong.ar_ms / 4 and not pol.suspect
         assert calibration.load_cached(real.key).ar_ms == pol.table.ar_ms
+
+
+def _ar_steps_between_probes(chain_ms: dict[int, float], n_probes: int = 3) -> tuple[tuple[str, int], list[int]]:
+    """Drives a policy whose probes all fail (nothing accepted): the probed configuration and the
+    AR choices counted between one probe's end and the next probe's start."""
+    pol = auto_mode.AutoPolicy(calibration.CostTable(key={}, ar_ms=1.0, chain_ms=chain_ms), max_draft=15)
+    gaps, ar_run, probed = [], None, None
+    for _ in range(20_000):
+        mode, budget = pol.choose()
+        if mode == "ar":
+            ar_run = 0 if ar_run is None else ar_run
+            ar_run += 1
+            continue
+        probed = (mode, budget)
+        if ar_run is not None:
+            gaps.append(ar_run)
+            ar_run = None
+            if len(gaps) == n_probes:
+                break
+        pol.observe(mode, budget, drafted=budget, accepted=0, probing=pol.probing)
+    return probed, gaps
+
+
+def test_a_failed_probe_waits_in_proportion_to_what_it_wastes():
+    """Where a probe step costs c AR steps, the AR stretch after a failed probe is at least
+    PROBE_STEPS * (c - 1) / PROBE_SHARE steps (2 % of AR time lost to probes at most), and still
+    doubles after each failed probe; a cheap probe keeps the doubling from AR_PROBE_FIRST."""
+    probed, gaps = _ar_steps_between_probes({3: 1.8})  # an H100-like chain-3 step
+    assert (auto_mode.PROBE_STEPS, auto_mode.PROBE_SHARE) == (2, 0.02)  # the floors below: 80 and 200
+    assert probed == ("chain", 3)
+    assert gaps[0] >= 79 and all(b >= 2 * a - 1 for a, b in zip(gaps, gaps[1:])), gaps
+    probed, gaps = _ar_steps_between_probes({3: 3.0})  # a 2-core CPU's chain 3
+    assert gaps[0] >= 199, gaps
+    probed, gaps = _ar_steps_between_probes({1: 1.1})  # nearly free probes: AR_PROBE_FIRST doubling
+    assert gaps[0] <= 2 * auto_mode.AR_PROBE_FIRST, gaps
