@@ -45,8 +45,9 @@
 #   treeab   the real pair's chain 7 / tree 7 commit and speed under each switch of patches 0006/0007
 #   speed    the real pair, first SPEED_N (24) prompts per public suite, chain and tree at 7 / 15
 #   real     the real default pair ($TREAL, joined from carried parts; waits for $TREAL.ok) on the
-#            first REAL_N (10) prompts of each public suite: AR, chain 7, auto, patches on / auto's
-#            host feature path / patches off (`dflash-studio bench`, one process per side; ~8 min)
+#            first REAL_N (10) prompts of each public suite: AR, chain 7, auto, per REAL_SIDES
+#            ("on off": patch 0006 on / off; "host", "redecode": auto's feature path), one process
+#            per side (`dflash-studio bench`; ~2 min a side)
 #   (patch 0006, the engine already built in this sitting: STEPS="fuse fusencu" bash gpu/gpu_ncu.sh
 #    start; bash gpu/gpu_ncu.sh follow 560 (start skips a finished build); from nothing: STEPS="quant
 #    fuse fusencu" ... start, then follow 560 twice; the tables land in $OUT/fuse_report.md)
@@ -249,9 +250,10 @@ step_toggle() {
 }
 
 # the real default pair (TREAL: SmolLM2-135M-Instruct Q4_1, joined from carried parts) on the first
-# REAL_N prompts of each public suite: AR, chain 7 and auto through `dflash-studio bench`, per side:
-# "on" (the patches' defaults, auto's default feature path), "host" (auto keeps features on the host),
-# "off" (patches 0006/0007 switched to upstream); sides alternate per suite, one process each
+# REAL_N prompts of each public suite: AR, chain 7 and auto through `dflash-studio bench`, per side
+# (REAL_SIDES, default "on off"): "on" (the build's defaults), "off" (patch 0006 switched to
+# upstream), "host" / "redecode" (auto's feature path chosen); sides alternate per suite, one process
+# each. (The first run, 2026-11-26, had patch 0007 too: its "off" also set DFLASH_LAYER_INP_RESERVE=1.)
 step_real() {
   local t0=$SECONDS
   while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
@@ -259,9 +261,10 @@ step_real() {
   mkdir -p $R/real
   local suite side
   for suite in ${REAL_SUITES:-mt-bench gsm8k humaneval}; do
-    for side in on host off; do
+    for side in ${REAL_SIDES:-on off}; do
       local e="DFLASH_DATA_DIR=/tmp/dd"
-      case $side in host) e="$e DFLASH_AUTO_FEATURES=host";; off) e="$e DFLASH_BATCHED_ARGMAX=0 DFLASH_LAYER_INP_RESERVE=1";; esac
+      case $side in host) e="$e DFLASH_AUTO_FEATURES=host";; redecode) e="$e DFLASH_AUTO_FEATURES=redecode";;
+        off) e="$e DFLASH_BATCHED_ARGMAX=0";; esac
       timeout 300 env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $D --suite $suite \
         --limit ${REAL_N:-10} --reps 2 --max-tokens 128 --sweep verify=chain,auto --sweep budget=7 \
         --json $R/real/${suite}_$side.json > $R/real/${suite}_$side.txt 2>&1
