@@ -57,6 +57,9 @@ def run(eng, toks, mode: str, max_tokens: int) -> dict:
         "rec_native_ms": 1e3 * statistics.median(x.t_native for x in recs[1:]),
         "gap_ms": 1e3 * statistics.median(gaps) if gaps else None,
         "note": getattr(r.summary, "auto_note", ""),
+        # where the rest goes: the slowest steps (index, ms, mode) and generation time outside steps
+        "slowest": sorted(((1e3 * x.wall, i, x.drafted) for i, x in enumerate(recs)), reverse=True)[:4],
+        "outside_ms": 1e3 * (r.summary.t_generate - sum(x.wall for x in recs)),
     }
 
 
@@ -95,8 +98,14 @@ def main() -> int:
         Pol._ar_probe, Pol.needs_drafter = real
         eng.auto_keep_features = None
         for name, rs in out.items():
-            med = {k: statistics.median(r[k] for r in rs if r[k] is not None) for k in rs[0] if k not in ("note",)}
+            med = {
+                k: statistics.median(r[k] for r in rs if r[k] is not None)
+                for k in rs[0]
+                if k not in ("note", "slowest")
+            }
             print(f"{name:26} " + "  ".join(f"{k} {v:.3f}" for k, v in med.items()) + f"  | {rs[-1]['note']}")
+            for r in rs[-2:]:
+                print("    slowest steps (ms, index, drafted):", [(round(w, 2), i, d) for w, i, d in r["slowest"]])
         pr = cProfile.Profile()
         eng.auto_policy = None
         for toks in toks_all:

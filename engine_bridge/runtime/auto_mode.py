@@ -111,6 +111,10 @@ class AutoPolicy:
         self.rechecks = 0
         self.recheck_at = 0.0  # time.time() of the last re-check
         self.last_recheck = ""
+        #: what a switch from AR into speculation and back costs beyond the steps' table costs, in AR
+        #: steps (EMA over switches seen): graphs built and captured again for the other shapes, the
+        #: kept features decoded into the drafter. ~0 on CPU; 4-6 AR steps a switch on an H200.
+        self.switch_cost = 0.0
 
     def set_table(self, table: calibration.CostTable) -> None:
         """New step costs (a re-measured table of the same key); what was learnt about the pair stays."""
@@ -216,7 +220,7 @@ class AutoPolicy:
             if self.since_probe >= self.ar_probe_every:
                 target = self._ar_probe()
                 if target is not None:
-                    floor = PROBE_STEPS * (self.costs[target] - 1.0) / PROBE_SHARE
+                    floor = (PROBE_STEPS * (self.costs[target] - 1.0) + self.switch_cost) / PROBE_SHARE
                     self.ar_probe_every = int(min(max(self.ar_probe_every * 2, floor), AR_PROBE_MAX))
                     return self._start_probe(target)
             return ("ar", 0)
@@ -238,16 +242,20 @@ class AutoPolicy:
         return None if isinstance(target, bool) else target  # never True; False is replaced above
 
     def _ar_probe_target(self) -> tuple[str, int] | None:
-        """The chain budget that would gain most if every draft were accepted (b + 1 over its cost),
-        among those whose step costs at most PROBE_MAX_COST AR steps (what a probe may waste);
-        budgets that could not pay even then are never probed."""
-        best, gain = None, 1.0
+        """The cheapest chain budget that could pay if every draft were accepted (b + 1 above its
+        cost by the margin), among those whose step costs at most PROBE_MAX_COST AR steps; budgets
+        that could not pay even then are never probed. The cheapest, not the one that would gain
+        most: a probe measures the per-token acceptance, which the geometric model carries to the
+        other budgets, and a failed probe of a deep chain wastes more (on an H100 a chain-15 probe
+        cost ~3.4 AR steps a step against ~1.9 for chain 3, and in a 128-token answer it was a
+        quarter of what auto lost to AR)."""
+        best = None
         for b in self.chain_budgets:
-            if self.costs[("chain", b)] > PROBE_MAX_COST:
+            cost = self.costs[("chain", b)]
+            if cost > PROBE_MAX_COST or (b + 1) / cost <= 1.0 + self.margin:
                 continue
-            g = (b + 1) / self.costs[("chain", b)]
-            if g > gain * (1.0 + self.margin):
-                best, gain = ("chain", b), g
+            if best is None or cost < self.costs[best]:
+                best = ("chain", b)
         return best
 
     def prior(self, mode: str, budget: int) -> float | None:
@@ -303,6 +311,11 @@ class AutoPolicy:
         for rec in result.steps[:-1]:  # the last step may be cut short by the end
             self.observe("tree" if rec.tree_nodes else "chain", s.budget_effective, rec.drafted, rec.accepted)
 
+    def observe_switch(self, extra_ar_steps: float) -> None:
+        """What one switch into speculation and back cost beyond its steps' table costs (AR steps)."""
+        x = max(0.0, extra_ar_steps)
+        self.switch_cost = x if self.switch_cost == 0.0 else self.switch_cost + 0.5 * (x - self.switch_cost)
+
     # -- the cost table against the steps -----------------------------------------------------------
     def observe_wall(self, mode: str, budget: int, wall: float) -> None:
         """One full step's wall time (s), without any catch-up: compared with the table's figure for
@@ -333,6 +346,7 @@ class AutoPolicy:
             "commit": b.commit,
             "alpha": self.alpha,
             "kind": self.kind,
+            "switch_cost": self.switch_cost,
             "estimates": {f"{m} {k}": v for (m, k), v in self.estimates().items()},
         }
 
@@ -398,6 +412,8 @@ class AutoGeneration(Generation):
         self.catchup_rows = 0  # tokens decoded again for them
         self._catchup_s = 0.0  # time of the catch-up not yet charged to a step record
         self._charged = 0.0  # the catch-up time the last record was charged
+        self._prev_mode: str | None = None  # the last step's mode, and a switch's cost so far
+        self._switch_extra: float | None = None  # (_measure_switch)
         self.kinds = text_kind.KindTracker()
         self._kind_at = 0  # text_parts fed to the tracker so far
         self.kind_changes = 0
@@ -457,6 +473,8 @@ class AutoGeneration(Generation):
             rec = self.steps[-1]
             self.used[(self.mode, self.budget)] += 1
             pol = self.policy
+            if not done and hasattr(pol, "observe_switch"):
+                self._measure_switch(rec)
             if self.mode == "ar":
                 if not self.lazy_features:
                     self._keep_features()
@@ -479,6 +497,22 @@ class AutoGeneration(Generation):
                         pol.set_kind(kind)
                         self.kind_changes += 1
         return last, done
+
+    def _measure_switch(self, rec) -> None:
+        """A switch's cost beyond the table: the first speculative step after AR steps and the first
+        AR step after it, each against its table figure; told to the policy once both are seen."""
+        table = getattr(self.policy, "table", None)
+        cost = 1.0 if self.mode == "ar" else (table.cost(self.mode, self.budget) if table else None)
+        if cost is None or not table or table.ar_ms <= 0:
+            return
+        extra = 1000.0 * rec.wall / table.ar_ms - cost
+        prev = self._prev_mode
+        self._prev_mode = self.mode
+        if prev == "ar" and self.mode != "ar":
+            self._switch_extra = extra
+        elif prev not in (None, "ar") and self.mode == "ar" and self._switch_extra is not None:
+            self.policy.observe_switch(self._switch_extra + extra)
+            self._switch_extra = None
 
     # -- keeping the drafter's context whole across AR steps ------------------------------------------
     def _catch_up(self) -> None:
@@ -515,7 +549,12 @@ class AutoGeneration(Generation):
         if e.dft_valid + self._n_feats != len(e.kv) - 1:
             return  # the drafter's context was not whole before this step: nothing to extend
         if self._feats is None:
-            self._feats = np.zeros((e.target_ctx.n_ubatch, d.n_embd_enc), dtype=np.float32)
+            # one buffer per drafter, kept between requests (zeroing 5.9 MB took ~1.5 ms a request)
+            shape = (e.target_ctx.n_ubatch, d.n_embd_enc)
+            kept = getattr(d, "_auto_feats", None)
+            if kept is None or kept.shape != shape:
+                kept = d._auto_feats = np.empty(shape, dtype=np.float32)
+            self._feats = kept
         nbytes = d.n_embd_tgt * 4
         dst = self._feats.ctypes.data + self._n_feats * self._feats.strides[0]
         for k, lid in enumerate(d.target_layers):  # one memmove per layer: this runs every AR step

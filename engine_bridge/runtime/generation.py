@@ -200,7 +200,10 @@ class Generation:
             on and s.greedy and not s.record_margins and (not tree or TREE_ARGMAX_ON == "backend"),
             n_seqs=self.tree_seqs,
         )
-        if e.drafter is not None:
+        if e.drafter is not None and self.mode != "ar":
+            # (AR steps leave the drafter's sampler as it is: they never run the drafter, and
+            # attaching or removing a sampler makes llama.cpp reserve the drafter's graphs again,
+            # ~5-10 ms on an H100/H200 at each switch of auto between AR and chain)
             if tree:
                 kb = e.drafter.tree_top_k_backend()
                 e.drafter.ctx.set_backend_top_k(max(kb, s.tree_top_k) if on and kb else 0)

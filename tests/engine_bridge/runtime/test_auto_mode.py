@@ -464,10 +464,14 @@ def test_a_calibration_that_disagrees_with_the_steps_is_measured_again(tiny_pair
         assert calibration.load_cached(real.key).ar_ms == pol.table.ar_ms
 
 
-def _ar_steps_between_probes(chain_ms: dict[int, float], n_probes: int = 3) -> tuple[tuple[str, int], list[int]]:
+def _ar_steps_between_probes(
+    chain_ms: dict[int, float], n_probes: int = 3, switch_cost: float = 0.0
+) -> tuple[tuple[str, int], list[int]]:
     """Drives a policy whose probes all fail (nothing accepted): the probed configuration and the
     AR choices counted between one probe's end and the next probe's start."""
     pol = auto_mode.AutoPolicy(calibration.CostTable(key={}, ar_ms=1.0, chain_ms=chain_ms), max_draft=15)
+    if switch_cost:
+        pol.observe_switch(switch_cost)
     gaps, ar_run, probed = [], None, None
     for _ in range(20_000):
         mode, budget = pol.choose()
@@ -497,3 +501,8 @@ def test_a_failed_probe_waits_in_proportion_to_what_it_wastes():
     assert gaps[0] >= 199, gaps
     probed, gaps = _ar_steps_between_probes({1: 1.1})  # nearly free probes: AR_PROBE_FIRST doubling
     assert gaps[0] <= 2 * auto_mode.AR_PROBE_FIRST, gaps
+    # a switch that costs 6 AR steps beyond its steps (graphs built again on a GPU) waits longer
+    probed, gaps = _ar_steps_between_probes({3: 1.8}, switch_cost=6.0)
+    assert gaps[0] >= (2 * 0.8 + 6.0) / 0.02 - 1, gaps
+    probed, gaps = _ar_steps_between_probes({1: 1.1, 3: 1.8})  # the cheaper of two budgets that could pay
+    assert probed == ("chain", 1), probed
