@@ -30,6 +30,7 @@ from engine_bridge.runtime.config import EngineConfig, GenerationSettings  # noq
 from engine_bridge.runtime.engine import Engine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+PHASES = ("draft", "inject", "verify", "accept", "other")  # a step record's phases, in the slowest steps
 
 
 def prompts(n: int) -> list[str]:
@@ -58,7 +59,13 @@ def run(eng, toks, mode: str, max_tokens: int) -> dict:
         "gap_ms": 1e3 * statistics.median(gaps) if gaps else None,
         "note": getattr(r.summary, "auto_note", ""),
         # where the rest goes: the slowest steps (index, ms, mode) and generation time outside steps
-        "slowest": sorted(((1e3 * x.wall, i, x.drafted) for i, x in enumerate(recs)), reverse=True)[:4],
+        "slowest": sorted(
+            (
+                (1e3 * x.wall, i, x.drafted, *(round(1e3 * getattr(x, "t_" + k), 2) for k in PHASES))
+                for i, x in enumerate(recs)
+            ),
+            reverse=True,
+        )[:4],
         "outside_ms": 1e3 * (r.summary.t_generate - sum(x.wall for x in recs)),
     }
 
@@ -105,7 +112,10 @@ def main() -> int:
             }
             print(f"{name:26} " + "  ".join(f"{k} {v:.3f}" for k, v in med.items()) + f"  | {rs[-1]['note']}")
             for r in rs[-2:]:
-                print("    slowest steps (ms, index, drafted):", [(round(w, 2), i, d) for w, i, d in r["slowest"]])
+                print(
+                    "    slowest steps (ms, index, drafted, " + ", ".join(PHASES) + "):",
+                    [(round(w, 2), *rest) for w, *rest in r["slowest"]],
+                )
         pr = cProfile.Profile()
         eng.auto_policy = None
         for toks in toks_all:
