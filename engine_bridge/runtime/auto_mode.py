@@ -501,17 +501,18 @@ class AutoGeneration(Generation):
     def _measure_switch(self, rec) -> None:
         """A switch's cost beyond the table: the first speculative step after AR steps and the first
         AR step after it, each against its table figure; told to the policy once both are seen."""
+        prev, self._prev_mode = self._prev_mode, self.mode
+        if prev == self.mode or prev is None or (prev != "ar" and self.mode != "ar"):
+            return  # no switch between AR and speculation: nothing to measure (every AR step)
         table = getattr(self.policy, "table", None)
         cost = 1.0 if self.mode == "ar" else (table.cost(self.mode, self.budget) if table else None)
-        if cost is None or not table or table.ar_ms <= 0:
+        if cost is None or table.ar_ms <= 0:
             return
         extra = 1000.0 * rec.wall / table.ar_ms - cost
-        prev = self._prev_mode
-        self._prev_mode = self.mode
-        if prev == "ar" and self.mode != "ar":
-            self._switch_extra = extra
-        elif prev not in (None, "ar") and self.mode == "ar" and self._switch_extra is not None:
-            self.policy.observe_switch(self._switch_extra + extra)
+        if self.mode != "ar":
+            self._switch_extra = extra  # into speculation
+        elif self._switch_extra is not None:
+            self.policy.observe_switch(self._switch_extra + extra)  # and back
             self._switch_extra = None
 
     # -- keeping the drafter's context whole across AR steps ------------------------------------------

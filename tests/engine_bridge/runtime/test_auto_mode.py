@@ -506,3 +506,34 @@ def test_a_failed_probe_waits_in_proportion_to_what_it_wastes():
     assert gaps[0] >= (2 * 0.8 + 6.0) / 0.02 - 1, gaps
     probed, gaps = _ar_steps_between_probes({1: 1.1, 3: 1.8})  # the cheaper of two budgets that could pay
     assert probed == ("chain", 1), probed
+
+
+class _SwitchWatchingPolicy(ScriptedPolicy):
+    """A scripted policy with a cost table, recording what auto tells it about switches."""
+
+    def __init__(self, script, table):
+        super().__init__(script)
+        self.table = table
+        self.switches: list[float] = []
+
+    def observe_switch(self, extra_ar_steps):
+        self.switches.append(extra_ar_steps)
+
+
+def test_auto_tells_the_policy_what_each_switch_cost(tiny_engine):
+    """Each switch from AR into speculation and back is measured once, against the table: the
+    speculative step's and the next AR step's walls beyond their table costs, in AR steps. A table
+    that says every step costs almost nothing makes each switch look expensive; one that says each
+    costs hours makes it look free (clamped by the policy, reported raw here)."""
+    eng = tiny_engine
+    script = [("ar", 0)] * 4 + [("chain", 4)] * 2 + [("ar", 0)] * 4 + [("chain", 4)] + [("ar", 0)] * 4
+    for ar_ms, sign in ((1e-6, 1), (1e9, -1)):
+        table = calibration.CostTable(key={}, ar_ms=ar_ms, chain_ms={4: 2 * ar_ms})
+        pol = _SwitchWatchingPolicy(script, table)
+        eng.reset()
+        eng.auto_policy = pol
+        res = eng.generate(PROMPTS[0], GenerationSettings(mode="auto", max_tokens=15, stop_at_eog=False))
+        eng.auto_policy = None
+        assert len(res.steps) >= 12, res.summary.auto_note
+        assert len(pol.switches) == 2, pol.switches  # two round trips, each told once
+        assert all(sign * x > 0 for x in pol.switches), pol.switches
