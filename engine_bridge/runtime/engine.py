@@ -149,7 +149,6 @@ class Engine:
         #: how auto's AR steps keep the drafter's context: "host", "redecode", or None (by device:
         #: auto_mode.feature_path)
         self.auto_keep_features: str | None = None
-        self.offloaded: bool | None = None  # layers on a GPU or an RPC device (set by load)
 
     # -- loading ----------------------------------------------------------------------------------
     @classmethod
@@ -208,8 +207,6 @@ class Engine:
             raise
         eng = cls(config, target, ctx, report)
         eng.devices = devices
-        if config.draft is not None:
-            eng.offloaded = bool(gpus)
         eng.preflight = preflight
         if config.draft is not None:
             eng.draft_placement = draft_placement(config, gpus, preflight)
