@@ -145,8 +145,12 @@ def make_batch(seqs, plen, idx, K: int, S: int, mask_id: int, pad_id: int, gen):
     return x[:, :L], anchors, block, labels, valid
 
 
-def block_loss(logits, labels, valid, weights):
-    """Weighted CE over slots 1..S-1 (padding excluded), slot accuracies, accepted drafts per block."""
+def block_loss(logits, labels, valid, weights, target_logits=None, kl: float = 0.0):
+    """Weighted CE over slots 1..S-1 (padding excluded), slot accuracies, accepted drafts per block,
+    and accepted drafts within the first 7 slots (what a chain-7 step can take; comparable between
+    block sizes). With ``target_logits`` (B, K, S-1, V: the target's own distribution for each
+    slot's token) and ``kl`` > 0, ``kl`` x KL(target || drafter) is added on the same weights: a
+    sampled answer's label is one draw, the target's softmax says what else it would have taken."""
     import torch
     import torch.nn.functional as F
 
@@ -154,13 +158,41 @@ def block_loss(logits, labels, valid, weights):
     ce = F.cross_entropy(logits[:, :, 1:].float().reshape(-1, V), labels[:, :, 1:].reshape(-1), reduction="none").view(
         B, K, S - 1
     )
+    if target_logits is not None and kl > 0:
+        lp_d = F.log_softmax(logits[:, :, 1:].float(), dim=-1)
+        lp_t = F.log_softmax(target_logits.float(), dim=-1)
+        ce = ce + kl * (lp_t.exp() * (lp_t - lp_d)).sum(-1)
     w = weights[1:] * valid[:, :, 1:]
     loss = (ce * w).sum() / w.sum().clamp(min=1e-6)
     with torch.no_grad():
         ok = (logits[:, :, 1:].argmax(-1) == labels[:, :, 1:]).float() * valid[:, :, 1:]
-        accepted = torch.cumprod(ok, dim=-1).sum(-1)
+        run = torch.cumprod(ok, dim=-1)
+        accepted = run.sum(-1)
         acc = ok.sum((0, 1)) / valid[:, :, 1:].sum((0, 1)).clamp(min=1)
-    return loss, acc, accepted.mean()
+    return loss, acc, accepted.mean(), run[:, :, :7].sum(-1).mean()
+
+
+def target_slot_logits(target, hidden, anchors, S: int):
+    """The target's logits for slots 1..S-1 of each block: its final hidden state at anchor + j - 1
+    (which predicts the token at anchor + j) through its output head; (B, K, S-1, V)."""
+    import torch
+    import torch.nn.functional as F
+
+    B, L, D = hidden.shape
+    pos = (anchors[:, :, None] + torch.arange(S - 1, device=anchors.device)).clamp(max=L - 1)
+    h = torch.gather(hidden, 1, pos.reshape(B, -1, 1).expand(B, pos.shape[1] * (S - 1), D))
+    return F.linear(h, target.lm_head_weight).view(B, anchors.shape[1], S - 1, -1)
+
+
+def train_subset(tr_idx: np.ndarray, pidx: np.ndarray, frac: float) -> np.ndarray:
+    """The training sequences of a ``frac`` share of the training prompts (whole prompts, by a hash
+    of the prompt index, so every answer and follow-up of a kept prompt stays): the data-scale
+    ablation trains on less data of the same pool."""
+    if frac >= 1.0:
+        return tr_idx
+    h = (pidx[tr_idx].astype(np.int64) * 40503 + 12345) % 10007
+    keep = tr_idx[h < frac * 10007]
+    return keep if len(keep) else tr_idx[:1]
 
 
 def train(
@@ -190,6 +222,8 @@ def train(
     mixed_blocks: bool = False,
     warmup: float = 0.04,
     init: Path | None = None,
+    kl: float = 0.0,
+    train_frac: float = 1.0,
 ) -> dict:
     import torch
 
@@ -209,7 +243,7 @@ def train(
     if len(seqs) <= 4 or is_val.all() or not is_val.any():
         is_val = np.zeros(len(seqs), bool)
         is_val[0] = True
-    tr_idx = np.flatnonzero(~is_val)
+    tr_idx = train_subset(np.flatnonzero(~is_val), pidx, train_frac)
     va_idx = np.flatnonzero(is_val)
     if len(tr_idx) == 0:
         tr_idx = va_idx
@@ -298,11 +332,12 @@ def train(
         x, anc, blk, lab, val = make_batch(seqs, plen, idx, anchors, S, cfg.mask_token_id, pad, g)
         x, anc, blk, lab, val = (t.to(dev, non_blocking=True) for t in (x, anc, blk, lab, val))
         with torch.no_grad(), torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
-            _, feats = target(x, layer_inputs=target_layers, logits=False)
+            hidden, feats = target(x, layer_inputs=target_layers, logits=False)
             feats = torch.cat(feats, dim=-1)
+            t_logits = target_slot_logits(target, hidden, anc, S) if kl > 0 else None
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
             logits = drafter(feats, anc, blk, embed_w, head_w)
-        return block_loss(logits, lab, val, weights[S])
+        return block_loss(logits, lab, val, weights[S], t_logits, kl)
 
     def validate():
         drafter.eval()
@@ -316,6 +351,7 @@ def train(
             torch.stack([p[0] for p in parts]).mean().item(),
             torch.stack([p[1] for p in parts]).mean(0).tolist(),
             torch.stack([p[2] for p in parts]).mean().item(),
+            torch.stack([p[3] for p in parts]).mean().item(),
         )
 
     def checkpoint():
@@ -365,11 +401,14 @@ def train(
         if cancel is not None and cancel.is_set():
             cancelled = True
             break
+        # the schedule follows the clock, or the steps when a step budget is given (runs sharing a
+        # GPU, as an ablation's do, then see the same schedule at the same step)
+        done = state["step"] / max_steps if max_steps else el / seconds
         for gp in opt.param_groups:
-            gp["lr"] = lr_at(el / seconds, lr, warmup=warmup)
+            gp["lr"] = lr_at(min(done, 1.0), lr, warmup=warmup)
         S = block_size if not mixed_blocks or torch.rand(1, generator=gen).item() < 0.5 else min(8, block_size)
         idx = tr_idx[torch.randint(0, len(tr_idx), (batch,), generator=gen).numpy()].tolist()
-        loss, acc, accepted = step_loss(idx, S, gen)
+        loss, acc, accepted, _ = step_loss(idx, S, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
@@ -377,7 +416,7 @@ def train(
         state["step"] += 1
         state["elapsed"] = time.time() - t_start
         if el >= next_log or (max_steps is not None and state["step"] >= max_steps):
-            vl, vacc, vlen = validate()
+            vl, vacc, vlen, v7 = validate()
             if vlen > state["best"]:
                 state["best"], state["best_step"] = vlen, state["step"]
                 best_state = {k: v.detach().clone() for k, v in drafter.state_dict().items()}
@@ -405,6 +444,7 @@ def train(
                 "loss": round(loss.item(), 4),
                 "val_loss": round(vl, 4),
                 "val_accepted_per_block": round(vlen, 3),
+                "val_accepted_first7": round(v7, 3),
                 "val_slot_acc": [round(a, 3) for a in vacc[:8]],
                 "lr": opt.param_groups[0]["lr"],
             }
@@ -429,7 +469,7 @@ def train(
         if time.time() - last_ckpt > ckpt_every:
             checkpoint()
             last_ckpt = time.time()
-    vl, vacc, vlen = validate()
+    vl, vacc, vlen, v7 = validate()
     kept = state["step"]
     if vlen < state["best"] and (best_state is not None or list(out.glob("drafter-*.safetensors"))):
         log(f"train: keeping step {state['best_step']} (held-out accepted/block {state['best']:.2f} > {vlen:.2f})")
@@ -437,7 +477,7 @@ def train(
             best_state = {k: v.to(dev) for k, v in load_sharded(out, "drafter")[0].items()}
         drafter.load_state_dict(best_state)
         kept = state["best_step"]
-        vl, vacc, vlen = validate()
+        vl, vacc, vlen, v7 = validate()
     checkpoint()
     summary = {
         "params": n_params,
@@ -448,10 +488,13 @@ def train(
         "anchors_per_seq": anchors,
         "lr": lr,
         "gamma": gamma,
+        "kl": kl,
+        "train_frac": train_frac,
         "weight_decay": weight_decay,
         "best_step": state["best_step"],
         "val_loss": round(vl, 4),
         "val_accepted_per_block": round(vlen, 3),
+        "val_accepted_first7": round(v7, 3),
         "val_slot_acc": [round(a, 3) for a in vacc],
         "train_sequences": int(len(tr_idx)),
         "val_sequences": int(len(va_idx)),
@@ -502,6 +545,8 @@ def run(
     warmup: float = DEFAULTS["warmup"],
     every_temperature: bool = False,
     init: str | Path | None = None,
+    kl: float = 0.0,
+    train_frac: float = 1.0,
     threads: int | None = None,
     progress: Callable[[dict], None] | None = None,
     cancel=None,
@@ -592,6 +637,8 @@ def run(
                 mixed_blocks=mixed_blocks,
                 warmup=warmup,
                 init=Path(init) if init else None,
+                kl=kl,
+                train_frac=train_frac,
                 resume=resume,
                 log=log_,
                 progress=progress,
@@ -671,6 +718,44 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         "--mixed-blocks", action="store_true", help="train on blocks of 8 half the time (before 2026-11-25)"
     )
     ap.add_argument("--warmup", type=float, default=DEFAULTS["warmup"], help="share of the budget spent warming up")
+    ap.add_argument(
+        "--gamma",
+        type=float,
+        default=DEFAULTS["gamma"],
+        help="position weights exp(-(j-1)/gamma) of block slot j (a large value: every slot alike)",
+    )
+    ap.add_argument(
+        "--kl",
+        type=_weight,
+        default=0.0,
+        help="weight of KL(target softmax || drafter) added to the hard-label loss (0: hard labels only)",
+    )
+    ap.add_argument(
+        "--train-frac",
+        type=_share,
+        default=1.0,
+        help="train on this share of the training prompts (whole prompts; the data-scale ablation)",
+    )
+
+
+def _share(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a share in (0, 1]")
+    return v
+
+
+def _weight(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= v <= 100:
+        raise argparse.ArgumentTypeError(f"{text!r}: a weight in [0, 100]")
+    return v
 
 
 def _temperatures(text: str) -> tuple[float, ...]:
@@ -711,6 +796,9 @@ def kwargs_from(a) -> dict:
         followup_frac=a.followup_frac,
         mixed_blocks=a.mixed_blocks,
         warmup=a.warmup,
+        gamma=a.gamma,
+        kl=a.kl,
+        train_frac=a.train_frac,
         every_temperature=a.every_temperature,
         init=a.init,
     )

@@ -400,3 +400,103 @@ def test_a_warm_start_begins_from_the_given_drafter(tiny_run, tiny_target, tmp_p
             init=work / "run",
             **{**TINY, "max_steps": 0, "n_layer": 2},
         )
+
+
+# -- the ablation's switches (issue 27: KL to the target, position weights, data scale) ------------------------
+@needs_torch
+def test_kl_term_is_zero_when_the_drafter_is_the_target_and_grows_apart():
+    from engine_bridge.training.train_chat import block_loss
+
+    g = torch.Generator().manual_seed(0)
+    B, K, S, V = 2, 3, 5, 11
+    logits = torch.randn(B, K, S, V, generator=g)
+    labels = torch.randint(0, V, (B, K, S), generator=g)
+    valid = torch.ones(B, K, S)
+    w = torch.ones(S)
+    hard = block_loss(logits, labels, valid, w)[0]
+    same = block_loss(logits, labels, valid, w, logits[:, :, 1:], kl=1.0)[0]
+    assert torch.allclose(hard, same, atol=1e-5)  # KL(p || p) = 0
+    other = torch.randn(B, K, S - 1, V, generator=g) * 3
+    assert block_loss(logits, labels, valid, w, other, kl=1.0)[0] > hard + 0.1
+    assert torch.allclose(block_loss(logits, labels, valid, w, other, kl=0.0)[0], hard)
+
+
+@needs_torch
+def test_accepted_within_seven_slots_caps_the_run_of_correct_drafts():
+    from engine_bridge.training.train_chat import block_loss
+
+    S, V = 12, 4
+    labels = torch.zeros(1, 2, S, dtype=torch.long)
+    logits = torch.full((1, 2, S, V), -5.0)
+    logits[..., 0] = 5.0  # every slot right ...
+    logits[0, 1, 4, 0], logits[0, 1, 4, 1] = -5.0, 5.0  # ... but block 2 misses slot 4
+    _, _, accepted, first7 = block_loss(logits, labels, torch.ones(1, 2, S), torch.ones(S))
+    assert accepted.item() == pytest.approx((11 + 3) / 2)
+    assert first7.item() == pytest.approx((7 + 3) / 2)
+
+
+@needs_torch
+def test_target_slot_logits_are_the_targets_next_token_logits():
+    from engine_bridge.training.train_chat import target_slot_logits
+
+    class Head:
+        lm_head_weight = torch.randn(7, 4)
+
+    hidden = torch.randn(2, 10, 4)
+    anchors = torch.tensor([[0, 5], [3, 8]])
+    out = target_slot_logits(Head, hidden, anchors, S=4)
+    assert out.shape == (2, 2, 3, 7)
+    # slot j of the block at anchor a is predicted from position a + j - 1 (clamped to the sequence)
+    assert torch.allclose(out[1, 0, 2], hidden[1, 5] @ Head.lm_head_weight.T)
+    assert torch.allclose(out[1, 1, 2], hidden[1, 9] @ Head.lm_head_weight.T)
+
+
+def test_train_subset_keeps_whole_prompts_and_shrinks_with_the_share():
+    from engine_bridge.training.train_chat import train_subset
+
+    pidx = np.repeat(np.arange(400), 3)  # three answers per prompt
+    tr = np.arange(len(pidx))
+    assert np.array_equal(train_subset(tr, pidx, 1.0), tr)
+    sizes = [len(train_subset(tr, pidx, f)) for f in (0.125, 0.25, 0.5)]
+    assert sizes[0] < sizes[1] < sizes[2] < len(tr)
+    assert sizes[1] == pytest.approx(len(tr) / 4, rel=0.25)
+    kept = set(pidx[train_subset(tr, pidx, 0.25)])
+    assert all((pidx[train_subset(tr, pidx, 0.25)] == p).sum() == 3 for p in kept)
+    assert kept <= set(pidx[train_subset(tr, pidx, 0.5)])  # a smaller share is inside a larger one
+
+
+@needs_torch
+def test_kl_and_data_share_flags_reach_the_run(tiny_run, tiny_target, tmp_path):
+    from engine_bridge.training import train_chat
+
+    _, res, _ = tiny_run
+    work = Path(res["work"])
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "gen").symlink_to(work / "run" / "gen")
+    kw = dict(stages=("train",), log=lambda s: None)
+    full = train_chat.run(tiny_target, work / "data", tmp_path / "run", **kw, **{**TINY, "max_steps": 2, "kl": 0.5})
+    full = full["train"]
+    assert full["kl"] == 0.5 and full["steps"] == 2 and np.isfinite(full["val_loss"])
+    assert 0 <= full["val_accepted_first7"] <= min(7.0, full["val_accepted_per_block"]) + 1e-6
+    (tmp_path / "run2").mkdir()
+    (tmp_path / "run2" / "gen").symlink_to(work / "run" / "gen")
+    part = train_chat.run(
+        tiny_target, work / "data", tmp_path / "run2", **kw, **{**TINY, "max_steps": 2, "train_frac": 0.3}
+    )["train"]
+    assert part["train_sequences"] < full["train_sequences"] and part["train_frac"] == 0.3
+
+
+@needs_torch
+def test_ablation_flags_are_checked():
+    import argparse
+
+    from engine_bridge.training import train_chat
+
+    ap = argparse.ArgumentParser()
+    train_chat.add_arguments(ap)
+    a = ap.parse_args(["--kl", "0.5", "--train-frac", "0.25", "--gamma", "4"])
+    kw = train_chat.kwargs_from(a)
+    assert (kw["kl"], kw["train_frac"], kw["gamma"]) == (0.5, 0.25, 4.0)
+    for bad in (["--train-frac", "0"], ["--train-frac", "1.5"], ["--kl", "-1"], ["--kl", "x"]):
+        with pytest.raises(SystemExit):
+            ap.parse_args(bad)
