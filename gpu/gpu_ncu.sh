@@ -46,7 +46,8 @@
 #   speed    the real pair, first SPEED_N (24) prompts per public suite, chain and tree at 7 / 15
 #   real     the real default pair ($TREAL, joined from carried parts; waits for $TREAL.ok) on the
 #            first REAL_N (10) prompts of each public suite: AR, chain 7, auto, per REAL_SIDES
-#            ("on off": patch 0006 on / off; "host", "redecode": auto's feature path), one process
+#            ("on off": patch 0006 on / off; "host", "redecode": auto's feature path; "inline": the
+#            bench's judge replaying AR between timed runs, as before 2026-11-26), one process
 #            per side (`dflash-studio bench`; ~2 min a side)
 #   (patch 0006, the engine already built in this sitting: STEPS="fuse fusencu" bash gpu/gpu_ncu.sh
 #    start; bash gpu/gpu_ncu.sh follow 560 (start skips a finished build); from nothing: STEPS="quant
@@ -264,7 +265,7 @@ step_real() {
     for side in ${REAL_SIDES:-on off}; do
       local e="DFLASH_DATA_DIR=/tmp/dd"
       case $side in host) e="$e DFLASH_AUTO_FEATURES=host";; redecode) e="$e DFLASH_AUTO_FEATURES=redecode";;
-        off) e="$e DFLASH_BATCHED_ARGMAX=0";; esac
+        off) e="$e DFLASH_BATCHED_ARGMAX=0";; inline) e="$e DFLASH_BENCH_JUDGE=inline";; esac
       timeout 300 env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $D --suite $suite \
         --limit ${REAL_N:-10} --reps 2 --max-tokens 128 --sweep verify=chain,auto --sweep budget=7 \
         --json $R/real/${suite}_$side.json > $R/real/${suite}_$side.txt 2>&1

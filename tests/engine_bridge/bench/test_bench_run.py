@@ -123,6 +123,37 @@ def test_run_measures_ar_and_speculative(engine_config):
     assert by_id["ar"]["lossless"] is None  # nothing to compare the baseline with
 
 
+@pytest.mark.parametrize("inline", [False, True])
+def test_the_judge_replays_after_a_rows_timed_runs(engine_config, monkeypatch, inline):
+    """The judge's AR replays switch the engine's extraction and sampler off; run between two timed
+    generations they made the next one pay llama.cpp's reserve. By default they come after the row."""
+    from engine_bridge.bench import runner
+
+    calls = []
+    gen, judge = runner._Runner._generate, runner._Runner._divergence
+
+    def spy_gen(self, eng, text, settings):
+        calls.append(("gen", settings.mode))
+        return gen(self, eng, text, settings)
+
+    def spy_judge(self, eng, row, *a):
+        calls.append(("judge", row.id))
+        return judge(self, eng, row, *a)
+
+    monkeypatch.setattr(runner._Runner, "_generate", spy_gen)
+    monkeypatch.setattr(runner._Runner, "_divergence", spy_judge)
+    monkeypatch.setattr(runner, "JUDGE_INLINE", inline)
+    res = run_bench(make_spec(engine_config, ["verify=chain"]))
+    spec_part = calls[calls.index(("gen", "chain")) :]  # the warm-up, the timed runs, the judge
+    kinds = [k for k, _ in spec_part]
+    assert kinds.count("judge") == REPS * N_PROMPTS == len(res.of_row("c0"))
+    if inline:
+        assert kinds == ["gen"] + ["gen", "judge"] * (REPS * N_PROMPTS)
+    else:
+        assert kinds == ["gen"] * (1 + REPS * N_PROMPTS) + ["judge"] * (REPS * N_PROMPTS)
+    assert build_report(res)["rows"][1]["lossless"] is True
+
+
 def test_a_row_that_cannot_run_fails_alone_with_its_reason(engine_config, tmp_path):
     # a drafter built for another hidden size: the pair check refuses it when the variant is applied
     bad = synth.write_drafter(tmp_path / "wrong-width.gguf", synth.TargetSpec(), synth.DrafterSpec(n_embd=32))
