@@ -48,7 +48,7 @@
 #            first REAL_N (10) prompts of each public suite: AR, chain 7, auto, per REAL_SIDES
 #            ("on off": patch 0006 on / off; "host", "redecode": auto's feature path; "inline": the
 #            bench's judge replaying AR between timed runs, as before 2026-11-26), one process
-#            per side (`dflash-studio bench`; ~2 min a side)
+#            per side (`dflash-studio bench`; ~2 min a side; REAL_SWEEP replaces the sweep flags)
 #   (patch 0006, the engine already built in this sitting: STEPS="fuse fusencu" bash gpu/gpu_ncu.sh
 #    start; bash gpu/gpu_ncu.sh follow 560 (start skips a finished build); from nothing: STEPS="quant
 #    fuse fusencu" ... start, then follow 560 twice; the tables land in $OUT/fuse_report.md)
@@ -267,7 +267,7 @@ step_real() {
       case $side in host) e="$e DFLASH_AUTO_FEATURES=host";; redecode) e="$e DFLASH_AUTO_FEATURES=redecode";;
         off) e="$e DFLASH_BATCHED_ARGMAX=0";; inline) e="$e DFLASH_BENCH_JUDGE=inline";; esac
       timeout 300 env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $D --suite $suite \
-        --limit ${REAL_N:-10} --reps 2 --max-tokens 128 --sweep verify=chain,auto --sweep budget=7 \
+        --limit ${REAL_N:-10} --reps 2 --max-tokens 128 ${REAL_SWEEP:---sweep verify=chain,auto --sweep budget=7} \
         --json $R/real/${suite}_$side.json > $R/real/${suite}_$side.txt 2>&1
       echo "real $suite $side rc=$?"; tail -n 6 $R/real/${suite}_$side.txt | cut -c1-160
     done
