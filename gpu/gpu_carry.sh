@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# A file larger than one call may carry (64 MiB, the working tree included) brought to the GPU
+# machine over several calls: issue 30's Qwen2.5-Coder-1.5B target is 1.1 GB, ~23 calls. Here the
+# file is cut into parts with a manifest (each part's sha256, the whole file's); there each call
+# keeps the parts it carried in /tmp (files there stay while the machine is held, 30 min at most),
+# checks each against the manifest, and joins them once all are in, checking the whole. A part
+# that does not match is dropped and named, so only it travels again; a second `take` after the
+# join only re-checks.
+#
+# Here:   bash gpu/gpu_carry.sh split FILE NAME          # -> .gpu-carry/NAME/{MANIFEST,part.NN}
+#         bash gpu/gpu_carry.sh calls NAME               # the carry list of each call, one per line
+# There:  bash gpu/gpu_carry.sh take NAME                # keep this call's parts; join when complete
+#         bash gpu/gpu_carry.sh status NAME              # which parts are still missing
+# The joined file: $DEST/<the file's name> (DEST=/tmp/t), with "<name>.ok" beside it once verified.
+# Environment: PART_MIB (48: a call also carries the working tree, ~12 MiB with the large GGUFs
+#   hidden), CARRY (.gpu-carry), STORE (/tmp/carry), DEST (/tmp/t).
+set -u
+CARRY=${CARRY:-.gpu-carry}; STORE=${STORE:-/tmp/carry}; DEST=${DEST:-/tmp/t}
+
+manifest_name() { sed -n 's/^file //p' "$1"; }
+manifest_sha() { sed -n 's/^sha256 //p' "$1"; }
+parts_of() { sed -n 's/^part \([^ ]*\) .*/\1/p' "$1"; }
+part_sha() { sed -n "s/^part $2 \\([0-9a-f]*\\).*/\\1/p" "$1"; }
+
+case "${1:-}" in
+  split)
+    f=${2:?file}; name=${3:?name}; d=$CARRY/$name
+    [ -f "$f" ] || { echo "no file $f"; exit 2; }
+    rm -rf "$d" && mkdir -p "$d"
+    if [ -n "${PART_BYTES:-}" ]; then size=$PART_BYTES; else size=$(( ${PART_MIB:-48} * 1048576 )); fi
+    split -b "$size" -d -a 2 "$f" "$d/part."
+    { echo "file $(basename "$f")"; echo "size $(stat -c %s "$f")"; echo "sha256 $(sha256sum "$f" | cut -d' ' -f1)"
+      for p in "$d"/part.*; do echo "part $(basename "$p") $(sha256sum "$p" | cut -d' ' -f1) $(stat -c %s "$p")"; done
+    } > "$d/MANIFEST"
+    echo "$(parts_of "$d/MANIFEST" | wc -l) parts of at most $size bytes in $d"
+    ;;
+  calls)
+    name=${2:?name}; d=$CARRY/$name
+    # the manifest travels with every call (a few hundred bytes), so each `take` can check its parts
+    for p in $(parts_of "$d/MANIFEST"); do echo "[\"$d/MANIFEST\", \"$d/$p\"]"; done
+    ;;
+  take)
+    name=${2:?name}; d=$CARRY/$name; s=$STORE/$name
+    [ -f "$d/MANIFEST" ] || { echo "no $d/MANIFEST in this call's tree: carry it with each part"; exit 2; }
+    mkdir -p "$s" "$DEST"; cp "$d/MANIFEST" "$s/MANIFEST"
+    out=$DEST/$(manifest_name "$s/MANIFEST")
+    if [ -f "$out.ok" ]; then
+      echo "$(manifest_sha "$s/MANIFEST")  $out" | sha256sum -c --quiet - && { echo "already joined: $out"; exit 0; }
+      rm -f "$out.ok"
+    fi
+    bad=0
+    for p in "$d"/part.*; do
+      [ -f "$p" ] || continue
+      b=$(basename "$p")
+      if [ "$(sha256sum "$p" | cut -d' ' -f1)" = "$(part_sha "$s/MANIFEST" "$b")" ]; then cp "$p" "$s/$b"; echo "kept $b"
+      else echo "part $b does not match the manifest: dropped, carry it again"; bad=1; fi
+    done
+    missing=""
+    for b in $(parts_of "$s/MANIFEST"); do [ -f "$s/$b" ] || missing="$missing $b"; done
+    if [ -n "$missing" ]; then echo "missing:$missing"; exit $bad; fi
+    : > "$out.tmp"
+    for b in $(parts_of "$s/MANIFEST"); do cat "$s/$b" >> "$out.tmp"; done
+    if [ "$(sha256sum "$out.tmp" | cut -d' ' -f1)" = "$(manifest_sha "$s/MANIFEST")" ]; then
+      mv "$out.tmp" "$out" && touch "$out.ok" && rm -f "$s"/part.* && echo "joined and verified: $out"
+    else
+      rm -f "$out.tmp"; echo "the joined file does not match the manifest's sha256"; exit 1
+    fi
+    ;;
+  status)
+    name=${2:?name}; s=$STORE/$name
+    [ -f "$s/MANIFEST" ] || { echo "nothing taken yet for $name"; exit 1; }
+    out=$DEST/$(manifest_name "$s/MANIFEST")
+    [ -f "$out.ok" ] && { echo "joined: $out"; exit 0; }
+    missing=""; for b in $(parts_of "$s/MANIFEST"); do [ -f "$s/$b" ] || missing="$missing $b"; done
+    echo "missing:$missing"; exit 1
+    ;;
+  *) sed -n 2,17p "$0"; exit 2 ;;
+esac
