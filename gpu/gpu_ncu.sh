@@ -49,6 +49,8 @@
 #            ("on off": patch 0006 on / off; "host", "redecode": auto's feature path; "inline": the
 #            bench's judge replaying AR between timed runs, as before 2026-11-26), one process
 #            per side (`dflash-studio bench`; ~2 min a side; REAL_SWEEP replaces the sweep flags)
+#   serve    issue 31: the server against headless generate on the real pair, chain 7 and AR
+#            (benchmarks/bench_server.py; its wheels carried and installed in the first call)
 #   (patch 0006, the engine already built in this sitting: STEPS="fuse fusencu" bash gpu/gpu_ncu.sh
 #    start; bash gpu/gpu_ncu.sh follow 560 (start skips a finished build); from nothing: STEPS="quant
 #    fuse fusencu" ... start, then follow 560 twice; the tables land in $OUT/fuse_report.md)
@@ -310,6 +312,20 @@ step_pure() {
     python3 gpu/gpu_smol_models.py quantise $M $ty pure > /dev/null 2>&1 || { echo "quantise $ty failed"; continue; }
     vrows sweep_pure-$ty-c1 DFLASH_MMVQ_MAX_ROWS=1 $ROWS16 $M/smol-$ty-pure.gguf | head -n 1
     vrows sweep_pure-$ty-c16 DFLASH_MMVQ_MAX_ROWS=16 $ROWS16 $M/smol-$ty-pure.gguf | head -n 1
+  done
+}
+
+# issue 31's GPU row: `dflash-studio serve` against headless generate on the real default pair
+# (benchmarks/bench_server.py; the server's ASGI wheels and the openai client are not in the offline
+# bundle: carry a folder of cp312 wheels and install it into /tmp/site in the first call, e.g.
+# pip install --no-index --no-deps --target /tmp/site .gpu-carry/whl-serve/*.whl), chain 7 and AR
+step_serve() {
+  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  mkdir -p $R/serve; local m
+  for m in ${SERVE_MODES:-chain ar}; do
+    timeout 300 python3 benchmarks/bench_server.py --target $TREAL --draft $D --mode $m --prompts ${SERVE_N:-8} \
+      --rounds 2 --max-tokens 128 --clients 4 --seconds 30 --json $R/serve/$m.json > $R/serve/$m.txt 2>&1
+    echo "serve $m rc=$?"; tail -n 12 $R/serve/$m.txt | cut -c1-200
   done
 }
 
