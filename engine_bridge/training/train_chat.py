@@ -224,6 +224,7 @@ def train(
     init: Path | None = None,
     kl: float = 0.0,
     train_frac: float = 1.0,
+    n_ff: int | None = None,
 ) -> dict:
     import torch
 
@@ -256,7 +257,7 @@ def train(
         n_head=tc.n_head,
         n_head_kv=tc.n_head_kv,
         head_dim=tc.head_dim,
-        n_ff=tc.n_ff,
+        n_ff=n_ff or tc.n_ff,
         block_size=block_size,
         target_layers=target_layers,
         mask_token_id=int(meta["mask_id"]),
@@ -547,6 +548,7 @@ def run(
     init: str | Path | None = None,
     kl: float = 0.0,
     train_frac: float = 1.0,
+    n_ff: int | None = None,
     threads: int | None = None,
     progress: Callable[[dict], None] | None = None,
     cancel=None,
@@ -639,6 +641,7 @@ def run(
                 init=Path(init) if init else None,
                 kl=kl,
                 train_frac=train_frac,
+                n_ff=n_ff,
                 resume=resume,
                 log=log_,
                 progress=progress,
@@ -660,6 +663,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--gen-fp32", action="store_true", help="generate in float32, TF32 off (default: bf16 on CUDA)")
     ap.add_argument("--max-prompts", type=int, default=None, help="use at most this many prompts (default all)")
     ap.add_argument("--layers", type=int, default=DEFAULTS["n_layer"], help="drafter layers")
+    ap.add_argument(
+        "--ffn",
+        type=_width,
+        default=None,
+        help="the drafter's FFN width (default: the target's; narrower makes a smaller file, e.g. for a 1.5B target)",
+    )
     ap.add_argument("--target-layers", default=None, help="GGUF ids (input of layer k), comma-separated")
     ap.add_argument(
         "--n-target-layers",
@@ -738,6 +747,16 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     )
 
 
+def _width(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 8 <= v <= 65536:
+        raise argparse.ArgumentTypeError(f"{text!r}: an FFN width in [8, 65536]")
+    return v
+
+
 def _share(text: str) -> float:
     try:
         v = float(text)
@@ -778,6 +797,7 @@ def kwargs_from(a) -> dict:
         max_prompts=a.max_prompts,
         gen_fp32=a.gen_fp32,
         n_layer=a.layers,
+        n_ff=a.ffn,
         target_layers=[int(x) for x in a.target_layers.split(",")] if a.target_layers else None,
         n_target_layers=a.n_target_layers,
         block_size=a.block_size,

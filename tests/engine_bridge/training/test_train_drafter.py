@@ -500,3 +500,57 @@ def test_ablation_flags_are_checked():
     for bad in (["--train-frac", "0"], ["--train-frac", "1.5"], ["--kl", "-1"], ["--kl", "x"]):
         with pytest.raises(SystemExit):
             ap.parse_args(bad)
+
+
+@needs_torch
+def test_a_narrower_ffn_exports_a_drafter_that_pairs_and_stays_lossless(tiny_run, tiny_target, tmp_path):
+    """--ffn: a drafter smaller than the target's FFN width (issue 30: a 1.5B target's drafter must fit
+    40 MB): the GGUF carries its own width, llama.cpp loads it, and greedy chain output is AR's."""
+    from engine_bridge.cli import main
+    from engine_bridge.runtime.config import EngineConfig, GenerationSettings
+    from engine_bridge.runtime.engine import Engine
+    from engine_bridge.training import train_chat
+    from engine_bridge.training.drafter_gguf import read_drafter_gguf
+    from engine_bridge.training.export import export_drafter
+
+    _, res, _ = tiny_run
+    work = Path(res["work"])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "gen").symlink_to(work / "run" / "gen")
+    s = train_chat.run(
+        tiny_target, work / "data", run, stages=("train",), log=lambda m: None, **{**TINY, "max_steps": 2, "n_ff": 24}
+    )
+    assert s["train"]["steps"] == 2
+    gguf = export_drafter(run, tiny_target, tmp_path / "narrow.gguf", tmp_path / "hf", "f16").path
+    arrays, hdr = read_drafter_gguf(gguf)
+    assert hdr["n_ff"] == 24 and any(a.shape[-1] == 24 or a.shape[0] == 24 for a in arrays.values() if a.ndim == 2)
+    assert main(["check", str(tiny_target), str(gguf)]) == 0
+    from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
+
+    cfg = EngineConfig(target=tiny_target, draft=gguf, n_ctx=512, n_batch=256, n_ubatch=64, n_threads=1)
+    eng = Engine.load(cfg, preflight=PAIR_PREFLIGHT)
+    try:
+        outs = []
+        for mode in ("ar", "chain"):
+            eng.reset()
+            outs.append(
+                list(eng.generate("def add(a, b):", GenerationSettings(mode=mode, budget=7, max_tokens=16)).tokens)
+            )
+    finally:
+        eng.close()
+    assert outs[0] == outs[1] and len(outs[0]) > 0
+
+
+def test_ffn_flag_is_checked():
+    import argparse
+
+    from engine_bridge.training import train_chat
+
+    ap = argparse.ArgumentParser()
+    train_chat.add_arguments(ap)
+    assert train_chat.kwargs_from(ap.parse_args(["--ffn", "3072"]))["n_ff"] == 3072
+    assert train_chat.kwargs_from(ap.parse_args([]))["n_ff"] is None
+    for bad in (["--ffn", "0"], ["--ffn", "1.5"], ["--ffn", "x"]):
+        with pytest.raises(SystemExit):
+            ap.parse_args(bad)
