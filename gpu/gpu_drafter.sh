@@ -21,12 +21,14 @@
 #   /tmp/eval/old.gguf" warm-starts from it) and .gpu-carry/init/ (an earlier sitting's f16 shards +
 #   drafter.json, as follow-eval returns them: EXTRA="--init /tmp/init") in /tmp.
 # Environment: GEN_SECONDS (330), TRAIN_SECONDS (540), EXTRA (train_chat flags), OLD_N (24 prompts per
-#   category for the shipped drafter), MAX_TOKENS (128).
+#   category for the shipped drafter), MAX_TOKENS (128), TARGET (another target, joined by gpu_carry.sh).
 set -u
 B=${BUNDLE:-.gpu-bundle}; W=/tmp/w; T=/tmp/t; OUT=${OUT:-/tmp/out}; RUN=${RUN:-/tmp/dflash-train}
 here=$(pwd)
+# the target: SmolLM2 joined from s.part* (the default), or TARGET, a file gpu_carry.sh joined and
+# verified (its "<file>.ok" beside it; e.g. issue 30's Qwen2.5-Coder-1.5B, with EXTRA="--ffn 3072")
 SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
-S=$T/SmolLM2-135M-Instruct.Q4_1.gguf; E=/tmp/eval
+S=${TARGET:-$T/SmolLM2-135M-Instruct.Q4_1.gguf}; E=/tmp/eval
 mkdir -p $W $T $E "$OUT"
 say() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a $E/progress.log; }
 
@@ -61,8 +63,12 @@ case "${1:-}" in
     ls -la $T; tail -n 1 $W/lcp_build.log ;;
   start)
     data=${2:?prepared data folder}
-    [ -f $S ] || cat $T/s.part* > $S
-    echo "$SHA  $S" | sha256sum -c - || exit 1
+    if [ -n "${TARGET:-}" ]; then
+      [ -f "$S.ok" ] || { echo "$S is not joined and verified yet (gpu/gpu_carry.sh take)"; exit 1; }
+    else
+      [ -f $S ] || cat $T/s.part* > $S
+      echo "$SHA  $S" | sha256sum -c - || exit 1
+    fi
     GEN_SECONDS=${GEN_SECONDS:-330} TRAIN_SECONDS=${TRAIN_SECONDS:-540} RUN=$RUN bash gpu/gpu_train.sh start $S "$data" ;;
   follow)
     RUN=$RUN bash gpu/gpu_train.sh follow "${2:-540}"; tail -n 1 $W/lcp_build.log ;;
