@@ -435,7 +435,7 @@ def train(
                 stale = 0
             else:
                 stale += 1
-            rate = state["step"] / max(el, 1e-9)
+            rate = state["step"] / max(state["elapsed"], 1e-9)  # el is the time before this step
             eta = max(0.0, seconds - el)
             if max_steps is not None:
                 eta = min(eta, (max_steps - state["step"]) / max(rate, 1e-9))
