@@ -747,34 +747,26 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     )
 
 
-def _width(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 8 <= v <= 65536:
-        raise argparse.ArgumentTypeError(f"{text!r}: an FFN width in [8, 65536]")
-    return v
+def _checked(cast, ok: Callable[[Any], bool], what: str):
+    """An argparse type: ``cast`` of the text, refused with ``what`` unless ``ok`` holds."""
+
+    def parse(text: str):
+        try:
+            v = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a {'whole number' if cast is int else 'number'}"
+            ) from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"{text!r}: {what}")
+        return v
+
+    return parse
 
 
-def _share(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < v <= 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: a share in (0, 1]")
-    return v
-
-
-def _weight(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= v <= 100:
-        raise argparse.ArgumentTypeError(f"{text!r}: a weight in [0, 100]")
-    return v
+_width = _checked(int, lambda v: 8 <= v <= 65536, "an FFN width in [8, 65536]")
+_share = _checked(float, lambda v: 0 < v <= 1, "a share in (0, 1]")
+_weight = _checked(float, lambda v: 0 <= v <= 100, "a weight in [0, 100]")
 
 
 def _temperatures(text: str) -> tuple[float, ...]:
