@@ -21,7 +21,8 @@
 #   /tmp/eval/old.gguf" warm-starts from it) and .gpu-carry/init/ (an earlier sitting's f16 shards +
 #   drafter.json, as follow-eval returns them: EXTRA="--init /tmp/init") in /tmp.
 # Environment: GEN_SECONDS (330), TRAIN_SECONDS (540), EXTRA (train_chat flags), OLD_N (24 prompts per
-#   category for the shipped drafter), MAX_TOKENS (128), TARGET (another target, joined by gpu_carry.sh).
+#   category for the shipped drafter), NEW_N (all: the new drafter's prompts per category in `eval`),
+#   MAX_TOKENS (128), TARGET (another target, joined by gpu_carry.sh).
 set -u
 B=${BUNDLE:-.gpu-bundle}; W=/tmp/w; T=/tmp/t; OUT=${OUT:-/tmp/out}; RUN=${RUN:-/tmp/dflash-train}
 here=$(pwd)
@@ -80,7 +81,7 @@ case "${1:-}" in
       cp $E/drafter.gguf $OUT/ 2>/dev/null
       echo '[new drafter, public suites]' >> $E/eval.log
       python3 -m engine_bridge.training.evaluate_chat --target $S --draft $E/drafter.gguf --public \
-          --max-tokens ${MAX_TOKENS:-128} --json $E/eval-new.json >> $E/eval.log 2>&1
+          --max-tokens ${MAX_TOKENS:-128} ${NEW_N:+--n-per-category $NEW_N} --json $E/eval-new.json >> $E/eval.log 2>&1
       echo '[shipped drafter, public suites, first ${OLD_N:-24} per category]' >> $E/eval.log
       [ -f $E/old.gguf ] && python3 -m engine_bridge.training.evaluate_chat --target $S --draft $E/old.gguf \
           --public --max-tokens ${MAX_TOKENS:-128} --n-per-category ${OLD_N:-24} \
