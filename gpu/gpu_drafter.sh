@@ -17,6 +17,8 @@
 #   bash gpu/gpu_drafter.sh eval                         # export + evaluate (background); then follow-eval
 #   bash gpu/gpu_drafter.sh follow-eval 540
 #   bash gpu/gpu_drafter.sh eval-par                     # or: commit lengths only, one process per category
+#   AFTER="cmd; cmd" bash gpu/gpu_drafter.sh then        # or: wait for the training, eval, then AFTER
+#   bash gpu/gpu_drafter.sh follow-then 540              #   (all in the background); then follow-eval packs
 # A chain of sittings: a `part` call also keeps .gpu-carry/old.gguf (a drafter GGUF: EXTRA="--init
 #   /tmp/eval/old.gguf" warm-starts from it) and .gpu-carry/init/ (an earlier sitting's f16 shards +
 #   drafter.json, as follow-eval returns them: EXTRA="--init /tmp/init") in /tmp.
@@ -107,6 +109,23 @@ case "${1:-}" in
       for f in $E/eval-*-*.log; do echo \"[\$f]\"; grep '^|' \$f; done >> $E/eval.log
       echo 'eval done' >> $E/eval.log" < /dev/null > /dev/null 2>&1 &
     echo $! > $E/pid; sleep 5; tail -3 $E/eval.log ;;
+  then)
+    # the rest of a sitting in the background, so that its calls only follow: wait for the training,
+    # then `eval`, then each command of AFTER in turn (e.g. gpu_peer.sh, gpu_ncu.sh's serve step);
+    # "then done" in $E/eval.log at the end (follow-then waits for it)
+    setsid bash -c "
+      cd $here
+      while kill -0 \$(cat $RUN/pid) 2>/dev/null; do sleep 5; done
+      echo '[training finished]' >> $E/eval.log
+      bash gpu/gpu_drafter.sh eval
+      while ! grep -q '^eval done' $E/eval.log; do sleep 5; done
+      ${AFTER:-true}
+      echo 'then done' >> $E/eval.log" < /dev/null > $E/then.log 2>&1 &
+    echo "started; AFTER: ${AFTER:-none}" ;;
+  follow-then)
+    n=${2:-540}; t0=$(date +%s)
+    while ! grep -q "^then done" $E/eval.log 2>/dev/null && [ $(( $(date +%s) - t0 )) -lt "$n" ]; do sleep 10; done
+    tail -n 3 $RUN/stdout.log 2>/dev/null | cut -c1-200; grep -v "^ggml\|^llama\|^load\|Device" $E/eval.log | tail -25 ;;
   follow-eval)
     n=${2:-540}; t0=$(date +%s)
     while ! grep -q "^eval done" $E/eval.log 2>/dev/null && [ $(( $(date +%s) - t0 )) -lt "$n" ]; do sleep 10; done
@@ -116,7 +135,8 @@ case "${1:-}" in
     cp $E/drafter.gguf $RUN/drafter-*.safetensors $RUN/drafter.json "$OUT"/ 2>/dev/null
     tar czf "$OUT"/run-logs.tgz -C / ${E#/}/eval.log $(cd / && ls ${E#/}/progress.log ${E#/}/eval-*.json \
         ${RUN#/}/train-log.txt ${RUN#/}/run-summary.json ${RUN#/}/gen/gen-stats.json ${RUN#/}/gen/magpie-samples.txt \
-        ${RUN#/}/stdout.log ${E#/}/eval-*-*.json ${E#/}/eval-*-*.log 2>/dev/null)
+        ${RUN#/}/stdout.log ${E#/}/eval-*-*.json ${E#/}/eval-*-*.log ${E#/}/then.log \
+        tmp/peer/upstream-* tmp/peer/*-rendered.jsonl tmp/peer.log tmp/serve.log tmp/w/r/serve 2>/dev/null)
     ls -la "$OUT" ;;
   *) sed -n 2,22p "$0"; exit 2 ;;
 esac

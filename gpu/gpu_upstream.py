@@ -61,7 +61,9 @@ def perf(out: str) -> dict:
     }
 
 
-def speculative(bin_dir: Path, target: str, draft: str, prompt: str, n: int, n_max: int, extra=()) -> dict:
+def speculative(
+    bin_dir: Path, target: str, draft: str, prompt: str, n: int, n_max: int, extra=(), spec_type: str = "draft-dflash"
+) -> dict:
     out = run(
         [
             str(bin_dir / "llama-speculative-simple"),
@@ -72,7 +74,7 @@ def speculative(bin_dir: Path, target: str, draft: str, prompt: str, n: int, n_m
             "-ngld",
             "99",
             "--spec-type",
-            "draft-dflash",
+            spec_type,
             "--spec-draft-n-max",
             str(n_max),
             "-p",
@@ -82,7 +84,7 @@ def speculative(bin_dir: Path, target: str, draft: str, prompt: str, n: int, n_m
         ]
         + COMMON
         + list(extra),
-        f"speculative n_max {n_max} {' '.join(extra)}",
+        f"speculative {spec_type} n_max {n_max} {' '.join(extra)}",
     )
     dec = re.search(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+) t/s", out)
     if not dec:
@@ -167,9 +169,24 @@ def series(bin_dir, a, prompts, extra=(), reps: int | None = None) -> dict:
         f"({res['completion_ms_per_token']:.3f} ms/token)",
         flush=True,
     )
-    res["speculative"] = {}
-    for n_max in [int(x) for x in a.n_max.split(",")]:
-        runs = [speculative(bin_dir, a.target, a.draft, p, a.n, n_max, extra) for _ in range(reps) for p in prompts]
+    res["speculative"] = spec_series(bin_dir, a, prompts, extra, reps, res, a.draft, a.n_max, "draft-dflash")
+    if a.classic_draft:
+        # classic speculation: a small model of the same vocabulary drafts token by token (upstream's
+        # draft-simple), what users of llama.cpp and LM Studio reach for
+        res["classic"] = spec_series(
+            bin_dir, a, prompts, extra, reps, res, a.classic_draft, a.classic_n_max, "draft-simple"
+        )
+    return res
+
+
+def spec_series(bin_dir, a, prompts, extra, reps, res, draft, n_maxes, spec_type) -> dict:
+    """One speculative configuration per n_max on every prompt, its step cost against ``res``'s AR."""
+    tag = " ".join(extra)
+    out = {}
+    for n_max in [int(x) for x in n_maxes.split(",")]:
+        runs = [
+            speculative(bin_dir, a.target, draft, p, a.n, n_max, extra, spec_type) for _ in range(reps) for p in prompts
+        ]
         tps = statistics.fmean(r["tok_per_s"] for r in runs)
         drafted = sum(r["n_drafted"] or 0 for r in runs)
         acc = sum(r["n_accepted"] or 0 for r in runs)
@@ -187,15 +204,17 @@ def series(bin_dir, a, prompts, extra=(), reps: int | None = None) -> dict:
             "target_sampling_ms_per_step": (sum(samp) / steps) if samp and steps else None,
         }
         row["step_cost"] = row["step_ms"] / res["completion_ms_per_token"] if row["step_ms"] else None
-        res["speculative"][n_max] = row
+        row["x_ar"] = tps / res["completion_tok_per_s"] if res["completion_tok_per_s"] else None
+        out[n_max] = row
         print(
-            f"speculative {tag:4} n_max {n_max:<3} {tps:9.1f} tok/s  acceptance {row['acceptance_rate']:.1%}  "
+            f"{spec_type} {tag:4} n_max {n_max:<3} {tps:9.1f} tok/s ({row['x_ar'] or 0:.2f}x AR)  "
+            f"acceptance {row['acceptance_rate']:.1%}  "
             f"commit {row['mean_commit_len'] or 0:.2f}  step {row['step_ms'] or 0:.3f} ms  "
             f"(cost {row['step_cost'] or 0:.2f}x AR)  target sampling "
             f"{row['target_sampling_ms_per_step'] or 0:.3f} ms/step",
             flush=True,
         )
-    return res
+    return out
 
 
 def main(argv=None) -> int:
@@ -208,6 +227,8 @@ def main(argv=None) -> int:
     ap.add_argument("--prompt-file", help="JSONL prompts, as benchmarks/bench_engine.py takes them")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--n-max", default="7,15")
+    ap.add_argument("--classic-draft", help="also classic speculation (draft-simple) with this draft model")
+    ap.add_argument("--classic-n-max", default="4,8,16")
     ap.add_argument("--json")
     ap.add_argument("--log-dir")
     ap.add_argument("--backend-sampling", action="store_true", help="also run with upstream's -bs")

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Issue 30's peers on the GPU machine, on the first PEER_N public prompts per category (MT-Bench
+# first turns, GSM8K test, HumanEval: the same prompts, in the same order, as evaluate_chat's
+# --n-per-category): upstream llama.cpp's own drivers on the same files, one process per prompt, in
+# one run -- llama-completion (AR), llama-speculative-simple --spec-type draft-dflash on our drafter
+# (n_max 7) and classic speculation with a small draft model of the same vocabulary (draft-simple,
+# n_max 4 / 8 / 16; Qwen2.5-Coder-0.5B for the 1.5B). Needs the peer build (gpu_bench.sh's, into
+# $BIN) and our engine (the chat template is rendered through it, as gpu_pair_bench.sh does).
+#
+# Usage, from the project root on the GPU machine:
+#   TARGET=T.gguf DRAFT=D.gguf CLASSIC=C.gguf bash gpu/gpu_peer.sh      # -> $P/upstream-CAT.{json,txt}
+# Environment: PEER_N (6), MAX_TOKENS (128), BIN (/tmp/w/llama.cpp/build/bin), P (/tmp/peer),
+#   CATS ("chat math code"), DFLASH_N_MAX (7), CLASSIC_N_MAX (4,8,16).
+set -u
+T=${TARGET:?target GGUF}; D=${DRAFT:?DFlash drafter GGUF}; C=${CLASSIC:?classic draft model GGUF}
+N=${PEER_N:-6}; P=${P:-/tmp/peer}; BIN=${BIN:-/tmp/w/llama.cpp/build/bin}
+export PYTHONPATH=/tmp/lcp_site:/tmp/site:$(pwd) PYTHONUNBUFFERED=1
+mkdir -p "$P"
+python3 - "$T" "$P" "$N" <<'PY'
+import json, sys
+from pathlib import Path
+from engine_bridge.runtime.chat_template import render_chat
+from engine_bridge.runtime.native import Model
+from engine_bridge.training.evaluate_chat import public_prompts
+target, p, n = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+tmpl = Model(target, n_gpu_layers=0).chat_template()
+for cat in ("chat", "math", "code"):
+    sel = [r for r in public_prompts() if r["category"] == cat][:n]
+    with open(p / f"{cat}-rendered.jsonl", "w") as g:
+        for r in sel:
+            g.write(json.dumps({"id": r.get("id"), "prompt": render_chat(tmpl, r["messages"], add_generation_prompt=True)}) + "\n")
+    print(cat, len(sel), "prompts")
+PY
+for cat in ${CATS:-chat math code}; do
+  echo "[$(date -u +%H:%M:%S)] upstream on $cat"
+  timeout 600 python3 gpu/gpu_upstream.py --bin "$BIN" --target "$T" --draft "$D" --classic-draft "$C" \
+    --n "${MAX_TOKENS:-128}" --prompts "$N" --prompt-file "$P/$cat-rendered.jsonl" --reps 1 \
+    --n-max "${DFLASH_N_MAX:-7}" --classic-n-max "${CLASSIC_N_MAX:-4,8,16}" --no-bench \
+    --json "$P/upstream-$cat.json" --log-dir "$P/logs-$cat" > "$P/upstream-$cat.txt" 2>&1
+  echo "rc=$?"; grep -E "tok/s" "$P/upstream-$cat.txt" | cut -c1-200
+done
