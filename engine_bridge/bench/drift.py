@@ -212,8 +212,20 @@ def measure(engine, prompts: list[list[int]], tokens: int = 64, widths=WIDTHS, p
     )
 
 
-def device_name(engine) -> str:
-    return getattr(engine, "device_description", None) or f"CPU {platform.processor() or platform.machine()}"
+def device_name(engine, devices=None) -> str:
+    """Where the target's layers ran: the GPU llama.cpp offloaded them to, else the CPU. (The bound
+    belongs to a device: the H100's verify rows drift from its one-token decodes far more than the
+    CPU's do, so a report labelled with the wrong one would misclassify every divergence.)"""
+    cfg = getattr(engine, "config", None)
+    if cfg is not None and cfg.n_gpu_layers != 0:
+        if devices is None:
+            from .machine import llama_devices
+
+            devices = llama_devices()
+        gpus = [d.get("description") or d.get("name") for d in devices if d.get("type") in ("gpu", "igpu")]
+        if gpus:
+            return f"GPU {', '.join(gpus)} (n_gpu_layers {cfg.n_gpu_layers})"
+    return f"CPU {platform.processor() or platform.machine()}"
 
 
 def precision_of(engine) -> str:

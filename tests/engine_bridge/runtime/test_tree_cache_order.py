@@ -14,6 +14,7 @@ bit-identical logits and identical tokens, not for near-ties.
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -124,3 +125,14 @@ def test_drift_report_and_classifier(smol, prompts):
     assert back.bound == rep.bound and back.table() == rep.table()
     assert drift.classify(0.05, 0.1) == "near-tie" and drift.classify(0.3, 0.1) == "bug"
     assert drift.classify(None, 1.0) == "bug" and drift.classify(0.0, 0.0) == "near-tie"
+
+
+def test_the_drift_report_names_the_gpu_its_layers_ran_on(smol):
+    """A bound measured on a GPU must say so (it once said "CPU" on the H100, whose verify rows
+    drift ten times further than the CPU's)."""
+    h100 = [{"type": "gpu", "name": "CUDA0", "description": "NVIDIA H100 80GB HBM3"}, {"type": "cpu", "name": "CPU"}]
+    on_cpu = SimpleNamespace(config=smol.config.replace(n_gpu_layers=0))
+    assert drift.device_name(on_cpu, devices=h100).startswith("CPU")  # no layer offloaded
+    offloaded = SimpleNamespace(config=smol.config.replace(n_gpu_layers=-1))
+    assert drift.device_name(offloaded, devices=h100) == "GPU NVIDIA H100 80GB HBM3 (n_gpu_layers -1)"
+    assert drift.device_name(offloaded, devices=[{"type": "cpu", "name": "CPU"}]).startswith("CPU")
