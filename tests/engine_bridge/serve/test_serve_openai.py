@@ -5,7 +5,9 @@ per-request speculative settings; concurrent clients; a client that leaves mid-s
 from __future__ import annotations
 
 import json
+import shutil
 import socket
+import subprocess
 import threading
 
 import pytest
@@ -245,3 +247,39 @@ def test_client_that_leaves_while_waiting_is_skipped(served):
         wait_for(lambda: w._waiting[0].cancel.is_set())
     wait_for(lambda: w.cancelled == before_cancel + 1 and w.waiting == 0 and not w.busy)
     assert w.served == before_served  # skipped: the engine never ran it
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="no curl binary on this machine")
+def test_curl_streams_and_not(served, reference):
+    """The README's curl line, run by the real curl binary: a JSON answer and an SSE stream that
+    ends with [DONE], both the headless greedy text."""
+    url = served.url.rstrip("/") + "/chat/completions"
+    body = {"messages": [{"role": "user", "content": CHAT}], "max_tokens": 24, "temperature": 0}
+
+    def curl(payload) -> str:
+        out = subprocess.run(
+            [
+                "curl",
+                "-sS",
+                "-N",
+                "--max-time",
+                "120",
+                url,
+                "-H",
+                "Content-Type: application/json",
+                "-d",
+                json.dumps(payload),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=150,
+            check=True,
+        )
+        return out.stdout
+
+    want = reference(CHAT, 24, chat=True)
+    assert json.loads(curl(body))["choices"][0]["message"]["content"] == want
+    events = [ln[len("data: ") :] for ln in curl({**body, "stream": True}).splitlines() if ln.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]) == want
