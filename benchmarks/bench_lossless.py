@@ -98,10 +98,10 @@ def main(argv=None) -> int:
                         cell["identical"] += 1
                         continue
                     gap = None
-                    # k past the shorter output: one run stopped there (its end-of-generation token
-                    # is not in the text) while the other went on; AR's logits at k still say how
-                    # close that choice was (greedy_logits keeps the end token's row)
-                    # (a run longer than max_tokens stays a bug: no gap past the budget)
+                    # k may be past the shorter output: one run stopped there (its end-of-generation
+                    # token is not in the text) while the other went on; AR's logits at k still say
+                    # how close that choice was (greedy_logits keeps the end token's row). Past the
+                    # budget there is no gap: a run longer than max_tokens stays a bug.
                     _, lg = eng.greedy_logits(toks, k + 1) if k < a.tokens else (None, [])
                     if len(lg) > k:
                         gap = near_tie.top2_margin(lg[k])
