@@ -130,9 +130,16 @@ case "${1:-}" in
     n=${2:-540}; t0=$(date +%s)
     while ! grep -q "^eval done" $E/eval.log 2>/dev/null && [ $(( $(date +%s) - t0 )) -lt "$n" ]; do sleep 10; done
     grep -v "^ggml\|^llama\|^load\|Device" $E/eval.log | tail -40
-    # at most 8 files come back: the drafter (q8_0 GGUF and its f16 shards, for re-export here) and
-    # one archive of the logs, stats and tables
-    cp $E/drafter.gguf $RUN/drafter-*.safetensors $RUN/drafter.json "$OUT"/ 2>/dev/null
+    # at most 8 files of <= 16 MiB come back: the drafter's f16 shards (for re-export and a warm
+    # start here; a shard over 15 MiB, as one tensor of a 1.5B's drafter is, in parts: `cat
+    # NAME.part* > NAME`), its q8_0 GGUF where the count still allows, and one archive of the logs
+    cp $RUN/drafter-*.safetensors $RUN/drafter.json "$OUT"/ 2>/dev/null
+    cp $E/drafter.gguf "$OUT"/ 2>/dev/null
+    for f in "$OUT"/*; do
+      [ "$(stat -c %s "$f")" -gt 15728640 ] && split -b 15M -d "$f" "$f.part" && rm "$f"
+    done
+    # over 7 (the archive is the 8th): the GGUF goes first, the shards re-export it here
+    [ "$(ls "$OUT" | wc -l)" -gt 7 ] && rm -f "$OUT"/drafter.gguf*
     tar czf "$OUT"/run-logs.tgz -C / ${E#/}/eval.log $(cd / && ls ${E#/}/progress.log ${E#/}/eval-*.json \
         ${RUN#/}/train-log.txt ${RUN#/}/run-summary.json ${RUN#/}/gen/gen-stats.json ${RUN#/}/gen/magpie-samples.txt \
         ${RUN#/}/stdout.log ${E#/}/eval-*-*.json ${E#/}/eval-*-*.log ${E#/}/then.log \
