@@ -97,14 +97,10 @@ def main(argv=None) -> int:
                     if k is None:
                         cell["identical"] += 1
                         continue
-                    gap = None
-                    # k may be past the shorter output: one run stopped there (its end-of-generation
-                    # token is not in the text) while the other went on; AR's logits at k still say
-                    # how close that choice was (greedy_logits keeps the end token's row). Past the
-                    # budget there is no gap: a run longer than max_tokens stays a bug.
-                    _, lg = eng.greedy_logits(toks, k + 1) if k < a.tokens else (None, [])
-                    if len(lg) > k:
-                        gap = near_tie.top2_margin(lg[k])
+                    # near_tie.parting reads AR's own margin at the parting, also where one run
+                    # stopped first (the end token is a pick too); past the budget there is none:
+                    # a run longer than max_tokens stays a bug
+                    gap = near_tie.parting(eng, toks, ar, out, tolerance=bound).margin if k < a.tokens else None
                     cell["gaps"].append(None if gap is None else round(gap, 4))  # every parting: re-classifiable
                     if drift.classify(gap, bound) == "near-tie":
                         cell["near_ties"] += 1
