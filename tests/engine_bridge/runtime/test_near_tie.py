@@ -47,6 +47,17 @@ def test_a_parting_where_the_target_is_sure_is_a_real_divergence(tiny_engine, ar
     assert near_tie.parting(tiny_engine, prompt, ref, list(ref)) is None
 
 
+def test_a_run_that_stopped_first_parts_at_the_targets_own_margin(tiny_engine, ar_run):
+    """One run ended (its end token is not in the text) where the other went on: the parting is the
+    common prefix's end, and its margin is AR's own there, either way round (bench_lossless classes
+    such partings by it instead of calling them bugs)."""
+    prompt, ref, tops = ar_run
+    k = len(ref) // 2
+    for reference, produced in ((ref, ref[:k]), (ref[:k], ref)):
+        part = near_tie.parting(tiny_engine, prompt, reference, produced)
+        assert part.index == k and part.margin == pytest.approx(tops[k][2], rel=1e-3, abs=1e-4)
+
+
 def test_a_parting_at_a_near_tie_is_not_a_loss(tiny_engine, ar_run):
     prompt, ref, tops = ar_run
     k = min(range(len(ref)), key=lambda i: tops[i][2])  # where the target is least sure
