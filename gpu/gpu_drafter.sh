@@ -117,7 +117,8 @@ case "${1:-}" in
       cd $here
       while kill -0 \$(cat $RUN/pid) 2>/dev/null; do sleep 5; done
       echo '[training finished]' >> $E/eval.log
-      bash gpu/gpu_drafter.sh eval
+      while ! grep -q '^done rc=' $W/lcp_build.log 2>/dev/null; do sleep 5; done
+      bash gpu/gpu_drafter.sh eval || echo 'eval done (not run: no engine build)' >> $E/eval.log
       while ! grep -q '^eval done' $E/eval.log; do sleep 5; done
       ${AFTER:-true}
       echo 'then done' >> $E/eval.log" < /dev/null > $E/then.log 2>&1 &

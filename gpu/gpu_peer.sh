@@ -24,8 +24,9 @@ from engine_bridge.runtime.native import Model
 from engine_bridge.training.evaluate_chat import public_prompts
 target, p, n = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 tmpl = Model(target, n_gpu_layers=0).chat_template()
+items = public_prompts()
 for cat in ("chat", "math", "code"):
-    sel = [r for r in public_prompts() if r["category"] == cat][:n]
+    sel = [r for r in items if r["category"] == cat][:n]
     with open(p / f"{cat}-rendered.jsonl", "w") as g:
         for r in sel:
             g.write(json.dumps({"id": r.get("id"), "prompt": render_chat(tmpl, r["messages"], add_generation_prompt=True)}) + "\n")
