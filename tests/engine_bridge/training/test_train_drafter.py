@@ -507,6 +507,7 @@ def test_a_narrower_ffn_exports_a_drafter_that_pairs_and_stays_lossless(tiny_run
     """--ffn: a drafter smaller than the target's FFN width (issue 30: a 1.5B target's drafter must fit
     40 MB): the GGUF carries its own width, llama.cpp loads it, and greedy chain output is AR's."""
     from engine_bridge.cli import main
+    from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
     from engine_bridge.runtime.config import EngineConfig, GenerationSettings
     from engine_bridge.runtime.engine import Engine
     from engine_bridge.training import train_chat
@@ -526,8 +527,6 @@ def test_a_narrower_ffn_exports_a_drafter_that_pairs_and_stays_lossless(tiny_run
     arrays, hdr = read_drafter_gguf(gguf)
     assert hdr["n_ff"] == 24 and any(a.shape[-1] == 24 or a.shape[0] == 24 for a in arrays.values() if a.ndim == 2)
     assert main(["check", str(tiny_target), str(gguf)]) == 0
-    from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
-
     cfg = EngineConfig(target=tiny_target, draft=gguf, n_ctx=512, n_batch=256, n_ubatch=64, n_threads=1)
     eng = Engine.load(cfg, preflight=PAIR_PREFLIGHT)
     try:
