@@ -19,6 +19,7 @@
 #   bash gpu/gpu_drafter.sh eval-par                     # or: commit lengths only, one process per category
 #   AFTER="cmd; cmd" bash gpu/gpu_drafter.sh then        # or: wait for the training, eval, then AFTER
 #   bash gpu/gpu_drafter.sh follow-then 540              #   (all in the background); then follow-eval packs
+#     (EVAL=eval-par: `then` runs eval-par instead of eval; NEW_N limits eval-par's new drafter too)
 # A chain of sittings: a `part` call also keeps .gpu-carry/old.gguf (a drafter GGUF: EXTRA="--init
 #   /tmp/eval/old.gguf" warm-starts from it) and .gpu-carry/init/ (an earlier sitting's f16 shards +
 #   drafter.json, as follow-eval returns them: EXTRA="--init /tmp/init") in /tmp.
@@ -100,7 +101,7 @@ case "${1:-}" in
       $EXPORT
       for c in chat math code; do
         python3 -m engine_bridge.training.evaluate_chat --target $S --draft $E/drafter.gguf --public --categories \$c \
-            --max-tokens ${MAX_TOKENS:-128} --json $E/eval-new-\$c.json > $E/eval-new-\$c.log 2>&1 &
+            ${NEW_N:+--n-per-category $NEW_N} --max-tokens ${MAX_TOKENS:-128} --json $E/eval-new-\$c.json > $E/eval-new-\$c.log 2>&1 &
         [ -f $E/old.gguf ] && python3 -m engine_bridge.training.evaluate_chat --target $S --draft $E/old.gguf --public \
             --categories \$c --n-per-category ${OLD_N:-24} --max-tokens ${MAX_TOKENS:-128} \
             --json $E/eval-old-\$c.json > $E/eval-old-\$c.log 2>&1 &
@@ -118,7 +119,7 @@ case "${1:-}" in
       while kill -0 \$(cat $RUN/pid) 2>/dev/null; do sleep 5; done
       echo '[training finished]' >> $E/eval.log
       while ! grep -q '^done rc=' $W/lcp_build.log 2>/dev/null; do sleep 5; done
-      bash gpu/gpu_drafter.sh eval || echo 'eval done (not run: no engine build)' >> $E/eval.log
+      bash gpu/gpu_drafter.sh ${EVAL:-eval} || echo 'eval done (not run: no engine build)' >> $E/eval.log
       while ! grep -q '^eval done' $E/eval.log; do sleep 5; done
       ${AFTER:-true}
       echo 'then done' >> $E/eval.log" < /dev/null > $E/then.log 2>&1 &

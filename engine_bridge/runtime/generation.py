@@ -21,6 +21,7 @@ synchronisation point — reading logits (``Context.logits`` / the sampler) or a
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Callable
@@ -41,6 +42,18 @@ now = time.perf_counter
 #: sampler per leaf sequence). Measured on an H200, reference pair, budget 6-7: the samplers made
 #: the verify decode ~0.9 ms slower than host argmax (docs/benchmarks.md, tree variants).
 TREE_ARGMAX_ON = "host"
+#: Environment variable that forces TREE_ARGMAX_ON ("host" or "backend") for A/B measurements: the
+#: ~0.9 ms above was one argmax launch and one copy per row; since patch 0006 all greedy rows share
+#: one argmax, which may change the verdict. Unset or empty: TREE_ARGMAX_ON.
+TREE_ARGMAX_ENV = "DFLASH_TREE_ARGMAX"
+
+
+def tree_argmax_on() -> str:
+    """Where tree verification takes the target's argmax: $DFLASH_TREE_ARGMAX, else TREE_ARGMAX_ON."""
+    on = os.environ.get(TREE_ARGMAX_ENV, "").strip().lower() or TREE_ARGMAX_ON
+    if on not in ("host", "backend"):
+        raise ValueError(f"{TREE_ARGMAX_ENV}={on!r}: expected host or backend")
+    return on
 
 
 class Generation:
@@ -189,7 +202,7 @@ class Generation:
         the drafter's top-K there (``Drafter.tree_top_k_backend``).
 
         The target needs raw logits for temperature sampling; the drafter for p_min. Tree
-        verification reads the target's logits on the host unless TREE_ARGMAX_ON says "backend"
+        verification reads the target's logits on the host unless tree_argmax_on() says "backend"
         (then each leaf sequence gets a greedy sampler: llama.cpp picks an output's sampler by
         the entry's first sequence id).
         """
@@ -197,7 +210,7 @@ class Generation:
         on = e.config.backend_sampling
         tree = self.mode == "tree"
         e.target_ctx.set_backend_greedy(
-            on and s.greedy and not s.record_margins and (not tree or TREE_ARGMAX_ON == "backend"),
+            on and s.greedy and not s.record_margins and (not tree or tree_argmax_on() == "backend"),
             n_seqs=self.tree_seqs,
         )
         if e.drafter is not None and self.mode != "ar":

@@ -247,3 +247,26 @@ def test_tree_with_backend_top_k_is_lossless(tiny_engine, monkeypatch):
     eng.reset()
     eng.generate(PROMPTS[0], GenerationSettings(mode="tree", budget=8, max_tokens=4))
     assert eng.drafter.ctx.backend_top_k == 0
+
+
+def test_tree_verify_argmax_on_the_backend_is_lossless_and_switchable(tiny_engine, monkeypatch):
+    # DFLASH_TREE_ARGMAX=backend gives every leaf sequence a greedy sampler (one argmax over all
+    # rows since patch 0006) instead of reading the target's logits on the host; same tokens
+    from engine_bridge.runtime import generation as gen_mod
+
+    eng = tiny_engine
+    monkeypatch.setenv(gen_mod.TREE_ARGMAX_ENV, "backend")
+    for p in PROMPTS[:3]:
+        eng.reset()
+        ar = eng.generate(p, GenerationSettings(mode="ar", max_tokens=24))
+        eng.reset()
+        tr = eng.generate(p, GenerationSettings(mode="tree", budget=8, max_tokens=24))
+        assert eng.target_ctx.backend_greedy
+        assert_lossless(eng, p, ar.tokens, tr.tokens, f"tree with backend argmax, prompt {p[:30]!r}")
+    monkeypatch.setenv(gen_mod.TREE_ARGMAX_ENV, "host")
+    eng.reset()
+    eng.generate(PROMPTS[0], GenerationSettings(mode="tree", budget=8, max_tokens=4))
+    assert not eng.target_ctx.backend_greedy
+    monkeypatch.setenv(gen_mod.TREE_ARGMAX_ENV, "device")
+    with pytest.raises(ValueError, match="DFLASH_TREE_ARGMAX"):
+        gen_mod.tree_argmax_on()
