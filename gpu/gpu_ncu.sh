@@ -255,24 +255,33 @@ step_toggle() {
 # the real default pair (TREAL: SmolLM2-135M-Instruct Q4_1, joined from carried parts) on the first
 # REAL_N prompts of each public suite: AR, chain 7 and auto through `dflash-studio bench`, per side
 # (REAL_SIDES, default "on off"): "on" (the build's defaults), "off" (patch 0006 switched to
-# upstream), "host" / "redecode" (auto's feature path chosen); sides alternate per suite, one process
-# each. (The first run, 2026-11-26, had patch 0007 too: its "off" also set DFLASH_LAYER_INP_RESERVE=1.)
+# upstream), "host" / "redecode" (auto's feature path chosen), tkhost / tkrows / tkbatch / tkarg /
+# hostarg (where a tree step takes its drafter top-k and target argmax); sides alternate per suite,
+# one process each (REAL_REPS_SIDES=2 runs the list twice). (The first run, 2026-11-26, had patch 0007 too: its "off" also set DFLASH_LAYER_INP_RESERVE=1.)
 step_real() {
   local t0=$SECONDS
   while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
   [ -f "$TREAL.ok" ] || { echo "no real target at $TREAL"; return 1; }
   mkdir -p $R/real
   local suite side
+  local round
+  for round in $(seq 1 ${REAL_REPS_SIDES:-1}); do
   for suite in ${REAL_SUITES:-mt-bench gsm8k humaneval}; do
     for side in ${REAL_SIDES:-on off}; do
       local e="DFLASH_DATA_DIR=/tmp/dd"
       case $side in host) e="$e DFLASH_AUTO_FEATURES=host";; redecode) e="$e DFLASH_AUTO_FEATURES=redecode";;
-        off) e="$e DFLASH_BATCHED_ARGMAX=0";; inline) e="$e DFLASH_BENCH_JUDGE=inline";; esac
+        off) e="$e DFLASH_BATCHED_ARGMAX=0";; inline) e="$e DFLASH_BENCH_JUDGE=inline";;
+        # the tree's drafter top-k and target argmax (patch 0007 and DFLASH_TREE_ARGMAX; with
+        # REAL_SWEEP="--sweep verify=tree --sweep budget=7,15")
+        tkhost) e="$e DFLASH_TREE_TOP_K=host";; tkrows) e="$e DFLASH_TREE_TOP_K=backend DFLASH_BATCHED_TOP_K=0";;
+        tkbatch) e="$e DFLASH_TREE_TOP_K=backend";; tkarg) e="$e DFLASH_TREE_TOP_K=backend DFLASH_TREE_ARGMAX=backend";;
+        hostarg) e="$e DFLASH_TREE_TOP_K=host DFLASH_TREE_ARGMAX=backend";; esac
       timeout 300 env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $D --suite $suite \
         --limit ${REAL_N:-10} --reps 2 --max-tokens 128 ${REAL_SWEEP:---sweep verify=chain,auto --sweep budget=7} \
-        --json $R/real/${suite}_$side.json > $R/real/${suite}_$side.txt 2>&1
-      echo "real $suite $side rc=$?"; tail -n 6 $R/real/${suite}_$side.txt | cut -c1-160
+        --json $R/real/${suite}-r${round}_$side.json > $R/real/${suite}-r${round}_$side.txt 2>&1
+      echo "real $suite $side rc=$?"; tail -n 6 $R/real/${suite}-r${round}_$side.txt | cut -c1-160
     done
+  done
   done
 }
 

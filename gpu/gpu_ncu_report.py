@@ -362,6 +362,43 @@ def benches(d: Path) -> str:
     return "\n".join(out) + "\n"
 
 
+PHASES = ("draft", "inject", "verify", "accept", "other")
+
+
+def real_benches(d: Path) -> str:
+    """The real pair's bench runs (step real: real/SUITE_SIDE.json): per suite, side and mode, the
+    commit length, x AR of the same run, the step in ms and in AR tokens, and its phases."""
+    rows = []
+    for f in sorted((d / "real").glob("*_*.json")):
+        suite, side = f.stem.rsplit("_", 1)
+        try:
+            r = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        ar = next((x for x in r["rows"] if x["kind"] == "ar" and x["status"] == "ok"), None)
+        for x in r["rows"]:
+            if x["kind"] != "spec" or x["status"] != "ok" or ar is None:
+                continue
+            ph = [x.get(f"phase_{p}_ms") or 0.0 for p in PHASES]
+            ar_ms = sum(ar.get(f"phase_{p}_ms") or 0.0 for p in PHASES)
+            rows.append(
+                f"| {suite} | {side} | {x['verify_mode']} {x['budget']} | {x['mean_commit_len']:.2f} | "
+                f"{x['speedup']:.3f} | {sum(ph):.3f} ({sum(ph) / ar_ms:.2f}) | "
+                + " / ".join(f"{v:.3f}" for v in ph)
+                + " |"
+            )
+    if not rows:
+        return ""
+    head = [
+        "The real pair (dflash-studio bench, step real), per run: commit, x AR (same run), step ms (AR tokens), "
+        "phases ms (" + " / ".join(PHASES) + "):",
+        "",
+        "| suite | side | mode | commit | x AR | step | phases |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    return "\n".join(head + rows) + "\n"
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__)
@@ -383,6 +420,7 @@ def main(argv: list[str]) -> int:
     if ps.exists():
         print(ps.read_text())
     print(benches(d))
+    print(real_benches(d))
     return 0
 
 
