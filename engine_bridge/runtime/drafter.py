@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -43,6 +44,18 @@ BACKEND_TOP_K = 32
 #: 142 against 122; docs/benchmarks.md "Gemma 3"), while on the H100 it won 3.5-4.8x.
 TREE_TOP_K_ON = "auto"
 BACKEND_TOP_K_MIN_VOCAB = 100_000
+#: Environment variable that forces TREE_TOP_K_ON's choice ("host", "backend" or "auto"), for A/B
+#: measurements such as patch 0007's (one top-k for all the block rows); unset or empty: TREE_TOP_K_ON.
+TREE_TOP_K_ENV = "DFLASH_TREE_TOP_K"
+TREE_TOP_K_CHOICES = ("auto", "host", "backend")
+
+
+def tree_top_k_on() -> str:
+    """Where tree steps take the drafter's top-K: $DFLASH_TREE_TOP_K where set, else TREE_TOP_K_ON."""
+    on = os.environ.get(TREE_TOP_K_ENV, "").strip().lower() or TREE_TOP_K_ON
+    if on not in TREE_TOP_K_CHOICES:
+        raise ValueError(f"{TREE_TOP_K_ENV}={on!r}: expected one of {', '.join(TREE_TOP_K_CHOICES)}")
+    return on
 
 
 class Drafter:
@@ -234,7 +247,7 @@ class Drafter:
 
     def tree_top_k_backend(self) -> int:
         """How many candidates a tree step's backend top-k sampler should return (0: use the host)."""
-        on = TREE_TOP_K_ON
+        on = tree_top_k_on()
         if on == "auto":
             on = "backend" if self.model.n_vocab >= BACKEND_TOP_K_MIN_VOCAB and self.on_gpu else "host"
         return BACKEND_TOP_K if on == "backend" else 0
