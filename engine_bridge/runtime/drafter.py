@@ -44,6 +44,12 @@ BACKEND_TOP_K = 32
 #: 142 against 122; docs/benchmarks.md "Gemma 3"), while on the H100 it won 3.5-4.8x.
 TREE_TOP_K_ON = "auto"
 BACKEND_TOP_K_MIN_VOCAB = 100_000
+#: ... and, below that vocabulary, from this tree budget up. Patch 0007 runs one top-k for all the
+#: block's rows; on an H200 with the default pair (SmolLM2, 49k vocabulary; 8 prompts per public
+#: suite, 3 runs a side, docs/benchmarks.md "One top-k for all the rows of a drafter block") tree 15
+#: ran at 0.564 / 0.537 / 0.346x AR against the host's 0.536 / 0.438 / 0.331 (draft phase -1.1 to
+#: -1.5 ms a step), while tree 7 was a wash (0.553 / 0.498 / 0.387 against 0.545 / 0.503 / 0.363).
+BACKEND_TOP_K_MIN_BUDGET = 12
 #: Environment variable that forces TREE_TOP_K_ON's choice ("host", "backend" or "auto"), for A/B
 #: measurements such as patch 0007's (one top-k for all the block rows); unset or empty: TREE_TOP_K_ON.
 TREE_TOP_K_ENV = "DFLASH_TREE_TOP_K"
@@ -245,11 +251,14 @@ class Drafter:
         self.t_native += (t1 - t0) + (time.perf_counter() - t2)  # the ranking is host work
         return tokens, logp
 
-    def tree_top_k_backend(self) -> int:
-        """How many candidates a tree step's backend top-k sampler should return (0: use the host)."""
+    def tree_top_k_backend(self, budget: int = 0) -> int:
+        """How many candidates a tree step's backend top-k sampler should return (0: use the host).
+
+        ``budget``: the tree's node budget (the drafter block has up to that many rows)."""
         on = tree_top_k_on()
         if on == "auto":
-            on = "backend" if self.model.n_vocab >= BACKEND_TOP_K_MIN_VOCAB and self.on_gpu else "host"
+            big = self.model.n_vocab >= BACKEND_TOP_K_MIN_VOCAB or budget >= BACKEND_TOP_K_MIN_BUDGET
+            on = "backend" if big and self.on_gpu else "host"
         return BACKEND_TOP_K if on == "backend" else 0
 
     def free(self) -> None:

@@ -40,7 +40,9 @@ now = time.perf_counter
 
 #: Where tree verification takes the target's argmax: "host" (its logits) or "backend" (a greedy
 #: sampler per leaf sequence). Measured on an H200, reference pair, budget 6-7: the samplers made
-#: the verify decode ~0.9 ms slower than host argmax (docs/benchmarks.md, tree variants).
+#: the verify decode ~0.9 ms slower than host argmax (docs/benchmarks.md, tree variants). Measured
+#: again with patches 0006/0007 on an H200 (default pair, SmolLM2; docs/benchmarks.md "One top-k for
+#: all the rows of a drafter block"): the verify phase grew by 0.5-2 ms a step, so the host stays.
 TREE_ARGMAX_ON = "host"
 #: Environment variable that forces TREE_ARGMAX_ON ("host" or "backend") for A/B measurements: the
 #: ~0.9 ms above was one argmax launch and one copy per row; since patch 0006 all greedy rows share
@@ -218,7 +220,7 @@ class Generation:
             # attaching or removing a sampler makes llama.cpp reserve the drafter's graphs again,
             # ~5-10 ms on an H100/H200 at each switch of auto between AR and chain)
             if tree:
-                kb = e.drafter.tree_top_k_backend()
+                kb = e.drafter.tree_top_k_backend(s.budget)
                 e.drafter.ctx.set_backend_top_k(max(kb, s.tree_top_k) if on and kb else 0)
             else:
                 e.drafter.ctx.set_backend_greedy(on and self.mode == "chain" and s.p_min <= 0)

@@ -195,6 +195,24 @@ def test_dflash_tree_top_k_forces_the_choice(tiny_engine, monkeypatch):
         d.tree_top_k_backend()
 
 
+def test_auto_takes_the_backend_top_k_for_large_trees_on_a_gpu(tiny_engine, monkeypatch):
+    # the measured rule: on a GPU, patch 0007's one top-k pays from a tree budget of 12 rows up at
+    # any vocabulary; below it, only at >= 100k tokens; never on the CPU
+    d = tiny_engine.drafter
+    monkeypatch.delenv(drafter_mod.TREE_TOP_K_ENV, raising=False)
+    monkeypatch.setattr(drafter_mod, "TREE_TOP_K_ON", "auto")
+    assert d.model.n_vocab < drafter_mod.BACKEND_TOP_K_MIN_VOCAB
+    big, small = drafter_mod.BACKEND_TOP_K_MIN_BUDGET, drafter_mod.BACKEND_TOP_K_MIN_BUDGET - 1
+    assert d.tree_top_k_backend(big) == d.tree_top_k_backend(small) == 0  # this CPU engine
+    monkeypatch.setattr(d, "on_gpu", True)
+    assert d.tree_top_k_backend(big) == drafter_mod.BACKEND_TOP_K
+    assert d.tree_top_k_backend(small) == 0
+    monkeypatch.setattr(drafter_mod, "BACKEND_TOP_K_MIN_VOCAB", d.model.n_vocab)
+    assert d.tree_top_k_backend(small) == drafter_mod.BACKEND_TOP_K
+    monkeypatch.setenv(drafter_mod.TREE_TOP_K_ENV, "host")
+    assert d.tree_top_k_backend(big) == 0
+
+
 def test_dflash_tree_top_k_reaches_a_tree_run(tiny_engine, monkeypatch):
     eng = tiny_engine
     monkeypatch.setattr(drafter_mod, "TREE_TOP_K_ON", "auto")
