@@ -12,6 +12,12 @@
 # There:  bash gpu/gpu_carry.sh take NAME                # keep this call's parts; join when complete
 #         bash gpu/gpu_carry.sh status NAME              # which parts are still missing
 # The joined file: $DEST/<the file's name> (DEST=/tmp/t), with "<name>.ok" beside it once verified.
+# Back (a file made there, larger than one call returns: $OUT takes 8 files of <= 16 MiB):
+# There:  bash gpu/gpu_carry.sh give FILE NAME [FIRST]   # cut once into 15 MiB parts; $OUT/NAME gets
+#                                                        # the manifest + 7 parts from FIRST (0)
+# Here:   bash gpu/gpu_carry.sh keep DIR NAME            # the returned DIR/{MANIFEST,part.NN} into
+#                                                        # .gpu-carry/NAME, checked; complete = ready
+#                                                        # for `calls NAME` / `take NAME` next time
 # Environment: PART_MIB (48: a call also carries the working tree, ~12 MiB with the large GGUFs
 #   hidden), CARRY (.gpu-carry), STORE (/tmp/carry), DEST (/tmp/t).
 set -u
@@ -66,6 +72,44 @@ case "${1:-}" in
       rm -f "$out.tmp"; echo "the joined file does not match the manifest's sha256"; exit 1
     fi
     ;;
+  give)
+    f=${2:?file}; name=${3:?name}; first=${4:-0}; g=$STORE/give/$name
+    [ -f "$f" ] || { echo "no file $f"; exit 2; }
+    # cut once per file: the calls that return the later parts reuse the same cut
+    if [ ! -f "$g/MANIFEST" ] || [ "$(manifest_sha "$g/MANIFEST")" != "$(sha256sum "$f" | cut -d' ' -f1)" ]; then
+      CARRY=$STORE/give PART_BYTES=${PART_BYTES:-15728640} bash "$0" split "$f" "$name" > /dev/null || exit 1
+    fi
+    o=${OUT:?OUT: the folder that returns}/$name; mkdir -p "$o"; cp "$g/MANIFEST" "$o/"
+    n=0; i=0
+    for b in $(parts_of "$g/MANIFEST"); do
+      if [ "$i" -ge "$first" ] && [ "$n" -lt "${GIVE_MAX:-7}" ]; then cp "$g/$b" "$o/"; n=$((n + 1)); fi
+      i=$((i + 1))
+    done
+    if [ $((first + n)) -lt "$i" ]; then echo "gave $n of $i parts from $first; next call: give $f $name $((first + n))"
+    else echo "gave $n of $i parts from $first: all given"; fi
+    ;;
+  keep)
+    src=${2:?returned folder}; name=${3:?name}; d=$CARRY/$name
+    [ -f "$src/MANIFEST" ] || { echo "no $src/MANIFEST"; exit 2; }
+    mkdir -p "$d"
+    if [ -f "$d/MANIFEST" ] && ! cmp -s "$src/MANIFEST" "$d/MANIFEST"; then
+      echo "$d holds parts of another file: remove it first"; exit 1
+    fi
+    cp "$src/MANIFEST" "$d/MANIFEST"; bad=0
+    for p in "$src"/part.*; do
+      [ -f "$p" ] || continue
+      b=$(basename "$p")
+      if [ "$(sha256sum "$p" | cut -d' ' -f1)" = "$(part_sha "$d/MANIFEST" "$b")" ]; then cp "$p" "$d/$b"; echo "kept $b"
+      else echo "part $b does not match the manifest: dropped, return it again"; bad=1; fi
+    done
+    missing=""; files=""
+    for b in $(parts_of "$d/MANIFEST"); do [ -f "$d/$b" ] && files="$files $d/$b" || missing="$missing $b"; done
+    if [ -n "$missing" ]; then echo "missing:$missing"; exit $bad; fi
+    # shellcheck disable=SC2086
+    if [ "$(cat $files | sha256sum | cut -d' ' -f1)" = "$(manifest_sha "$d/MANIFEST")" ]; then
+      echo "complete and verified: $(manifest_name "$d/MANIFEST") in $d (carry it with: calls $name)"
+    else echo "the parts together do not match the manifest's sha256"; exit 1; fi
+    ;;
   status)
     name=${2:?name}; s=$STORE/$name
     [ -f "$s/MANIFEST" ] || { echo "nothing taken yet for $name"; exit 1; }
@@ -74,5 +118,5 @@ case "${1:-}" in
     missing=""; for b in $(parts_of "$s/MANIFEST"); do [ -f "$s/$b" ] || missing="$missing $b"; done
     echo "missing:$missing"; exit 1
     ;;
-  *) sed -n 2,17p "$0"; exit 2 ;;
+  *) sed -n 2,22p "$0"; exit 2 ;;
 esac

@@ -17,6 +17,11 @@
 #   bash gpu/gpu_drafter.sh eval                         # export + evaluate (background); then follow-eval
 #   bash gpu/gpu_drafter.sh follow-eval 540
 #   bash gpu/gpu_drafter.sh eval-par                     # or: commit lengths only, one process per category
+#   bash gpu/gpu_drafter.sh pool-out [FIRST]             # this sitting's pool (RUN/gen) into $OUT/pool in
+#                                                        #   15 MiB parts (gpu_carry.sh give; 7 a call),
+#                                                        #   kept here with gpu_carry.sh keep DIR pool
+#   bash gpu/gpu_drafter.sh pool-in                      # a pool carried back (gpu_carry.sh take pool)
+#                                                        #   into RUN/gen, before start: training reuses it
 #   AFTER="cmd; cmd" bash gpu/gpu_drafter.sh then        # or: wait for the training, eval, then AFTER
 #   bash gpu/gpu_drafter.sh follow-then 540              #   (all in the background); then follow-eval packs
 #     (EVAL=eval-par: `then` runs eval-par instead of eval; NEW_N limits eval-par's new drafter too)
@@ -147,5 +152,19 @@ case "${1:-}" in
         ${RUN#/}/stdout.log ${E#/}/eval-*-*.json ${E#/}/eval-*-*.log ${E#/}/then.log \
         tmp/peer/upstream-* tmp/peer/*-rendered.jsonl tmp/peer.log tmp/serve.log tmp/w/r/serve 2>/dev/null)
     ls -la "$OUT" ;;
-  *) sed -n 2,22p "$0"; exit 2 ;;
+  pool-out)
+    # one pool trained over several sittings (the steps, not the data, were the limit of each): the
+    # target's conversations of this sitting returned in parts, to be carried back next time
+    [ -f $RUN/gen/responses.npz ] || { echo "no pool in $RUN/gen"; exit 1; }
+    pt=${POOL_DIR:-/tmp/pool}/pool.tar; mkdir -p "$(dirname "$pt")"
+    if [ ! -f "$pt" ] || [ $RUN/gen/responses.npz -nt "$pt" ]; then
+      tar cf "$pt" -C $RUN gen/responses.npz gen/gen-stats.json
+    fi
+    OUT=$OUT bash gpu/gpu_carry.sh give "$pt" ${POOL:-pool} "${2:-0}" ;;
+  pool-in)
+    f=${DEST:-/tmp/t}/pool.tar
+    [ -f "$f.ok" ] || { echo "$f is not joined yet: gpu/gpu_carry.sh take ${POOL:-pool} (each call with its parts)"; exit 1; }
+    [ -f $RUN/gen/responses.npz ] && { echo "$RUN/gen already holds a pool"; exit 1; }
+    mkdir -p $RUN && tar xf "$f" -C $RUN && ls -la $RUN/gen ;;
+  *) sed -n 2,33p "$0"; exit 2 ;;
 esac

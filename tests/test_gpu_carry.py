@@ -54,3 +54,74 @@ def test_split_then_take_call_by_call_joins_the_same_bytes(tmp_path):
     again = sh("take", "big", cwd=there, env=env)
     assert again.returncode == 0 and "already joined" in again.stdout
     assert sh("status", "big", cwd=there, env=env).returncode == 0
+
+
+def test_give_there_keep_here_then_carry_back_and_unpack_a_pool(tmp_path):
+    # a training pool made on the GPU machine (RUN/gen) returned over two calls ($OUT takes 8 files:
+    # the manifest + GIVE_MAX parts a call), kept and checked here, carried back the next sitting
+    # and unpacked into a fresh RUN, where `start` reuses it
+    drafter_sh = SCRIPT.parent / "gpu_drafter.sh"
+    run = tmp_path / "run"
+    (run / "gen").mkdir(parents=True)
+    npz, stats = os.urandom(9_000), b'{"n": 3}'
+    (run / "gen" / "responses.npz").write_bytes(npz)
+    (run / "gen" / "gen-stats.json").write_bytes(stats)
+    there = tmp_path / "there"
+    shutil.copytree(SCRIPT.parent, there / "gpu")
+    here = tmp_path / "here"
+    here.mkdir()
+    env = {
+        **os.environ,
+        "PART_BYTES": "2048",
+        "GIVE_MAX": "3",
+        "STORE": str(tmp_path / "store"),
+        "RUN": str(run),
+        "POOL_DIR": str(tmp_path / "pool"),
+    }
+    first, returned = "0", []
+    for call in range(4):
+        out = tmp_path / f"out{call}"
+        r = subprocess.run(
+            ["bash", str(there / "gpu" / "gpu_drafter.sh"), "pool-out", first],
+            cwd=there,
+            env={**env, "OUT": str(out)},
+            capture_output=True,
+            text=True,
+        )
+        assert r.returncode == 0, r.stdout + r.stderr
+        got = sorted(p.name for p in (out / "pool").iterdir())
+        assert got[0] == "MANIFEST" and 1 <= len(got) - 1 <= 3
+        returned.append(out / "pool")
+        if "all given" in r.stdout:
+            break
+        first = r.stdout.rsplit(" ", 1)[-1].strip()
+    assert len(returned) >= 2  # more parts than one call returns
+    # here: a damaged part is named and dropped; the rest complete the pool
+    bad = sorted(returned[0].glob("part.*"))[0]
+    good = bad.read_bytes()
+    bad.write_bytes(b"x" + good[1:])
+    r = sh("keep", str(returned[0]), "pool", cwd=here, env=env)
+    assert r.returncode == 1 and f"part {bad.name} does not match" in r.stdout
+    for d in returned[1:]:
+        r = sh("keep", str(d), "pool", cwd=here, env=env)
+    assert "missing: " + bad.name in r.stdout
+    bad.write_bytes(good)
+    r = sh("keep", str(returned[0]), "pool", cwd=here, env=env)
+    assert r.returncode == 0 and "complete and verified: pool.tar" in r.stdout
+    # the next sitting: carried back call by call, joined, unpacked into a fresh RUN
+    env2 = {**env, "STORE": str(tmp_path / "store2"), "DEST": str(tmp_path / "t"), "RUN": str(tmp_path / "run2")}
+    assert subprocess.run(["bash", str(drafter_sh), "pool-in"], cwd=here, env=env2, capture_output=True).returncode == 1
+    for i, p in enumerate(sorted((here / ".gpu-carry" / "pool").glob("part.*"))):
+        call = tmp_path / f"back{i}"
+        (call / ".gpu-carry" / "pool").mkdir(parents=True)
+        shutil.copy(here / ".gpu-carry" / "pool" / "MANIFEST", call / ".gpu-carry" / "pool")
+        shutil.copy(p, call / ".gpu-carry" / "pool")
+        r = sh("take", "pool", cwd=call, env=env2)
+        assert r.returncode == 0, r.stdout
+    assert "joined and verified" in r.stdout
+    r = subprocess.run(["bash", str(drafter_sh), "pool-in"], cwd=call, env=env2, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (tmp_path / "run2" / "gen" / "responses.npz").read_bytes() == npz
+    assert (tmp_path / "run2" / "gen" / "gen-stats.json").read_bytes() == stats
+    # a second unpack does not overwrite a pool already there
+    assert subprocess.run(["bash", str(drafter_sh), "pool-in"], cwd=call, env=env2, capture_output=True).returncode == 1
