@@ -27,6 +27,21 @@ manifest_name() { sed -n 's/^file //p' "$1"; }
 manifest_sha() { sed -n 's/^sha256 //p' "$1"; }
 parts_of() { sed -n 's/^part \([^ ]*\) .*/\1/p' "$1"; }
 part_sha() { sed -n "s/^part $2 \\([0-9a-f]*\\).*/\\1/p" "$1"; }
+# keep_parts SRC DEST AGAIN: SRC's parts that match DEST/MANIFEST copied into DEST, a damaged one named
+# and dropped ("AGAIN" says how it comes back); then the missing ones listed. 0: all parts in DEST;
+# 1: a part was damaged; 2: parts missing, none damaged
+keep_parts() {
+  local p b bad=0 missing=""
+  for p in "$1"/part.*; do
+    [ -f "$p" ] || continue
+    b=$(basename "$p")
+    if [ "$(sha256sum "$p" | cut -d' ' -f1)" = "$(part_sha "$2/MANIFEST" "$b")" ]; then cp "$p" "$2/$b"; echo "kept $b"
+    else echo "part $b does not match the manifest: dropped, $3"; bad=1; fi
+  done
+  for b in $(parts_of "$2/MANIFEST"); do [ -f "$2/$b" ] || missing="$missing $b"; done
+  [ -z "$missing" ] && return 0
+  echo "missing:$missing"; [ $bad = 1 ] && return 1; return 2
+}
 
 case "${1:-}" in
   split)
@@ -54,16 +69,8 @@ case "${1:-}" in
       echo "$(manifest_sha "$s/MANIFEST")  $out" | sha256sum -c --quiet - && { echo "already joined: $out"; exit 0; }
       rm -f "$out.ok"
     fi
-    bad=0
-    for p in "$d"/part.*; do
-      [ -f "$p" ] || continue
-      b=$(basename "$p")
-      if [ "$(sha256sum "$p" | cut -d' ' -f1)" = "$(part_sha "$s/MANIFEST" "$b")" ]; then cp "$p" "$s/$b"; echo "kept $b"
-      else echo "part $b does not match the manifest: dropped, carry it again"; bad=1; fi
-    done
-    missing=""
-    for b in $(parts_of "$s/MANIFEST"); do [ -f "$s/$b" ] || missing="$missing $b"; done
-    if [ -n "$missing" ]; then echo "missing:$missing"; exit $bad; fi
+    keep_parts "$d" "$s" "carry it again"; rc=$?
+    [ $rc = 1 ] && exit 1; [ $rc = 2 ] && exit 0   # parts still to come: not an error
     : > "$out.tmp"
     for b in $(parts_of "$s/MANIFEST"); do cat "$s/$b" >> "$out.tmp"; done
     if [ "$(sha256sum "$out.tmp" | cut -d' ' -f1)" = "$(manifest_sha "$s/MANIFEST")" ]; then
@@ -95,16 +102,10 @@ case "${1:-}" in
     if [ -f "$d/MANIFEST" ] && ! cmp -s "$src/MANIFEST" "$d/MANIFEST"; then
       echo "$d holds parts of another file: remove it first"; exit 1
     fi
-    cp "$src/MANIFEST" "$d/MANIFEST"; bad=0
-    for p in "$src"/part.*; do
-      [ -f "$p" ] || continue
-      b=$(basename "$p")
-      if [ "$(sha256sum "$p" | cut -d' ' -f1)" = "$(part_sha "$d/MANIFEST" "$b")" ]; then cp "$p" "$d/$b"; echo "kept $b"
-      else echo "part $b does not match the manifest: dropped, return it again"; bad=1; fi
-    done
-    missing=""; files=""
-    for b in $(parts_of "$d/MANIFEST"); do [ -f "$d/$b" ] && files="$files $d/$b" || missing="$missing $b"; done
-    if [ -n "$missing" ]; then echo "missing:$missing"; exit $bad; fi
+    cp "$src/MANIFEST" "$d/MANIFEST"
+    keep_parts "$src" "$d" "return it again"; rc=$?
+    [ $rc = 1 ] && exit 1; [ $rc = 2 ] && exit 0
+    files=""; for b in $(parts_of "$d/MANIFEST"); do files="$files $d/$b"; done
     # shellcheck disable=SC2086
     if [ "$(cat $files | sha256sum | cut -d' ' -f1)" = "$(manifest_sha "$d/MANIFEST")" ]; then
       echo "complete and verified: $(manifest_name "$d/MANIFEST") in $d (carry it with: calls $name)"
