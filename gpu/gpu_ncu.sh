@@ -256,7 +256,8 @@ step_toggle() {
 # REAL_N prompts of each public suite: AR, chain 7 and auto through `dflash-studio bench`, per side
 # (REAL_SIDES, default "on off"): "on" (the build's defaults), "off" (patch 0006 switched to
 # upstream), "host" / "redecode" (auto's feature path chosen), tkhost / tkrows / tkbatch / tkarg /
-# hostarg (where a tree step takes its drafter top-k and target argmax); sides alternate per suite,
+# hostarg (where a tree step takes its drafter top-k and target argmax), seqold / noreuse (the
+# tree's varying output count; llama.cpp's graph reuse off); sides alternate per suite,
 # one process each (REAL_REPS_SIDES=2 runs the list twice). (The first run, 2026-11-26, had patch 0007 too: its "off" also set DFLASH_LAYER_INP_RESERVE=1.)
 step_real() {
   local t0=$SECONDS
@@ -275,7 +276,10 @@ step_real() {
         # REAL_SWEEP="--sweep verify=tree --sweep budget=7,15")
         tkhost) e="$e DFLASH_TREE_TOP_K=host";; tkrows) e="$e DFLASH_TREE_TOP_K=backend DFLASH_BATCHED_TOP_K=0";;
         tkbatch) e="$e DFLASH_TREE_TOP_K=backend";; tkarg) e="$e DFLASH_TREE_TOP_K=backend DFLASH_TREE_ARGMAX=backend";;
-        hostarg) e="$e DFLASH_TREE_TOP_K=host DFLASH_TREE_ARGMAX=backend";; esac
+        hostarg) e="$e DFLASH_TREE_TOP_K=host DFLASH_TREE_ARGMAX=backend";;
+        # graph reuse: the tree's old batch (output count varying from step to step), and
+        # llama.cpp's reuse off altogether (what a rebuild costs)
+        seqold) e="$e DFLASH_TREE_FIXED_OUTPUTS=0";; noreuse) e="$e LLAMA_GRAPH_REUSE_DISABLE=1";; esac
       timeout 300 env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $D --suite $suite \
         --limit ${REAL_N:-10} --reps 2 --max-tokens 128 ${REAL_SWEEP:---sweep verify=chain,auto --sweep budget=7} \
         --json $R/real/${suite}-r${round}_$side.json > $R/real/${suite}-r${round}_$side.txt 2>&1

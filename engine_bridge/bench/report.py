@@ -366,6 +366,7 @@ def _run_dict(m: Measurement) -> dict:
         "t_generate": s["t_generate"],
         "ts": s["tok_per_s"],
         "budget_effective": s["budget_effective"],
+        "graphs_reused": s.get("graphs_reused"),
         "finish_reason": s["finish_reason"],
         "divergence": m.divergence,
     }

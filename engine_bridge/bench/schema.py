@@ -207,6 +207,8 @@ RUN = {
         "t_generate": NUM,
         "ts": NUM,
         "finish_reason": STR,
+        # the target's decodes after prefill that kept llama.cpp's graph (RunSummary.graphs_reused)
+        "graphs_reused": {"type": ["integer", "null"], "minimum": 0},
         # where a greedy run parted from AR (engine_bridge.runtime.near_tie.Parting), None if it did not
         "divergence": {
             "type": ["object", "null"],

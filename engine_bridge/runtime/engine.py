@@ -36,7 +36,7 @@ from ..common.placement import Placement
 from .drafter import Drafter
 from ..common.errors import ContextOverflowError, IncompatiblePairError, UnsupportedSettingError
 from .file_pin import FilePin, ModelChangedError, pin
-from .generation import Generation
+from .generation import Generation, tree_fixed_outputs
 from . import tree as tree_mod
 from . import context_size, llama_log
 from .llama_ffi import C
@@ -464,6 +464,7 @@ class Engine:
             raise ValueError("no verify batch to replay")
         tctx, b = self.target_ctx, self.target_batch
         tctx.set_backend_greedy(False)
+        fixed_outputs = tree_fixed_outputs()
         toks = list(prompt_tokens) + list(generated)
         seqs = 1
         pending_end = 0
@@ -499,16 +500,17 @@ class Engine:
                     tctx.seq_cp(0, seq, -1, -1)
                 seqs = max(seqs, vb.n_seqs)
                 b.clear()
+                off = len(fold) if fixed_outputs else 0  # as Generation._tree_step's batch
                 for i, tok in enumerate(fold):
-                    b.add_token_seqs(tok, start + i, list(range(seqs)), False)
+                    b.add_token_seqs(tok, start + i, list(range(seqs)), fixed_outputs)
                 b.add_token_seqs(vb.last, vb.pos, list(range(seqs)), True)
                 for tok, dep, sq in zip(vb.tokens, vb.depth, vb.seqs):
                     b.add_token_seqs(tok, vb.pos + 1 + dep, list(sq), True)
                 tctx.process(b)
                 tctx.synchronize()
                 if every_batch or n == len(batches) - 1:
-                    rows = tctx.logits(len(vb.tokens) + 1)
-                    picked = np.array([rows[r] for r in vb.rows])
+                    rows = tctx.logits(off + len(vb.tokens) + 1)
+                    picked = np.array([rows[off + r] for r in vb.rows])
                     if not every_batch:
                         return picked
                     out.append(picked)

@@ -58,6 +58,19 @@ def tree_argmax_on() -> str:
     return on
 
 
+#: Tree verification marks the batch's leading unwritten tokens (kept nodes off the last step's
+#: chain) as outputs too, so every tree verify of one budget has the same output count and llama.cpp
+#: keeps its compute graph from step to step (it rebuilds and re-allocates the target's whole graph
+#: when the output count changes: 11 of 27 tree-15 steps of a 96-token run did). Those rows' logits
+#: are not read. Environment variable "0" for A/B measurements: upstream's outputs (root and nodes).
+TREE_FIXED_OUTPUTS_ENV = "DFLASH_TREE_FIXED_OUTPUTS"
+
+
+def tree_fixed_outputs() -> bool:
+    """Whether a tree verify's unwritten leading tokens are outputs: $DFLASH_TREE_FIXED_OUTPUTS != "0"."""
+    return os.environ.get(TREE_FIXED_OUTPUTS_ENV, "").strip() != "0"
+
+
 class Generation:
     """Runs one request against an Engine's contexts. Created and driven by ``Engine.generate``."""
 
@@ -90,6 +103,7 @@ class Generation:
         # tree steps: one KV sequence per leaf, each holding the whole committed prefix (see tree.py);
         # the tree run's sequences are added after prefill
         self.tree_seqs, self.all_seqs = 1, [0]
+        self.tree_fixed_outputs = tree_fixed_outputs()
         self.verify_batches: list[VerifyBatch] = []
         # committed tokens whose target K/V is not in the cache yet (a tree step's accepted nodes
         # off the seeded chain: see _tree_step); they lead the next decode
@@ -139,6 +153,7 @@ class Generation:
         t_prefill = now() - t0
         last = prompt[-1]
         t_gen0 = now()
+        reuses0 = e.target_ctx.graph_reuses()
         step_fn = self._step_function()
         try:
             while True:
@@ -181,6 +196,7 @@ class Generation:
             budget_note=self.budget_note,
             finish_reason=self.finish,
             verify_mode=self.mode,
+            graphs_reused=e.target_ctx.graph_reuses() - reuses0,
         )
         return GenerationResult(
             text="".join(self.text_parts),
@@ -476,8 +492,10 @@ class Generation:
         sets, _ = tr.leaf_sets()
         b = e.target_batch
         b.clear()
-        for i, tok in enumerate(unwritten):  # no outputs: their next tokens are committed
-            b.add_token_seqs(tok, base + i, self.all_seqs, False)
+        # their next tokens are committed: outputs only to keep the output count (and the graph)
+        off = n_un if self.tree_fixed_outputs else 0  # output rows ahead of the root's
+        for i, tok in enumerate(unwritten):
+            b.add_token_seqs(tok, base + i, self.all_seqs, self.tree_fixed_outputs)
         b.add_token_seqs(last, pos, self.all_seqs, True)
         for i, tok in enumerate(tr.tokens):
             b.add_token_seqs(tok, pos + 1 + tr.depth[i], sets[i], True)
@@ -496,8 +514,8 @@ class Generation:
         else:
             # the argmax of the rows the walk visits only (commit length + 1 of the budget's rows):
             # 16 rows x 49k logits took ~160 us of host time a step, the visited ~3 rows ~16 us
-            rows = tctx.logits(len(tr) + 1)  # output rows only
-            pick = lambda row: rows[row].argmax()  # noqa: E731 -- same ties as argmax(axis=1)
+            rows = tctx.logits(off + len(tr) + 1)  # output rows only
+            pick = lambda row: rows[off + row].argmax()  # noqa: E731 -- same ties as argmax(axis=1)
         chosen, path = [], []
         node, row = -1, 0
         while True:
@@ -509,7 +527,7 @@ class Generation:
             path.append(child)
             node, row = child, child + 1
         if s.record_margins:  # (the target's logits are on the host: record_margins keeps them there)
-            self._margins = top2_margins(tctx.logits(len(tr) + 1), [0] + [c + 1 for c in path])
+            self._margins = top2_margins(tctx.logits(off + len(tr) + 1), [off] + [off + c + 1 for c in path])
         t_accept = now() - ta
         native += t_accept
 

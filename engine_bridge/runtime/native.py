@@ -254,6 +254,11 @@ class Context(_Handle):
         self._backend_chains, self._backend_spec = chains, spec
         return True
 
+    def graph_reuses(self) -> int:
+        """How many decodes of this context so far kept llama.cpp's previous compute graph (no
+        rebuild, no re-allocation; llama_perf_context's n_reused, counted since the context began)."""
+        return int(C.llama_perf_context(self.ptr).n_reused)
+
     def sampled_token(self, i: int) -> int:
         """The backend sampler's token for batch entry ``i`` of the last decode (synchronises)."""
         return int(C.llama_get_sampled_token_ith(self.ptr, i))

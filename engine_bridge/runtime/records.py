@@ -134,6 +134,9 @@ class RunSummary:
     break_even_label: str = ""  # the mode and budget it refers to, e.g. "chain 7"
     break_even_commit: float = 0.0  # the commit length measured for it (running mean)
     auto_note: str = ""  # auto mode: what ran, e.g. "auto: chain 4 x30, AR x5"
+    #: the target's decodes after prefill that kept llama.cpp's compute graph; a step whose batch
+    #: shape changed rebuilt and re-allocated it (host time on every step it happens)
+    graphs_reused: int = 0
 
     @property
     def mean_commit_len(self) -> float:

@@ -121,6 +121,11 @@ def test_run_measures_ar_and_speculative(engine_config):
     by_id = {r["id"]: r for r in report["rows"]}
     assert by_id["c0"]["lossless"] is True
     assert by_id["ar"]["lossless"] is None  # nothing to compare the baseline with
+    # each run says how many of its target decodes kept llama.cpp's graph (an AR run's one-row
+    # decodes all have one shape: every one after the first keeps it)
+    for run in report["runs"]:
+        assert isinstance(run["graphs_reused"], int) and 0 <= run["graphs_reused"] <= run["n_steps"]
+    assert all(r["graphs_reused"] >= r["n_steps"] - 2 for r in report["runs"] if r["row_id"] == "ar")
 
 
 @pytest.mark.parametrize("inline", [False, True])
