@@ -211,6 +211,20 @@ def set_batch_invariant(ctx, on: bool) -> bool:
     return bool(fn(ctx, on))
 
 
+def set_no_output_scheduler(ctx, on: bool) -> bool:
+    """Patch 0008's ``llama_set_no_output_scheduler``: the context's batches without outputs get a
+    scheduler of their own, so alternating no-output and output batches each keep their graph.
+    False when this build lacks the patch."""
+    try:
+        fn = _lib.llama_set_no_output_scheduler
+    except AttributeError:
+        return False
+    fn.argtypes = [ctx_p, ctypes.c_bool]
+    fn.restype = None
+    fn(ctx, on)
+    return True
+
+
 __all__ = [
     "C",
     "EngineUnavailableError",
@@ -223,6 +237,7 @@ __all__ = [
     "llama_get_embeddings_nextn",
     "llama_set_embeddings_nextn",
     "set_batch_invariant",
+    "set_no_output_scheduler",
 ]
 
 

@@ -1,0 +1,66 @@
+"""A drafter context keeps both of its graphs (patch 0008, issue 28).
+
+Every speculative step decodes two batches in the drafter's context: the target's features into its
+KV (no outputs) and the draft block (every row an output). llama.cpp allocates one graph at a time,
+so both were rebuilt on the host at every step. With patch 0008 the engine gives the no-output
+batches a scheduler of their own (``llama_set_no_output_scheduler``): each graph stays allocated and
+is kept while the other runs. These tests run the default pair on the CPU engine with it on and off
+(``DFLASH_NO_OUTPUT_SCHED=0``): the same drafts and tokens either way, and the reuse it exists for.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from engine_bridge.models import registry_models
+from engine_bridge.models.demo import smollm2_drafter
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
+from engine_bridge.runtime import drafter as drafter_mod
+from engine_bridge.runtime.config import EngineConfig, GenerationSettings
+from engine_bridge.runtime.engine import Engine
+
+PROMPT = "Write a Python function that returns the n-th Fibonacci number, with a short docstring."
+
+
+def _load(monkeypatch, on: bool):
+    target, draft = registry_models.cached(), smollm2_drafter()
+    if target is None or draft is None:
+        pytest.skip("the default pair is not in the models cache: run `dflash-studio fetch-default`")
+    monkeypatch.setenv(drafter_mod.NO_OUTPUT_SCHED_ENV, "1" if on else "0")
+    return Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, n_threads=2), preflight=PAIR_PREFLIGHT)
+
+
+def _runs(eng):
+    toks = eng.tokenize_chat([{"role": "user", "content": PROMPT}])
+    out = {}
+    for mode, budget in (("chain", 7), ("tree", 15)):
+        before = eng.drafter.ctx.graph_reuses()
+        res = eng.generate(toks, GenerationSettings(mode=mode, budget=budget, max_tokens=64))
+        drafts = [(s.drafted, s.accepted) for s in res.steps]
+        out[mode] = (res.tokens, drafts, eng.drafter.ctx.graph_reuses() - before, len(res.steps))
+    return out
+
+
+def test_the_drafter_keeps_both_graphs_and_drafts_the_same(monkeypatch):
+    eng = _load(monkeypatch, True)
+    try:
+        assert eng.drafter.two_schedulers, "this engine build lacks patch 0008"
+        on = _runs(eng)
+    finally:
+        eng.close()
+    eng = _load(monkeypatch, False)
+    try:
+        assert not eng.drafter.two_schedulers
+        off = _runs(eng)
+    finally:
+        eng.close()
+    for mode in ("chain", "tree"):
+        tokens_on, drafts_on, reused_on, steps = on[mode]
+        tokens_off, drafts_off, reused_off, _ = off[mode]
+        assert tokens_on == tokens_off and drafts_on == drafts_off, mode
+        # off: the inject and the block rebuild each other's graph at every step
+        assert reused_off <= 2, (mode, reused_off)
+        # on: the block's graph is kept whenever the block has the last block's rows (every chain
+        # step after the first; a tree's block shortens after an off-chain commit), the inject's
+        # whenever the commit length (its row count) repeats
+        assert reused_on >= (steps - 2 if mode == "chain" else steps // 3), (mode, reused_on, steps)
