@@ -67,6 +67,8 @@ def tree_top_k_on() -> str:
 #: Environment variable: "0" keeps the drafter context on llama.cpp's one scheduler (patch 0008 off),
 #: for A/B measurements; anything else, or unset, gives its no-output batches a scheduler of their own.
 NO_OUTPUT_SCHED_ENV = "DFLASH_NO_OUTPUT_SCHED"
+#: "1": every drafter block is decoded whole (block_size rows) and the first n drafts are read
+FULL_BLOCK = os.environ.get("DFLASH_DRAFT_FULL_BLOCK", "").strip() == "1"
 
 
 def no_output_scheduler_on() -> bool:
@@ -203,6 +205,11 @@ class Drafter:
         anchor_first = self.is_dspark and self.sample_from_anchor
         b = self.batch
         b.clear()
+        # DFLASH_DRAFT_FULL_BLOCK=1: decode the whole block whatever n (the rows attend to each
+        # other, so its length shapes every draft; the drafter was trained on full blocks) and read
+        # the first n drafts; off by default (not yet measured for speed on a GPU)
+        if FULL_BLOCK and not anchor_first and pos + self.max_draft + 1 < self.ctx.n_ctx:
+            n = max(n, self.max_draft)
         n_block = n if anchor_first else n + 1
         first_out = 0 if anchor_first else 1
         # dflash.cpp selects no output rows: its logits hold every block row in order, so every
@@ -225,11 +232,11 @@ class Drafter:
         t0 = time.perf_counter()
         if self.ctx.backend_greedy:
             # argmax ran on the device; reading a token synchronises: the end of the draft decode
-            tokens = np.fromiter((self.ctx.sampled_token(i) for i in range(first_out, n_block)), np.int64, n)
+            tokens = np.fromiter((self.ctx.sampled_token(i) for i in range(first_out, first_out + n)), np.int64, n)
             self.ctx.seq_rm(0, pos, -1)
             self.t_native += time.perf_counter() - t0
             return tokens, None
-        logits = self.ctx.logits(n_block)[first_out:]  # synchronises: the end of the draft decode
+        logits = self.ctx.logits(n_block)[first_out : first_out + n]  # synchronises: the end of the draft decode
         tokens = logits.argmax(axis=1)
         if p_min > 0.0:
             # probability of the greedy token: 1 / sum(exp(l - l_max)), row by row
@@ -259,7 +266,7 @@ class Drafter:
             t1 = time.perf_counter()
             tokens, logp = tree_mod.rank_candidates(ids, lg, k)
         else:
-            logits = self.ctx.logits(n_block)[first_out:]  # synchronises
+            logits = self.ctx.logits(n_block)[first_out : first_out + n]  # synchronises
             t1 = time.perf_counter()
             tokens, logp = tree_mod.top_candidates(logits, k)
         t2 = time.perf_counter()

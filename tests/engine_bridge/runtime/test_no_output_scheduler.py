@@ -64,3 +64,27 @@ def test_the_drafter_keeps_both_graphs_and_drafts_the_same(monkeypatch):
         # step after the first; a tree's block shortens after an off-chain commit), the inject's
         # whenever the commit length (its row count) repeats
         assert reused_on >= (steps - 2 if mode == "chain" else steps // 3), (mode, reused_on, steps)
+
+
+def test_a_whole_block_drafts_more_of_what_the_target_keeps_and_changes_no_token(monkeypatch):
+    """DFLASH_DRAFT_FULL_BLOCK=1: the drafter decodes its whole block (its rows attend to each
+    other, and it was trained on whole blocks) whatever the budget, and the drafts are read from
+    its first rows. The output stays the target's; the drafts may differ."""
+    eng = _load(monkeypatch, True)
+    try:
+        d = eng.drafter
+        toks = eng.tokenize_chat([{"role": "user", "content": PROMPT}])
+        for full, rows in ((False, 4), (True, d.max_draft + 1)):
+            monkeypatch.setattr(drafter_mod, "FULL_BLOCK", full)
+            pos = len(toks) + 1
+            assert d._decode_block(toks[-1], pos, 3) == (rows, 1)
+            d.ctx.synchronize()
+            d.ctx.seq_rm(0, pos, -1)
+        runs = {}
+        for full in (False, True):
+            monkeypatch.setattr(drafter_mod, "FULL_BLOCK", full)
+            runs[full] = eng.generate(toks, GenerationSettings(mode="chain", budget=4, max_tokens=48))
+        assert runs[True].tokens == runs[False].tokens
+        assert all(s.drafted <= 4 for s in runs[True].steps)
+    finally:
+        eng.close()
