@@ -61,7 +61,7 @@ def tree_argmax_on() -> str:
 #: Tree verification marks the batch's leading unwritten tokens (kept nodes off the last step's
 #: chain) as outputs too, so every tree verify of one budget has the same output count and llama.cpp
 #: keeps its compute graph from step to step (it rebuilds and re-allocates the target's whole graph
-#: when the output count changes: 11 of 27 tree-15 steps of a 96-token run did). Those rows' logits
+#: when the output count changes: 39 of 95 tree-15 steps did, benchmarks/bench_graph_reuse.py). Those rows' logits
 #: are not read. Environment variable "0" for A/B measurements: upstream's outputs (root and nodes).
 TREE_FIXED_OUTPUTS_ENV = "DFLASH_TREE_FIXED_OUTPUTS"
 
