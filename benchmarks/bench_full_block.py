@@ -20,7 +20,6 @@ import time
 from engine_bridge.common.resources import resource
 from engine_bridge.models import registry_models
 from engine_bridge.models.demo import smollm2_drafter
-from engine_bridge.runtime import drafter as drafter_mod
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
 
@@ -58,7 +57,7 @@ def main() -> int:
             for mode, budget in modes:
                 out = []
                 for full in (False, True):
-                    drafter_mod.FULL_BLOCK = full
+                    eng.drafter.full_block = full
                     res = eng.generate(toks, GenerationSettings(mode=mode, budget=budget, max_tokens=args.max_tokens))
                     key = (r.get("category", "all"), mode, budget, full)
                     sums[key][0] += len(res.tokens)

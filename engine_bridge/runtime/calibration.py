@@ -33,8 +33,9 @@ from ..common.paths import data_dir
 
 SCHEMA = 1
 #: The engine's step code as it bears on a step's cost; raise it when the loop's batches change shape
-#: (2: a tree verify's output count fixed, so its graph is kept: tree steps 1.2-2.3 ms cheaper on an H200)
-STEP_CODE = 2
+#: (2: a tree verify's output count fixed, so its graph is kept: tree steps 1.2-2.3 ms cheaper on an H200;
+#: 3: a GPU drafter decodes whole blocks, so a chain-7 draft costs ~0.1 ms more and a tree's less)
+STEP_CODE = 3
 CHAIN_BUDGETS = (1, 2, 3, 4, 7, 11, 15)
 TREE_BUDGETS = (4, 8, 16, 32)
 STEPS = 6  # timed steps per configuration and round (after the dropped first one)
@@ -151,6 +152,8 @@ def calibration_key(config: EngineConfig) -> dict:
         "target_kv": str(config.target_kv),
         "draft_kv": str(config.draft_kv),
         "n_ubatch": config.n_ubatch,
+        # DFLASH_DRAFT_FULL_BLOCK changes the drafter's block (its default follows the GPU layers)
+        "draft_full_block": os.environ.get("DFLASH_DRAFT_FULL_BLOCK", "").strip(),
     }
 
 

@@ -67,8 +67,22 @@ def tree_top_k_on() -> str:
 #: Environment variable: "0" keeps the drafter context on llama.cpp's one scheduler (patch 0008 off),
 #: for A/B measurements; anything else, or unset, gives its no-output batches a scheduler of their own.
 NO_OUTPUT_SCHED_ENV = "DFLASH_NO_OUTPUT_SCHED"
-#: "1": every drafter block is decoded whole (block_size rows) and the first n drafts are read
-FULL_BLOCK = os.environ.get("DFLASH_DRAFT_FULL_BLOCK", "").strip() == "1"
+#: Environment variable: "1" decodes every drafter block whole (block_size rows) whatever the
+#: budget and reads the first n drafts, "0" decodes only the rows the budget needs; unset, blocks
+#: are whole where the drafter runs on a GPU. Read when a drafter is made.
+FULL_BLOCK_ENV = "DFLASH_DRAFT_FULL_BLOCK"
+
+
+def full_block_on(on_gpu: bool) -> bool:
+    """Whether drafter blocks are decoded whole: $DFLASH_DRAFT_FULL_BLOCK where set, else ``on_gpu``.
+
+    The block's rows attend to each other and the drafter was trained on whole blocks, so a whole
+    block drafts more of what the target keeps (H200, public prompts: chain-7 commit +6-9 %). On a
+    GPU its extra rows cost ~0.1 ms a step and the tree's block keeps one shape (its graph is
+    reused); on a CPU every extra row costs a head row, so there it stays budget-sized.
+    """
+    v = os.environ.get(FULL_BLOCK_ENV, "").strip()
+    return v == "1" if v in ("0", "1") else on_gpu
 
 
 def no_output_scheduler_on() -> bool:
@@ -127,6 +141,7 @@ class Drafter:
         # both at every step. (Padding the inject to a block's rows, so its graph is reused too, was
         # measured and dropped: no faster inject at chain 15, slower at tree 15.)
         self.two_schedulers = no_output_scheduler_on() and ffi.set_no_output_scheduler(self.ctx.ptr, True)
+        self.full_block = full_block_on(self.on_gpu)
         self.batch = Batch(self.ctx)
         self.inject_batch = Batch(self.ctx)
         self._features = np.zeros((0, self.n_embd_enc), dtype=np.float32)
@@ -205,10 +220,10 @@ class Drafter:
         anchor_first = self.is_dspark and self.sample_from_anchor
         b = self.batch
         b.clear()
-        # DFLASH_DRAFT_FULL_BLOCK=1: decode the whole block whatever n (the rows attend to each
-        # other, so its length shapes every draft; the drafter was trained on full blocks) and read
-        # the first n drafts; off by default (not yet measured for speed on a GPU)
-        if FULL_BLOCK and not anchor_first and pos + self.max_draft + 1 < self.ctx.n_ctx:
+        # a whole block whatever n where full_block (a GPU drafter, or DFLASH_DRAFT_FULL_BLOCK=1):
+        # the rows attend to each other, so its length shapes every draft, and the drafter was
+        # trained on whole blocks; the first n drafts are read
+        if self.full_block and not anchor_first and pos + self.max_draft + 1 < self.ctx.n_ctx:
             n = max(n, self.max_draft)
         n_block = n if anchor_first else n + 1
         first_out = 0 if anchor_first else 1

@@ -172,6 +172,18 @@ def replay_gaps(
     return gaps
 
 
+def likely_eog(engine, logits) -> int | None:
+    """The end-of-generation token the target ranks highest in ``logits`` (None: the vocabulary has none)."""
+    ids = getattr(engine, "_eog_ids", None)
+    if ids is None:
+        target = engine.target
+        ids = np.array([t for t in range(len(logits)) if target.is_eog(t)], dtype=np.int64)
+        engine._eog_ids = ids
+    if len(ids) == 0:
+        return None
+    return int(ids[int(np.argmax(np.asarray(logits)[ids]))])
+
+
 def parting(
     engine,
     prompt_tokens: list[int],
@@ -213,6 +225,15 @@ def parting(
     ar_logits = engine.replay_logits(list(prompt_tokens), list(reference[:k]), 1)
     margin = top2_margin(ar_logits)
     gaps = None
+    if replay and margin >= tol and (k == len(reference) or k == len(produced)):
+        # one run ended here: its pick was an end-of-generation token, which its text leaves out.
+        # The one the target ranks highest there stands for it, so that the parting is replayed
+        # and judged like any other (an auto run of AR steps alone parted this way on an H200)
+        eog = likely_eog(engine, ar_logits)
+        if eog is not None:
+            reference, produced = (
+                (list(reference) + [eog], produced) if k == len(reference) else (reference, list(produced) + [eog])
+            )
     if replay and margin >= tol and k < len(reference) and k < len(produced):
         gaps = replay_gaps(
             engine,

@@ -58,6 +58,25 @@ def test_a_run_that_stopped_first_parts_at_the_targets_own_margin(tiny_engine, a
         assert part.index == k and part.margin == pytest.approx(tops[k][2], rel=1e-3, abs=1e-4)
 
 
+def test_a_run_that_stopped_first_is_replayed_with_its_end_token(tiny_engine, ar_run):
+    """The run that ended picked an end-of-generation token, which its text leaves out: the judge
+    replays the parting with the end token the target ranks highest there, so such a parting gets
+    its shape gaps (AR's token against the end token) and can be called rounding or a bug, instead
+    of a bug by default (an H200 auto run's AR steps parted from AR this way)."""
+    prompt, ref, tops = ar_run
+    k = len(ref) // 2
+    logits = tiny_engine.replay_logits(prompt, ref[:k], 1)
+    eog = near_tie.likely_eog(tiny_engine, logits)
+    assert eog is not None and tiny_engine.target.is_eog(eog)
+    assert all(logits[eog] >= logits[t] for t in range(len(logits)) if tiny_engine.target.is_eog(t))
+    for reference, produced, gap_sign in ((ref, ref[:k], 1.0), (ref[:k], ref, -1.0)):
+        part = near_tie.parting(tiny_engine, prompt, reference, produced, tolerance=0.0, replay=True)
+        assert part.index == k and part.shape_gaps, part
+        # one-row replay: the AR side's token against the other side's, as the target ranks them
+        want = float(logits[ref[k]] - logits[eog]) * gap_sign
+        assert part.shape_gaps["b1"] == pytest.approx(want, abs=1e-3)
+
+
 def test_a_parting_at_a_near_tie_is_not_a_loss(tiny_engine, ar_run):
     prompt, ref, tops = ar_run
     k = min(range(len(ref)), key=lambda i: tops[i][2])  # where the target is least sure
