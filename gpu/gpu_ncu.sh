@@ -258,7 +258,8 @@ step_toggle() {
 # upstream), "host" / "redecode" (auto's feature path chosen), tkhost / tkrows / tkbatch / tkarg /
 # hostarg (where a tree step takes its drafter top-k and target argmax), seqold / noreuse (the
 # tree's varying output count; llama.cpp's graph reuse off), noout0 (patch 0008 off), fullblk
-# (whole drafter blocks, the GPU default since 2026-11-27; fullblk0: budget-sized); sides alternate per suite,
+# (whole drafter blocks, the GPU default since 2026-11-27; fullblk0: budget-sized), onerow0 (patch 0009
+# off), stay1 / stay0 (auto's opt-in stay band on / off); sides alternate per suite,
 # one process each (REAL_REPS_SIDES=2 runs the list twice). (The first run, 2026-11-26, had patch 0007 too: its "off" also set DFLASH_LAYER_INP_RESERVE=1.)
 step_real() {
   local t0=$SECONDS
@@ -284,7 +285,11 @@ step_real() {
         # the drafter on llama.cpp's one scheduler (patch 0008 off)
         noout0) e="$e DFLASH_NO_OUTPUT_SCHED=0";;
         # every drafter block decoded whole (16 rows) whatever the budget
-        fullblk) e="$e DFLASH_DRAFT_FULL_BLOCK=1";; fullblk0) e="$e DFLASH_DRAFT_FULL_BLOCK=0";; esac
+        fullblk) e="$e DFLASH_DRAFT_FULL_BLOCK=1";; fullblk0) e="$e DFLASH_DRAFT_FULL_BLOCK=0";;
+        # the target's one-row decodes in llama.cpp's shared slot (patch 0009 off)
+        onerow0) e="$e DFLASH_ONE_ROW_SCHED=0";;
+        # auto's policy with the stay band and the deeper budgets' refresh (opt-in; stay0: without)
+        stay0) e="$e DFLASH_AUTO_STAY=0";; stay1) e="$e DFLASH_AUTO_STAY=1";; esac
       timeout 300 env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $D --suite $suite \
         --limit ${REAL_N:-10} --reps 2 --max-tokens 128 ${REAL_SWEEP:---sweep verify=chain,auto --sweep budget=7} \
         --json $R/real/${suite}-r${round}_$side.json > $R/real/${suite}-r${round}_$side.txt 2>&1

@@ -67,6 +67,18 @@ AR_PROBE_MAX = 1024  # ...up to this
 PROBE_SHARE = 0.02
 SPEC_PROBE_EVERY = 48  # while speculating, try a promising alternative at most this often
 EMA = 0.1  # weight of a new step in the running commit length
+#: While speculating, auto keeps its choice until its commit estimate falls below its break-even by
+#: this share, where it enters only above break-even by the margin (breakeven.DEFAULT_MARGIN). A
+#: chain-7 step's commit length ranges from 1 to 8, so the EMA of one that pays by 10-20 % (GSM8K
+#: and HumanEval on an H200) crossed break-even + 5 % within a few bad steps, auto left for AR, and
+#: the next probe was hundreds of steps away: over 90 % of its steps were AR.
+#: Opt-in (DFLASH_AUTO_STAY=1), with the deeper budgets' refresh in ``observe``: in a simulation of
+#: a drafter that pays 1.37x at chain 7 it raised auto from 1.01-1.03x to 1.27-1.28x, but on an
+#: H200 (engine without patch 0009, 6 prompts per suite, two rounds) auto moved 0.82 -> 0.82 x AR
+#: on average: GSM8K up 0.09, HumanEval and MT-Bench down 0.04-0.05, within that run's noise.
+#: Not the default until a GPU run shows a gain (docs/benchmarks.md, "Auto's policy: ...").
+STAY_MARGIN = 0.05
+STAY_ENV = "DFLASH_AUTO_STAY"
 EMA_PROBE = 0.5  # ...for a probe's steps (the estimate they refresh may be old)
 #: Calibration re-check: a configuration's recent step walls (lower quartile of RECHECK_WINDOW steps)
 #: more than RECHECK_FACTOR times off the table's figure, either way, make the table suspect; the
@@ -115,6 +127,9 @@ class AutoPolicy:
         #: steps (EMA over switches seen): graphs built and captured again for the other shapes, the
         #: kept features decoded into the drafter. ~0 on CPU; a round trip took 7-9 AR steps on an H200.
         self.switch_cost = 0.0
+        #: the speculative choice being run (not a probe), kept through the stay band (STAY_MARGIN)
+        self.current: tuple[str, int] | None = None
+        self.stay_margin = STAY_MARGIN if os.environ.get(STAY_ENV, "").strip() == "1" else 0.0
 
     def set_table(self, table: calibration.CostTable) -> None:
         """New step costs (a re-measured table of the same key); what was learnt about the pair stays."""
@@ -147,6 +162,7 @@ class AutoPolicy:
             setattr(self, a, v)
         self.kind = kind
         self._best = None
+        self.current = None  # the new kind's own statistics decide afresh
 
     # -- what is known ------------------------------------------------------------------------------
     @property
@@ -216,7 +232,11 @@ class AutoPolicy:
             self.fails[self.probe] = 0 if won else self.fails[self.probe] + 1
             self.probe = None
         self.since_probe += 1
+        if best.mode == "ar" and self._stays():
+            assert self.current is not None
+            return self.current
         if best.mode == "ar":
+            self.current = None
             if self.since_probe >= self.ar_probe_every:
                 target = self._ar_probe()
                 if target is not None:
@@ -228,7 +248,16 @@ class AutoPolicy:
         alt = self._alternative(best)
         if alt is not None:
             return self._start_probe(alt)
-        return (best.mode, best.budget)
+        self.current = (best.mode, best.budget)
+        return self.current
+
+    def _stays(self) -> bool:
+        """Whether the speculative choice being run is kept although it no longer pays by the margin:
+        its estimate is still within STAY_MARGIN below break-even (a step or two of bad luck)."""
+        if self.current is None or self.stay_margin <= 0.0:
+            return False
+        cost, commit = self.costs.get(self.current), self.estimates().get(self.current)
+        return cost is not None and commit is not None and commit >= cost * (1.0 - self.stay_margin)
 
     def _start_probe(self, target: tuple[str, int]) -> tuple[str, int]:
         self.probe, self.probe_left, self.since_probe = target, PROBE_STEPS - 1, 0
@@ -298,6 +327,15 @@ class AutoPolicy:
                     self._update(("chain", b), min(accepted, b) + 1, w)
             tested = min(accepted + 1, drafted)
             self._acc = [(1 - w) * self._acc[0] + w * accepted, (1 - w) * self._acc[1] + w * tested]
+            # the budgets deeper than this step drafted learn through the acceptance model: without
+            # it their measured EMA kept the value of their last run, so after a bad stretch a cheap
+            # probe (chain 1-3) that found the drafter good again could never bring auto back to
+            # chain 7 (a simulated pair paying 1.37x at chain 7 ran 89-98 % of its steps as AR)
+            a = self.alpha
+            if a is not None and self.stay_margin > 0.0:
+                for b in self.chain_budgets:
+                    if b > drafted and ("chain", b) in self.commit:
+                        self._update(("chain", b), breakeven.geometric_commit(a, b), w)
             self._best = None
         elif mode == "tree" and drafted > 0 and ("tree", budget) in self.costs:
             self._update(("tree", budget), accepted + 1, w)

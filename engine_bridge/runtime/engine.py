@@ -38,7 +38,7 @@ from ..common.errors import ContextOverflowError, IncompatiblePairError, Unsuppo
 from .file_pin import FilePin, ModelChangedError, pin
 from .generation import Generation, tree_fixed_outputs
 from . import tree as tree_mod
-from . import context_size, llama_log
+from . import context_size, llama_ffi, llama_log
 from .llama_ffi import C
 from .native import Batch, Context, Model
 from .preflight import Preflight, missing as _no_checks
@@ -120,6 +120,16 @@ def run_checks(preflight: Preflight | None, config: EngineConfig):
     return preflight.check(config, offload_gpus(config))
 
 
+#: Environment variable: "0" leaves the target's one-row decodes in llama.cpp's shared graph slot
+#: (patch 0009 off), for A/B measurements; anything else, or unset, gives them a slot of their own.
+ONE_ROW_SCHED_ENV = "DFLASH_ONE_ROW_SCHED"
+
+
+def one_row_scheduler_on() -> bool:
+    """Whether a target paired with a drafter gets patch 0009's one-row slot: $DFLASH_ONE_ROW_SCHED != "0"."""
+    return os.environ.get(ONE_ROW_SCHED_ENV, "").strip() != "0"
+
+
 class Engine:
     def __init__(self, config: EngineConfig, target: Model, target_ctx: Context, report=None):
         self.config = config
@@ -134,6 +144,7 @@ class Engine:
         self.kv: list[int] = []
         self.dft_valid = 0
         self._extracting = False
+        self.one_row_graph = False  # patch 0009 on the target context (set when a drafter is attached)
         ok, reason = _tree_support(target)
         # a transformer's KV drops any span of positions; a recurrent/hybrid state cannot be rolled
         # back by an arbitrary number of tokens (auto mode's drafter catch-up needs the former)
@@ -236,6 +247,9 @@ class Engine:
         self.drafter = drafter
         self.dft_valid = 0
         self._extracting = False
+        # auto mode alternates the target's AR steps (one row) with verifies and probes (several):
+        # with patch 0009 each keeps its graph (and CUDA graph) instead of rebuilding it at every switch
+        self.one_row_graph = one_row_scheduler_on() and llama_ffi.set_one_row_scheduler(self.target_ctx.ptr, True)
 
     def swap_drafter(self, path: str | os.PathLike, *, check: bool = True) -> None:
         """Replaces the drafter file (e.g. a quantised variant) without reloading the target.

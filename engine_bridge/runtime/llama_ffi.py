@@ -225,6 +225,20 @@ def set_no_output_scheduler(ctx, on: bool) -> bool:
     return True
 
 
+def set_one_row_scheduler(ctx, on: bool) -> bool:
+    """Patch 0009's ``llama_set_one_row_scheduler``: the context's one-row decodes with outputs get a
+    graph slot and a scheduler of their own, so AR steps between verifies each keep their graph.
+    False when this build lacks the patch."""
+    try:
+        fn = _lib.llama_set_one_row_scheduler
+    except AttributeError:
+        return False
+    fn.argtypes = [ctx_p, ctypes.c_bool]
+    fn.restype = None
+    fn(ctx, on)
+    return True
+
+
 __all__ = [
     "C",
     "EngineUnavailableError",
@@ -238,6 +252,7 @@ __all__ = [
     "llama_set_embeddings_nextn",
     "set_batch_invariant",
     "set_no_output_scheduler",
+    "set_one_row_scheduler",
 ]
 
 

@@ -1,0 +1,28 @@
+"""Auto's policy on a simulated drafter: how often it speculates and what that earns, without an
+engine (a cost table and drawn acceptances). Used by the policy's tests and by
+benchmarks/bench_auto_policy_sim.py; it measures the policy's decisions, not a machine."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .auto_mode import AutoPolicy
+
+
+def simulate(pol: AutoPolicy, alpha: float, steps: int, seed: int) -> tuple[float, float]:
+    """Runs ``pol`` for ``steps`` steps on a drafter whose every draft is accepted with probability
+    ``alpha`` given the one before was: (share of steps speculating, tokens per AR step of time,
+    each step costing its table cost)."""
+    rng = np.random.default_rng(seed)
+    spec = toks = time = 0.0
+    for _ in range(steps):
+        mode, b = pol.choose()
+        if mode == "ar":
+            toks, time = toks + 1, time + 1
+            continue
+        acc = 0
+        while acc < b and rng.random() < alpha:
+            acc += 1
+        pol.observe(mode, b, b, acc, probing=pol.probing)
+        spec, toks, time = spec + 1, toks + acc + 1, time + pol.costs[(mode, b)]
+    return spec / steps, toks / time
