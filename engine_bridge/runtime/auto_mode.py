@@ -67,6 +67,7 @@ AR_PROBE_MAX = 1024  # ...up to this
 PROBE_SHARE = 0.02
 SPEC_PROBE_EVERY = 48  # while speculating, try a promising alternative at most this often
 EMA = 0.1  # weight of a new step in the running commit length
+EMA_PROBE = 0.5  # ...for a probe's steps (the estimate they refresh may be old)
 #: While speculating, auto keeps its choice until its commit estimate falls below its break-even by
 #: this share, where it enters only above break-even by the margin (breakeven.DEFAULT_MARGIN). A
 #: chain-7 step's commit length ranges from 1 to 8, so the EMA of one that pays by 10-20 % (GSM8K
@@ -79,7 +80,6 @@ EMA = 0.1  # weight of a new step in the running commit length
 #: Not the default until a GPU run shows a gain (docs/benchmarks.md, "Auto's policy: ...").
 STAY_MARGIN = 0.05
 STAY_ENV = "DFLASH_AUTO_STAY"
-EMA_PROBE = 0.5  # ...for a probe's steps (the estimate they refresh may be old)
 #: Calibration re-check: a configuration's recent step walls (lower quartile of RECHECK_WINDOW steps)
 #: more than RECHECK_FACTOR times off the table's figure, either way, make the table suspect; the
 #: next auto request measures it again (not sooner than RECHECK_MIN_S after the last re-check).
