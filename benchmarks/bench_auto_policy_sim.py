@@ -3,7 +3,7 @@ per AR step of time it earns, with and without the opt-in stay band (DFLASH_AUTO
 acceptance rates, on a cost table like an H200's for the default pair (AR step = 1). No engine: it
 ranks policies, it does not measure a machine.
 
-    python benchmarks/bench_auto_policy_sim.py [--steps 3000] [--seeds 0,1]
+    python benchmarks/bench_auto_policy_sim.py [--steps 3000] [--seeds 0,1] [--switch-cost 8]
 """
 
 from __future__ import annotations
@@ -26,6 +26,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--alphas", default="0.5,0.55,0.6,0.63,0.66,0.7")
+    ap.add_argument(
+        "--switch-cost",
+        type=float,
+        default=0.0,
+        help="AR steps per round trip into speculation and back (7-9 on an H200 without patch 0009)",
+    )
     args = ap.parse_args()
     seeds = [int(x) for x in args.seeds.split(",")]
     print("| alpha | chain 7 best x AR | stay off: speculating, x AR | stay on: speculating, x AR |")
@@ -40,6 +46,7 @@ def main() -> None:
                     alpha,
                     args.steps,
                     s,
+                    args.switch_cost,
                 )
                 for s in seeds
             ]

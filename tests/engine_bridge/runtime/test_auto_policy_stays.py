@@ -79,3 +79,11 @@ def test_the_stay_band_is_opt_in(monkeypatch):
     assert auto_mode.AutoPolicy(t, max_draft=15).stay_margin == 0.0
     monkeypatch.setenv(auto_mode.STAY_ENV, "1")
     assert auto_mode.AutoPolicy(t, max_draft=15).stay_margin == auto_mode.STAY_MARGIN
+
+
+def test_the_simulation_charges_switches(monkeypatch):
+    """auto_sim's switch cost (graphs built again on a GPU without patch 0009) lowers what the same
+    decisions earn, and leaves the decisions alone."""
+    free = _simulate(_policy(monkeypatch), 0.63, 1500, 0)
+    dear = _simulate(_policy(monkeypatch), 0.63, 1500, 0, switch_cost=8.0)
+    assert dear[0] == free[0] and dear[1] < free[1], (free, dear)
