@@ -211,32 +211,30 @@ def set_batch_invariant(ctx, on: bool) -> bool:
     return bool(fn(ctx, on))
 
 
-def set_no_output_scheduler(ctx, on: bool) -> bool:
-    """Patch 0008's ``llama_set_no_output_scheduler``: the context's batches without outputs get a
-    scheduler of their own, so alternating no-output and output batches each keep their graph.
-    False when this build lacks the patch."""
+def _patched_switch(symbol: str, ctx, on: bool) -> bool:
+    """Calls a patch's ``void symbol(llama_context *, bool)``; False when this build lacks it."""
     try:
-        fn = _lib.llama_set_no_output_scheduler
+        fn = getattr(_lib, symbol)
     except AttributeError:
         return False
     fn.argtypes = [ctx_p, ctypes.c_bool]
     fn.restype = None
     fn(ctx, on)
     return True
+
+
+def set_no_output_scheduler(ctx, on: bool) -> bool:
+    """Patch 0008's ``llama_set_no_output_scheduler``: the context's batches without outputs get a
+    scheduler of their own, so alternating no-output and output batches each keep their graph.
+    False when this build lacks the patch."""
+    return _patched_switch("llama_set_no_output_scheduler", ctx, on)
 
 
 def set_one_row_scheduler(ctx, on: bool) -> bool:
     """Patch 0009's ``llama_set_one_row_scheduler``: the context's one-row decodes with outputs get a
     graph slot and a scheduler of their own, so AR steps between verifies each keep their graph.
     False when this build lacks the patch."""
-    try:
-        fn = _lib.llama_set_one_row_scheduler
-    except AttributeError:
-        return False
-    fn.argtypes = [ctx_p, ctypes.c_bool]
-    fn.restype = None
-    fn(ctx, on)
-    return True
+    return _patched_switch("llama_set_one_row_scheduler", ctx, on)
 
 
 __all__ = [
