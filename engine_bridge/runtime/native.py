@@ -7,6 +7,7 @@ loop in ``speculative.py`` composes them. Logits are read through zero-copy nump
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,11 @@ class Model(_Handle):
 
     def is_eog(self, token: int) -> bool:
         return bool(C.llama_vocab_is_eog(self.vocab, token))
+
+    @functools.cached_property
+    def eog_ids(self) -> np.ndarray:
+        """Every end-of-generation token of the vocabulary (one pass over it, kept)."""
+        return np.array([t for t in range(self.n_vocab) if self.is_eog(t)], dtype=np.int64)
 
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
         try:

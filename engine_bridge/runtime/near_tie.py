@@ -174,11 +174,7 @@ def replay_gaps(
 
 def likely_eog(engine, logits) -> int | None:
     """The end-of-generation token the target ranks highest in ``logits`` (None: the vocabulary has none)."""
-    ids = getattr(engine, "_eog_ids", None)
-    if ids is None:
-        target = engine.target
-        ids = np.array([t for t in range(len(logits)) if target.is_eog(t)], dtype=np.int64)
-        engine._eog_ids = ids
+    ids = engine.target.eog_ids
     if len(ids) == 0:
         return None
     return int(ids[int(np.argmax(np.asarray(logits)[ids]))])
