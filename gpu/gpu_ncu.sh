@@ -49,6 +49,7 @@
 #            ("on off": patch 0006 on / off; "host", "redecode": auto's feature path; "inline": the
 #            bench's judge replaying AR between timed runs, as before 2026-11-26), one process
 #            per side (`dflash-studio bench`; ~2 min a side; REAL_SWEEP replaces the sweep flags)
+#   gstats   patch 0010: gpu_auto_diag.py with DFLASH_GRAPH_STATS=1, CUDA graph key per shape off / on
 #   serve    issue 31: the server against headless generate on the real pair, chain 7 and AR
 #            (benchmarks/bench_server.py; its wheels carried and installed in the first call)
 #   (patch 0006, the engine already built in this sitting: STEPS="fuse fusencu" bash gpu/gpu_ncu.sh
@@ -259,7 +260,8 @@ step_toggle() {
 # hostarg (where a tree step takes its drafter top-k and target argmax), seqold / noreuse (the
 # tree's varying output count; llama.cpp's graph reuse off), noout0 (patch 0008 off), fullblk
 # (whole drafter blocks, the GPU default since 2026-11-27; fullblk0: budget-sized), onerow0 (patch 0009
-# off), stay1 / stay0 (auto's opt-in stay band on / off); sides alternate per suite,
+# off), stay1 / stay0 (auto's opt-in stay band on / off), shape0 / stay1shape0 (patch 0010 off);
+# sides alternate per suite,
 # one process each (REAL_REPS_SIDES=2 runs the list twice). (The first run, 2026-11-26, had patch 0007 too: its "off" also set DFLASH_LAYER_INP_RESERVE=1.)
 step_real() {
   local t0=$SECONDS
@@ -289,13 +291,28 @@ step_real() {
         # the target's one-row decodes in llama.cpp's shared slot (patch 0009 off)
         onerow0) e="$e DFLASH_ONE_ROW_SCHED=0";;
         # auto's policy with the stay band and the deeper budgets' refresh (opt-in; stay0: without)
-        stay0) e="$e DFLASH_AUTO_STAY=0";; stay1) e="$e DFLASH_AUTO_STAY=1";; esac
+        stay0) e="$e DFLASH_AUTO_STAY=0";; stay1) e="$e DFLASH_AUTO_STAY=1";;
+        # CUDA graphs keyed by the first node only, as upstream (patch 0010 off); with the stay band
+        shape0) e="$e DFLASH_CUDA_GRAPH_PER_SHAPE=0";; stay1shape0) e="$e DFLASH_AUTO_STAY=1 DFLASH_CUDA_GRAPH_PER_SHAPE=0";; esac
       timeout 300 env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $D --suite $suite \
         --limit ${REAL_N:-10} --reps 2 --max-tokens 128 ${REAL_SWEEP:---sweep verify=chain,auto --sweep budget=7} \
         --json $R/real/${suite}-r${round}_$side.json > $R/real/${suite}-r${round}_$side.txt 2>&1
       echo "real $suite $side rc=$?"; tail -n 6 $R/real/${suite}-r${round}_$side.txt | cut -c1-160
     done
   done
+  done
+}
+
+# patch 0010: what each graph shape ran (replayed, captured, direct) with the CUDA graph key per shape
+# (1) and upstream's (0), DFLASH_GRAPH_STATS=1, in gpu/gpu_auto_diag.py (AR, auto, its variants)
+step_gstats() {
+  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  mkdir -p $R/gstats; local v
+  for v in 0 1; do
+    DFLASH_CUDA_GRAPH_PER_SHAPE=$v DFLASH_GRAPH_STATS=1 DFLASH_DATA_DIR=/tmp/dd timeout 200 python3 gpu/gpu_auto_diag.py \
+      --target $TREAL --draft $D --prompts 4 --runs 2 > $R/gstats/diag_$v.txt 2>&1
+    echo "gstats per-shape=$v rc=$?"; grep -E "^(ar|auto)" $R/gstats/diag_$v.txt | cut -c1-150
+    grep dflash_graph_stats $R/gstats/diag_$v.txt | sort -k2 -n -r | head -n 12 | cut -c1-170
   done
 }
 

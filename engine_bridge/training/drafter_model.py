@@ -141,6 +141,29 @@ class DFlashDrafter(nn.Module):
         return {k: v.detach().float().cpu().contiguous() for k, v in self.state_dict().items()}
 
 
+# The two matrices through which a layer writes the residual stream: x + o_proj(attn), x + down_proj(mlp)
+# (no biases, no post-norms in DraftLayer). Zeroed, a layer is the identity.
+RESIDUAL_WRITERS = ("self_attn.o_proj.weight", "mlp.down_proj.weight")
+
+
+def deepen_state(own: dict, init: dict, n_init: int) -> dict | None:
+    """The state dict of a drafter whose fresh weights are ``own``, started from ``init``: the weights
+    of a drafter of the same configuration but with ``n_init`` <= n_layer layers. Shared tensors and
+    layers 0 .. n_init-1 come from ``init``; layers n_init .. keep their initialisation but for their
+    ``RESIDUAL_WRITERS``, zeroed: each added layer starts as the identity, so the deeper drafter drafts
+    exactly what ``init`` did. None when ``init``'s tensors are not exactly those names and shapes."""
+
+    def kept(name: str) -> bool:
+        parts = name.split(".")
+        return parts[0] != "layers" or int(parts[1]) < n_init
+
+    if init.keys() != {n for n in own if kept(n)} or any(tuple(init[n].shape) != tuple(own[n].shape) for n in init):
+        return None
+    return {
+        n: init[n] if kept(n) else torch.zeros_like(v) if n.endswith(RESIDUAL_WRITERS) else v for n, v in own.items()
+    }
+
+
 def position_weights(S: int, gamma: float, device=None) -> torch.Tensor:
     """Loss weight of block slot j (1..S-1): exp(-(j-1)/gamma); slot 0 (the anchor) weighs 0."""
     j = torch.arange(S, device=device, dtype=torch.float32)

@@ -72,6 +72,46 @@ def lr_at(progress: float, peak: float, warmup: float = 0.04, floor: float = 0.0
     return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * p)))
 
 
+def load_init(drafter, init: Path, log: Callable[[str], None]) -> int:
+    """Loads ``init`` into ``drafter`` and returns how many layers it held: a drafter as users have it
+    (q8_0 GGUF) or another sitting's f16 shards + drafter.json (<= 16 MB a file). Its configuration
+    must be the drafter's; one with fewer layers and otherwise the same deepens it (``deepen_state``:
+    the added layers start as the identity). Anything else is a ValueError naming what differs."""
+    import torch
+
+    from .ckpt import load_sharded
+    from .drafter_model import deepen_state
+
+    run_cfg = drafter.c.to_dict()
+
+    def want(n: Any) -> dict:  # the run's configuration, with the init's layer count where that deepens
+        return {**run_cfg, "n_layer": n} if isinstance(n, int) and 0 < n < run_cfg["n_layer"] else run_cfg
+
+    if init.suffix == ".gguf":
+        from .drafter_gguf import config_mismatch, read_drafter_gguf
+
+        arrays, hdr = read_drafter_gguf(init)
+        expect = want(hdr["n_layer"])
+        bad = config_mismatch(hdr, expect)
+        if bad:
+            raise ValueError(f"{init} holds a drafter of another configuration than this run's ({'; '.join(bad)})")
+        w = {k: torch.from_numpy(v) for k, v in arrays.items()}
+    else:
+        w, c0 = load_sharded(init, "drafter")
+        c = (c0 or {}).get("config")
+        expect = want(c.get("n_layer") if isinstance(c, dict) else None)
+        if c != expect:
+            raise ValueError(f"{init} holds a drafter of another configuration than this run's")
+    n_init, n_layer = expect["n_layer"], run_cfg["n_layer"]
+    state = deepen_state(drafter.state_dict(), w, n_init)
+    if state is None:
+        raise ValueError(f"{init} holds a drafter of another configuration than this run's (its tensors differ)")
+    drafter.load_state_dict(state)
+    if n_init < n_layer:
+        log(f"train: deepened {init}: {n_init} layers loaded, {n_layer - n_init} added as identity")
+    return n_init
+
+
 def default_target_layers(n_layer: int, n: int = 5) -> list[int]:
     """GGUF ids (input of layer k), spread evenly from layer 2 to layer L-2: the recipe's Hugging Face
     hidden states 1 .. L-3 (the output of layer k is the input of layer k + 1)."""
@@ -277,27 +317,9 @@ def train(
     state: dict[str, Any] = {"step": 0, "elapsed": 0.0, "hist": [], "best": -1.0, "best_step": 0}
     gen = torch.Generator().manual_seed(seed)
     if init is not None and not (resume and (ckdir / "state.json").exists()):
-        # a warm start from another sitting's exported weights (f16 shards + drafter.json, <= 16 MB a
-        # file): the optimiser state stays behind, so this run warms up again
-        if init.suffix == ".gguf":
-            # a drafter as users have it (q8_0 GGUF): its header must describe this run's drafter
-            from .drafter_gguf import config_mismatch, read_drafter_gguf
-
-            arrays, hdr = read_drafter_gguf(init)
-            bad = config_mismatch(hdr, cfg.to_dict())
-            if bad:
-                raise ValueError(f"{init} holds a drafter of another configuration than this run's ({'; '.join(bad)})")
-            own = drafter.state_dict()
-            if arrays.keys() != own.keys() or any(arrays[k].shape != tuple(own[k].shape) for k in own):
-                raise ValueError(
-                    f"{init} holds a drafter of another configuration than this run's (its tensors differ)"
-                )
-            w = {k: torch.from_numpy(v) for k, v in arrays.items()}
-        else:
-            w, c0 = load_sharded(init, "drafter")
-            if c0 is None or c0.get("config") != cfg.to_dict():
-                raise ValueError(f"{init} holds a drafter of another configuration than this run's")
-        drafter.load_state_dict({k: v.to(dev) for k, v in w.items()})
+        # a warm start from another sitting's exported weights: the optimiser state stays behind, so
+        # this run warms up again
+        load_init(drafter, init, log)
         log(f"train: warm start from {init} (its optimiser state is not carried; {warmup:.0%} warm-up)")
     if resume and (ckdir / "state.json").exists():
         st = json.loads((ckdir / "state.json").read_text())

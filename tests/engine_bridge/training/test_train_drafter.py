@@ -359,9 +359,9 @@ def test_a_warm_start_from_a_drafter_gguf(tiny_run, tiny_target, tmp_path):
     (other / "gen").mkdir(parents=True)
     for f in ("responses.npz", "gen-stats.json"):
         (other / "gen" / f).write_bytes((work / "run" / "gen" / f).read_bytes())
-    with pytest.raises(ValueError, match="n_layer: file 1, run 2"):
+    with pytest.raises(ValueError, match=r"n_ff: file \d+, run 24"):
         train_chat.run(
-            tiny_target, work / "data", other, log=lines.append, init=f16, **{**TINY, "max_steps": 0, "n_layer": 2}
+            tiny_target, work / "data", other, log=lines.append, init=f16, **{**TINY, "max_steps": 0, "n_ff": 24}
         )
     with pytest.raises(ValueError, match="not a DFlash drafter"):
         train_chat.run(
@@ -398,8 +398,144 @@ def test_a_warm_start_begins_from_the_given_drafter(tiny_run, tiny_target, tmp_p
             other,
             log=lines.append,
             init=work / "run",
-            **{**TINY, "max_steps": 0, "n_layer": 2},
+            **{**TINY, "max_steps": 0, "n_ff": 24},
         )
+    # one layer more and otherwise the same: deepened, not refused (the fast tests below check the numbers)
+    lines.clear()
+    train_chat.run(
+        tiny_target, work / "data", other, log=lines.append, init=work / "run", **{**TINY, "max_steps": 0, "n_layer": 2}
+    )
+    assert any(ln.endswith(f"] train: deepened {work / 'run'}: 1 layers loaded, 1 added as identity") for ln in lines)
+
+
+# -- deepening: a warm start from a drafter with fewer layers ---------------------------------------------------
+def _drafter_cfg(**kw):
+    """A tiny drafter for the tiny target (n_embd 64, 4 layers, 4 heads / 2 KV heads of 16)."""
+    from engine_bridge.training.drafter_model import DrafterConfig
+
+    base = dict(n_embd=64, n_layer=1, n_head=4, n_head_kv=2, head_dim=16, n_ff=32, block_size=4)
+    return DrafterConfig(**{**base, "target_layers": [1, 2], "mask_token_id": 5, "n_ctx": 256, **kw})
+
+
+@pytest.fixture(scope="module")
+def shallow_drafters(tiny_target, tmp_path_factory):
+    """{n: (drafter, folder, GGUF)} for n = 1, 2 layers: drafters with f16-exact weights (norms off 1, so
+    a norm left behind shows) saved as the trainer's f16 shards + drafter.json and exported from there
+    as f16 GGUFs; and a ``read_drafter_gguf`` that reads each file once (its tokenizer makes a read ~3 s)."""
+    import functools
+
+    from engine_bridge.training import drafter_gguf
+    from engine_bridge.training.ckpt import save_sharded
+    from engine_bridge.training.drafter_model import DFlashDrafter
+    from engine_bridge.training.export import export_drafter
+
+    out = {}
+    for n in (1, 2):
+        folder = tmp_path_factory.mktemp(f"init-{n}")
+        cfg = _drafter_cfg(n_layer=n)
+        torch.manual_seed(n)
+        d = DFlashDrafter(cfg)
+        with torch.no_grad():
+            for p in d.parameters():
+                p.copy_((p + 0.01 * (p == 1)).half().float())
+        meta = {"config": cfg.to_dict(), "vocab_size": None, "n_target_layers": 4, "target": str(tiny_target)}
+        save_sharded(d.state_dict(), folder, "drafter", dtype=torch.float16, config=meta)
+        out[n] = (d, folder, export_drafter(folder, tiny_target, folder / "drafter.gguf", folder / "hf", "f16").path)
+    return out, functools.cache(drafter_gguf.read_drafter_gguf)
+
+
+def _draft_logits(d, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    c = d.c
+    feats = torch.randn(2, 12, len(c.target_layers) * c.n_embd, generator=g)
+    anchors = torch.tensor([[3, 7], [5, 9]])
+    block = torch.randint(0, 40, (2, 2, c.block_size), generator=g)
+    embed = torch.randn(40, c.n_embd, generator=g)
+    with torch.no_grad():
+        return d(feats, anchors, block, embed)
+
+
+@needs_torch
+@pytest.mark.parametrize("n_init", [1, 2])
+def test_a_warm_start_deepens_a_shallower_drafter_to_the_same_drafts(shallow_drafters, monkeypatch, n_init):
+    """--init with fewer layers, otherwise the same drafter: its tensors are copied, each added layer
+    starts as the identity (o_proj and down_proj zero, the rest fresh), so the deeper drafter's logits
+    are the shallow one's; from the f16 shards and from the GGUF alike."""
+    from engine_bridge.training import drafter_gguf
+    from engine_bridge.training.drafter_model import RESIDUAL_WRITERS, DFlashDrafter
+    from engine_bridge.training.train_chat import load_init
+
+    saved, read_once = shallow_drafters
+    monkeypatch.setattr(drafter_gguf, "read_drafter_gguf", read_once)
+    shallow, folder, gguf = saved[n_init]
+    want = _draft_logits(shallow)
+    for init in (folder, gguf):
+        torch.manual_seed(7)
+        deep = DFlashDrafter(_drafter_cfg(n_layer=n_init + 2))
+        fresh = _draft_logits(deep)
+        lines: list[str] = []
+        assert load_init(deep, init, lines.append) == n_init
+        assert lines == [f"train: deepened {init}: {n_init} layers loaded, 2 added as identity"]
+        got = _draft_logits(deep)
+        assert torch.allclose(got, want, rtol=0, atol=1e-6), (init, (got - want).abs().max())
+        assert not torch.allclose(fresh, want, atol=1e-3)  # the load is what made them equal
+        sd, ref = deep.state_dict(), shallow.state_dict()
+        for name, v in ref.items():
+            assert torch.equal(sd[name], v), name
+        extra = {n: v for n, v in sd.items() if n.startswith(tuple(f"layers.{i}." for i in range(n_init, n_init + 2)))}
+        assert len(extra) == 2 * len(deep.layers[0].state_dict())
+        for name, v in extra.items():
+            if name.endswith(RESIDUAL_WRITERS):
+                assert not v.any(), name
+            else:
+                assert v.any(), name
+        assert sum(n.endswith(RESIDUAL_WRITERS) for n in extra) == 4
+
+
+@needs_torch
+@pytest.mark.parametrize(
+    "other, message",
+    [
+        ({"n_layer": 1}, "n_layer: file 2, run 1"),  # more layers than the run has
+        ({"n_ff": 48}, "n_ff: file 32, run 48"),
+        ({"n_embd": 32}, "n_embd: file 64, run 32"),
+        ({"block_size": 8}, "block_size: file 4, run 8"),
+        ({"target_layers": [1, 3]}, r"target_layers: file \[1, 2\], run \[1, 3\]"),
+        ({"mask_token_id": 6}, "mask_token_id: file 5, run 6"),
+    ],
+)
+def test_a_warm_start_refuses_any_other_difference(shallow_drafters, monkeypatch, other, message):
+    """Only the layer count may grow: any other field that differs (even alongside a deepening) is
+    refused as before, naming the field for a GGUF; and the drafter keeps its own weights."""
+    from engine_bridge.training import drafter_gguf
+    from engine_bridge.training.drafter_model import DFlashDrafter
+    from engine_bridge.training.train_chat import load_init
+
+    saved, read_once = shallow_drafters
+    monkeypatch.setattr(drafter_gguf, "read_drafter_gguf", read_once)
+    _, folder, gguf = saved[2]
+    cfg = _drafter_cfg(**{"n_layer": 4, **other})
+    for init, match in ((gguf, message), (folder, "another configuration than this run's$")):
+        d = DFlashDrafter(cfg)
+        before = {k: v.clone() for k, v in d.state_dict().items()}
+        with pytest.raises(ValueError, match=match):
+            load_init(d, init, lambda m: None)
+        assert all(torch.equal(before[k], v) for k, v in d.state_dict().items())
+
+
+@needs_torch
+def test_deepen_state_refuses_tensors_that_differ():
+    """The names and shapes must be those of the run's first layers: a missing or extra tensor, or one of
+    another shape, gives None (the caller's ValueError)."""
+    from engine_bridge.training.drafter_model import DFlashDrafter, deepen_state
+
+    own = DFlashDrafter(_drafter_cfg(n_layer=3)).state_dict()
+    init = DFlashDrafter(_drafter_cfg(n_layer=1)).state_dict()
+    assert deepen_state(own, init, 1) is not None
+    assert deepen_state(own, init, 2) is None  # layer 1 missing
+    assert deepen_state(own, {k: v for k, v in init.items() if k != "fc.weight"}, 1) is None
+    assert deepen_state(own, {**init, "layers.0.mlp.down_proj.weight": torch.zeros(64, 33)}, 1) is None
+    assert deepen_state(own, {**init, "layers.0.extra.weight": torch.zeros(1)}, 1) is None
 
 
 # -- the ablation's switches (issue 27: KL to the target, position weights, data scale) ------------------------
