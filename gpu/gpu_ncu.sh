@@ -50,6 +50,7 @@
 #            bench's judge replaying AR between timed runs, as before 2026-11-26), one process
 #            per side (`dflash-studio bench`; ~2 min a side; REAL_SWEEP replaces the sweep flags)
 #   gstats   patch 0010: gpu_auto_diag.py with DFLASH_GRAPH_STATS=1, CUDA graph key per shape off / on
+#   gstree   patch 0010: a tree-15 bench with DFLASH_GRAPH_STATS=1, the key per shape off / on
 #   serve    issue 31: the server against headless generate on the real pair, chain 7 and AR
 #            (benchmarks/bench_server.py; its wheels carried and installed in the first call)
 #   (patch 0006, the engine already built in this sitting: STEPS="fuse fusencu" bash gpu/gpu_ncu.sh
@@ -313,6 +314,20 @@ step_gstats() {
       --target $TREAL --draft $D --prompts 4 --runs 2 > $R/gstats/diag_$v.txt 2>&1
     echo "gstats per-shape=$v rc=$?"; grep -E "^(ar|auto)" $R/gstats/diag_$v.txt | cut -c1-150
     grep dflash_graph_stats $R/gstats/diag_$v.txt | sort -k2 -n -r | head -n 12 | cut -c1-170
+  done
+}
+
+# patch 0010 and the tree: what each graph shape of a tree-15 run ran (replayed, captured, direct)
+# with the key per shape (1) and upstream's (0), DFLASH_GRAPH_STATS=1, one bench process each
+step_gstree() {
+  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  mkdir -p $R/gstree; local v
+  for v in 0 1; do
+    DFLASH_CUDA_GRAPH_PER_SHAPE=$v DFLASH_GRAPH_STATS=1 DFLASH_DATA_DIR=/tmp/dd timeout 200 python3 -m engine_bridge.cli bench \
+      --target $TREAL --draft $D --suite gsm8k --limit 4 --reps 1 --max-tokens 128 --sweep verify=tree --sweep budget=15 \
+      --json $R/gstree/tree_$v.json > $R/gstree/tree_$v.txt 2>&1
+    echo "gstree per-shape=$v rc=$?"; grep -E "^\| c0" $R/gstree/tree_$v.txt | cut -c1-150
+    grep dflash_graph_stats $R/gstree/tree_$v.txt | sort -k2 -n -r | head -n 16 | cut -c1-170
   done
 }
 
