@@ -446,6 +446,7 @@ class AutoGeneration(Generation):
         self._pending = None
         self._feats: np.ndarray | None = None  # features of AR-committed rows not yet in the drafter
         self._n_feats = 0  # (kept only for targets without span rollback)
+        self._feat_src: list[int] | None = None  # where an AR step's layer inputs are (_keep_features)
         self.catchups = 0  # catch-ups run (each before a speculative step that followed AR)
         self.catchup_rows = 0  # tokens decoded again for them
         self._catchup_s = 0.0  # time of the catch-up not yet charged to a step record
@@ -505,6 +506,8 @@ class AutoGeneration(Generation):
             elif self.e.dft_valid != len(self.e.kv) and self.tree_seqs == 1:
                 self._catch_up()  # (_switch has done it; this only guards the invariant)
         n = len(self.steps)
+        if self.mode != "ar":
+            self._feat_src = None  # its decodes move the target's output views: _keep_features asks again
         fn = {"ar": self._ar_step, "chain": self._chain_step, "tree": self._tree_step}[self.mode]
         last, done = fn(last, t0)
         if len(self.steps) > n:
@@ -596,10 +599,23 @@ class AutoGeneration(Generation):
             if kept is None or kept.shape != shape:
                 kept = d._auto_feats = np.empty(shape, dtype=np.float32)
             self._feats = kept
+        src = self._feat_src
+        if src is None:
+            # llama.cpp lays its output views out by the batch's output count (its logits come first),
+            # and each llama_get_embeddings_layer_inp synchronises and reorders outputs: ask once per
+            # stretch of AR steps (each of one output row, so the views stay put) and keep the
+            # addresses until a step of another mode runs (_auto_step drops them). On the 2-vCPU
+            # machine the five calls took ~13 us of the ~100-150 us auto spends between AR steps
+            # (plain AR: ~25 us).
+            ptr = e.target_ctx.ptr
+            src = self._feat_src = [
+                ctypes.cast(ffi.llama_get_embeddings_layer_inp(ptr, lid), ctypes.c_void_p).value or 0
+                for lid in d.target_layers
+            ]
         nbytes = d.n_embd_tgt * 4
         dst = self._feats.ctypes.data + self._n_feats * self._feats.strides[0]
-        for k, lid in enumerate(d.target_layers):  # one memmove per layer: this runs every AR step
-            ctypes.memmove(dst + k * nbytes, ffi.llama_get_embeddings_layer_inp(e.target_ctx.ptr, lid), nbytes)
+        for k, a in enumerate(src):  # one memmove per layer: this runs every AR step
+            ctypes.memmove(dst + k * nbytes, a, nbytes)
         self._n_feats += 1
         if self._n_feats == len(self._feats):
             self._flush_features()

@@ -381,6 +381,49 @@ def test_after_a_catch_up_the_drafter_drafts_as_if_it_never_left_speculation(tin
         assert checked >= 6 and differs >= checked // 2
 
 
+def test_host_path_drafter_drafts_as_if_it_never_left_speculation(tiny_pair):
+    """The host path (AR steps keep their feature rows, fed to the drafter when speculation resumes)
+    reads each AR step's layer inputs where llama.cpp put them. It asks for their addresses once per
+    stretch of AR steps: a batch with more outputs than the context's sequences moves the output
+    views (the logits come first; a larger batch reallocates the buffer), so addresses kept from
+    before a chain step would read other data. Two sequences here (max_tree_nodes=2), so each chain
+    verify of 5 or 8 rows does that. Each chain draft after an AR stretch must equal the draft of a
+    drafter fed the whole committed text by prefill."""
+    script = (
+        [("chain", 4)] * 2
+        + [("ar", 0)] * 9
+        + [("chain", 7)] * 3
+        + [("ar", 0)] * 8
+        + [("chain", 4)] * 3
+        + [("ar", 0)] * 6
+        + [("chain", 7)] * 3
+    )
+    with _load(*tiny_pair, backend_sampling=False, max_tree_nodes=2) as eng:
+        eng.auto_keep_features = "host"
+        checked = 0
+        for prompt in PROMPTS:
+            toks = eng.tokenize(prompt)
+            eng.reset()
+            eng.auto_policy = ScriptedPolicy(script)
+            spy = _DraftSpy(eng.drafter)
+            res = eng.generate(toks, GenerationSettings(mode="auto", max_tokens=60))
+            del eng.drafter.draft
+            assert "caught up" not in res.summary.auto_note  # the host path: nothing decoded again
+            text = toks + res.tokens
+            for last, pos, n, draft, logits in spy.calls[2:]:  # the drafts after the first AR stretch
+                assert text[pos] == last
+                scale = float(np.abs(logits).max())
+                eng.reset()
+                eng._prefill(text[:pos], need_features=True)
+                ref, ref_logits = eng.drafter.draft(last, pos, n)
+                assert [int(x) for x in ref] == draft, (prompt, pos)
+                assert np.allclose(ref_logits, logits, atol=1e-3 * scale), (prompt, pos)
+                checked += 1
+        eng.auto_policy = None
+        eng.auto_keep_features = None
+        assert checked >= 9
+
+
 def test_targets_without_span_rollback_keep_extraction_on_during_ar(tiny_engine, monkeypatch):
     """A recurrent or hybrid target cannot drop a span to decode it again: auto then keeps
     extraction on during AR steps and hands their rows to the drafter in batches (still lossless)."""
