@@ -51,6 +51,7 @@
 #            per side (`dflash-studio bench`; ~2 min a side; REAL_SWEEP replaces the sweep flags)
 #   gstats   patch 0010: gpu_auto_diag.py with DFLASH_GRAPH_STATS=1, CUDA graph key per shape off / on
 #   gstree   patch 0010: a tree-15 bench with DFLASH_GRAPH_STATS=1, the key per shape off / on
+#   gap      auto's host time between AR steps against AR's (benchmarks/bench_auto_gap.py)
 #   serve    issue 31: the server against headless generate on the real pair, chain 7 and AR
 #            (benchmarks/bench_server.py; its wheels carried and installed in the first call)
 #   (patch 0006, the engine already built in this sitting: STEPS="fuse fusencu" bash gpu/gpu_ncu.sh
@@ -314,6 +315,15 @@ step_gstats() {
       --target $TREAL --draft $D --prompts 4 --runs 2 > $R/gstats/diag_$v.txt 2>&1
     echo "gstats per-shape=$v rc=$?"; grep -E "^(ar|auto)" $R/gstats/diag_$v.txt | cut -c1-150
     grep dflash_graph_stats $R/gstats/diag_$v.txt | sort -k2 -n -r | head -n 12 | cut -c1-170
+  done
+}
+
+# auto's host time between AR steps against plain AR's (benchmarks/bench_auto_gap.py), twice
+step_gap() {
+  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  local i
+  for i in 1 2; do
+    DFLASH_DATA_DIR=/tmp/dd timeout 200 python3 benchmarks/bench_auto_gap.py --target $TREAL --draft $D 2>&1 | grep "gap between"
   done
 }
 
