@@ -341,6 +341,31 @@ class _DraftSpy:
         return draft, logits
 
 
+def _auto_drafts(eng, prompt: str, script, max_tokens: int = 60):
+    """Runs auto along ``script``; returns (result, the committed text, the drafter's drafts), where
+    the token at position p is text[p]."""
+    toks = eng.tokenize(prompt)
+    eng.reset()
+    eng.auto_policy = ScriptedPolicy(script)
+    spy = _DraftSpy(eng.drafter)
+    res = eng.generate(toks, GenerationSettings(mode="auto", max_tokens=max_tokens))
+    del eng.drafter.draft
+    return res, toks + res.tokens, spy.calls
+
+
+def _assert_drafted_as_if_prefilled(eng, text, last, pos, n, draft, logits, where) -> float:
+    """A draft at ``pos`` equals (tokens, and logits up to rounding) the draft of a fresh drafter fed
+    every committed token before ``pos`` by prefill; returns the logits' scale."""
+    assert text[pos] == last
+    scale = float(np.abs(logits).max())
+    eng.reset()
+    eng._prefill(text[:pos], need_features=True)
+    ref, ref_logits = eng.drafter.draft(last, pos, n)
+    assert [int(x) for x in ref] == draft, where
+    assert np.allclose(ref_logits, logits, atol=1e-3 * scale), where
+    return scale
+
+
 def test_after_a_catch_up_the_drafter_drafts_as_if_it_never_left_speculation(tiny_pair):
     """Each chain draft after AR stretches equals the draft (tokens, and logits up to rounding) of a
     drafter fed the whole committed text by prefill, as a run that never left speculation feeds it;
@@ -352,23 +377,10 @@ def test_after_a_catch_up_the_drafter_drafts_as_if_it_never_left_speculation(tin
         eng.auto_keep_features = "redecode"
         checked = differs = 0
         for prompt in PROMPTS:
-            toks = eng.tokenize(prompt)
-            eng.reset()
-            eng.auto_policy = ScriptedPolicy(script)
-            spy = _DraftSpy(eng.drafter)
-            res = eng.generate(toks, GenerationSettings(mode="auto", max_tokens=60))
-            del eng.drafter.draft
+            res, text, calls = _auto_drafts(eng, prompt, script)
             assert "drafter caught up" in res.summary.auto_note
-            text = toks + res.tokens  # the committed text: the token at position p is text[p]
-            for last, pos, n, draft, logits in spy.calls[2:]:  # the drafts after the first AR stretch
-                assert text[pos] == last
-                scale = float(np.abs(logits).max())
-                # reference: a fresh drafter fed every committed token before pos by prefill
-                eng.reset()
-                eng._prefill(text[:pos], need_features=True)
-                ref, ref_logits = eng.drafter.draft(last, pos, n)
-                assert [int(x) for x in ref] == draft, (prompt, pos)
-                assert np.allclose(ref_logits, logits, atol=1e-3 * scale), (prompt, pos)
+            for last, pos, n, draft, logits in calls[2:]:  # the drafts after the first AR stretch
+                scale = _assert_drafted_as_if_prefilled(eng, text, last, pos, n, draft, logits, (prompt, pos))
                 checked += 1
                 # contrast: a drafter that missed the last 8 positions' features (llama.cpp wants
                 # the drafter's positions contiguous, so zeros stand in for them)
@@ -402,22 +414,10 @@ def test_host_path_drafter_drafts_as_if_it_never_left_speculation(tiny_pair):
         eng.auto_keep_features = "host"
         checked = 0
         for prompt in PROMPTS:
-            toks = eng.tokenize(prompt)
-            eng.reset()
-            eng.auto_policy = ScriptedPolicy(script)
-            spy = _DraftSpy(eng.drafter)
-            res = eng.generate(toks, GenerationSettings(mode="auto", max_tokens=60))
-            del eng.drafter.draft
+            res, text, calls = _auto_drafts(eng, prompt, script)
             assert "caught up" not in res.summary.auto_note  # the host path: nothing decoded again
-            text = toks + res.tokens
-            for last, pos, n, draft, logits in spy.calls[2:]:  # the drafts after the first AR stretch
-                assert text[pos] == last
-                scale = float(np.abs(logits).max())
-                eng.reset()
-                eng._prefill(text[:pos], need_features=True)
-                ref, ref_logits = eng.drafter.draft(last, pos, n)
-                assert [int(x) for x in ref] == draft, (prompt, pos)
-                assert np.allclose(ref_logits, logits, atol=1e-3 * scale), (prompt, pos)
+            for last, pos, n, draft, logits in calls[2:]:  # the drafts after the first AR stretch
+                _assert_drafted_as_if_prefilled(eng, text, last, pos, n, draft, logits, (prompt, pos))
                 checked += 1
         eng.auto_policy = None
         eng.auto_keep_features = None
