@@ -52,6 +52,10 @@
 #   gstats   patch 0010: gpu_auto_diag.py with DFLASH_GRAPH_STATS=1, CUDA graph key per shape off / on
 #   gstree   patch 0010: a tree-15 bench with DFLASH_GRAPH_STATS=1, the key per shape off / on
 #   gap      auto's host time between AR steps against AR's (benchmarks/bench_auto_gap.py)
+#   share    patch 0011 (one q8_1 quantisation per MMVQ input): DFLASH_MMVQ_SHARE_Q8=0 (upstream)
+#            against 1 on the real target, as fuse does (gpu_fuse_ab.py: phases, logits, greedy tokens)
+#   sharencu ncu of ar, verify8, verify16, draft8 on the real target, both sides, with the report
+#            (kernels per family) and the shared / quantised counts of DFLASH_GRAPH_STATS=1
 #   serve    issue 31: the server against headless generate on the real pair, chain 7 and AR
 #            (benchmarks/bench_server.py; its wheels carried and installed in the first call)
 #   (patch 0006, the engine already built in this sitting: STEPS="fuse fusencu" bash gpu/gpu_ncu.sh
@@ -118,7 +122,7 @@ step_ncu() {   # [SIDE "VAR=VALUE ..." PHASES]
     local it=2; case $p in chain7|tree15) it=1;; esac
     timeout 150 env $env "$NCU" --profile-from-start off --cache-control none \
       --clock-control none --metrics gpu__time_duration.sum -f -o $f \
-      python3 gpu/gpu_step_profile.py --target $T --draft $D --profile $p --iters $it --json $f.json > $f.log 2>&1
+      python3 gpu/gpu_step_profile.py --target ${NCU_TARGET:-$T} --draft $D --profile $p --iters $it --json $f.json > $f.log 2>&1
     local rc=$?
     "$NCU" --import $f.ncu-rep --csv --page raw > $f.csv 2> $f.csv.err
     echo "ncu$side $p rc=$rc: $(grep -c . $f.csv) csv lines; $(grep PROFILED $f.log)"
@@ -232,6 +236,28 @@ step_fusencu() {
   python3 gpu/gpu_fuse_ab.py --report $R/fuse --ncu $R | tee $R/fuse/fuse_report.md | tail -n 8
 }
 
+# patch 0011 (one q8_1 quantisation per MMVQ input): upstream's per-MMVQ quantisation (0) against the
+# patch (1), on the real target (waits for it)
+step_share() {
+  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  mkdir -p $R/share
+  timeout 500 python3 gpu/gpu_fuse_ab.py --env DFLASH_MMVQ_SHARE_Q8 --tag share --sides 0,1 \
+    --target $TREAL --draft $D --out $R/share
+  echo "share rc=$?"
+}
+
+step_sharencu() {
+  NCU_TARGET=$TREAL step_ncu share0 "DFLASH_MMVQ_SHARE_Q8=0" "ar verify8 verify16 draft8"
+  NCU_TARGET=$TREAL step_ncu share1 "DFLASH_MMVQ_SHARE_Q8=1" "ar verify8 verify16 draft8"
+  python3 gpu/gpu_fuse_ab.py --env DFLASH_MMVQ_SHARE_Q8 --tag share --sides 0,1 --report $R/share --ncu $R \
+    | tee $R/share/share_report.md | tail -n 12
+  local v
+  for v in 0 1; do
+    DFLASH_MMVQ_SHARE_Q8=$v DFLASH_GRAPH_STATS=1 timeout 120 python3 gpu/gpu_step_profile.py --target $TREAL \
+      --draft $D --time --json $R/share/stats_$v.json 2>&1 | grep -E "dflash_mmvq_q8" | sed "s/^/share=$v /"
+  done
+}
+
 # patch 0006 (one greedy argmax for all rows): upstream's per-row argmax (0) against the patch (1)
 step_argmax() {
   mkdir -p $R/argmax; [ -f $R/env.txt ] && cp $R/env.txt $R/argmax/
@@ -295,7 +321,9 @@ step_real() {
         # auto's policy with the stay band and the deeper budgets' refresh (opt-in; stay0: without)
         stay0) e="$e DFLASH_AUTO_STAY=0";; stay1) e="$e DFLASH_AUTO_STAY=1";;
         # CUDA graphs keyed by the first node only, as upstream (patch 0010 off); with the stay band
-        shape0) e="$e DFLASH_CUDA_GRAPH_PER_SHAPE=0";; stay1shape0) e="$e DFLASH_AUTO_STAY=1 DFLASH_CUDA_GRAPH_PER_SHAPE=0";; esac
+        shape0) e="$e DFLASH_CUDA_GRAPH_PER_SHAPE=0";; stay1shape0) e="$e DFLASH_AUTO_STAY=1 DFLASH_CUDA_GRAPH_PER_SHAPE=0";;
+        # every MMVQ quantising its own input, as upstream (patch 0011 off)
+        share0) e="$e DFLASH_MMVQ_SHARE_Q8=0";; esac
       timeout 300 env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $D --suite $suite \
         --limit ${REAL_N:-10} --reps 2 --max-tokens 128 ${REAL_SWEEP:---sweep verify=chain,auto --sweep budget=7} \
         --json $R/real/${suite}-r${round}_$side.json > $R/real/${suite}-r${round}_$side.txt 2>&1
