@@ -3,7 +3,8 @@
 Runs the real pair on a few public prompts (raw text, greedy, --max-tokens, end of generation
 ignored) as: plain AR; auto as shipped; auto with its probes switched off on the "host" feature path
 (extraction on, each AR step's row kept); the same on the "redecode" path (extraction off after the
-first step); then one auto run under cProfile. Per configuration: generation ms per step (median
+first step); plain AR with extraction on (its prefill feeds the drafter: auto's AR steps without
+auto); then one auto run under cProfile. Per configuration: generation ms per step (median
 over runs), and per step the median of the record's wall, its native (llama.cpp) time and the host
 time between one step's end and the next one's start.
 
@@ -25,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT  # noqa: E402
-from engine_bridge.runtime import auto_mode  # noqa: E402
+from engine_bridge.runtime import auto_mode, generation  # noqa: E402
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings  # noqa: E402
 from engine_bridge.runtime.engine import Engine  # noqa: E402
 
@@ -85,6 +86,7 @@ def main() -> int:
         # (mode, feature path, probes, drafter fed)
         configs = {
             "ar": ("ar", None, True, True),
+            "ar, extraction on": ("ar", "extract", True, True),
             "auto": ("auto", None, True, True),
             "auto host, no probes": ("auto", "host", False, True),
             "auto redecode, no probes": ("auto", "redecode", False, True),
@@ -93,9 +95,14 @@ def main() -> int:
         out = {}
         Pol = auto_mode.AutoPolicy
         real = (Pol._ar_probe, Pol.needs_drafter)
+        Gen = generation.Generation
+        plain_prefill = Gen._prefill_features
         for _round in range(a.runs):
             for name, (mode, path, probes, fed) in configs.items():
-                eng.auto_keep_features = path
+                # "extract": plain AR whose prefill feeds the drafter, so that every AR step decodes
+                # with layer-input extraction on, as auto's AR steps do (and nothing else of auto)
+                Gen._prefill_features = (lambda self: True) if path == "extract" else plain_prefill
+                eng.auto_keep_features = None if path == "extract" else path
                 Pol._ar_probe = real[0] if probes else (lambda self: None)
                 Pol.needs_drafter = real[1] if probes else (lambda self, fed=fed: fed)
                 eng.auto_policy = None  # a fresh policy each time
@@ -103,6 +110,7 @@ def main() -> int:
                     eng.reset()
                     out.setdefault(name, []).append(run(eng, toks, mode, a.max_tokens))
         Pol._ar_probe, Pol.needs_drafter = real
+        Gen._prefill_features = plain_prefill
         eng.auto_keep_features = None
         for name, rs in out.items():
             med = {
