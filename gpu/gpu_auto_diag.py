@@ -71,8 +71,40 @@ def run(eng, toks, mode: str, max_tokens: int) -> dict:
     }
 
 
+def bench_like(eng, n_prompts: int, reps: int, max_tokens: int) -> None:
+    """The bench's order on its own prompts: MT-Bench through the chat template, a warm-up run,
+    then every AR run, then every auto run (one policy throughout, KV reset before each run), and
+    per auto run: ms, drafted, median and mean step, the slowest steps, time outside the steps,
+    and whether the policy measured its calibration again before it."""
+    from engine_bridge.bench.suites import load_suite
+
+    suite = load_suite("mt-bench")
+    texts = [p.render(eng.format_chat) for p in suite.prompts[:n_prompts]]
+    for mode in ("ar", "auto"):
+        s = GenerationSettings(mode=mode, budget=7, max_tokens=max_tokens)
+        eng.reset()
+        eng.generate(texts[0], s)  # the bench's warm-up run
+        for rep in range(reps):
+            for i, text in enumerate(texts):
+                pol = getattr(eng, "auto_policy", None)
+                before = getattr(pol, "rechecks", 0)
+                eng.reset()
+                r = run(eng, eng.tokenize(text), mode, max_tokens)
+                pol = getattr(eng, "auto_policy", None)
+                print(
+                    f"{mode:4} rep {rep} prompt {i}: {r['steps']:3d} steps, gen {r['gen_ms_per_step']:.3f} ms/step, "
+                    f"median step {r['rec_wall_ms']:.3f}, outside {r['outside_ms']:.2f} ms, "
+                    f"rechecks +{getattr(pol, 'rechecks', 0) - before}, suspect {getattr(pol, 'suspect', None)!r} | {r['note']}"
+                )
+                print(
+                    "      slowest (ms, index, drafted, " + ", ".join(PHASES) + "):",
+                    [(round(w, 2), *x) for w, *x in r["slowest"]],
+                )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bench-like", action="store_true", help="the bench's order and prompts, per run (bench_like)")
     ap.add_argument("--target", required=True)
     ap.add_argument("--draft", required=True)
     ap.add_argument("--prompts", type=int, default=4)
@@ -81,6 +113,9 @@ def main() -> int:
     a = ap.parse_args()
     cfg = EngineConfig(target=a.target, draft=a.draft, n_ctx=4096, flash_attn="on")
     with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
+        if a.bench_like:
+            bench_like(eng, a.prompts, a.runs, a.max_tokens)
+            return 0
         toks_all = [eng.tokenize(p) for p in prompts(a.prompts)]
         eng.generate(toks_all[0], GenerationSettings(mode="auto", budget=7, max_tokens=16))  # calibration, warm-up
         # (mode, feature path, probes, drafter fed)

@@ -5,12 +5,15 @@ suite. Per reload group (a set of K/V cache types: changing them needs a new loa
 pair once and measures, on that one engine:
 
 * one autoregressive row (mode 'ar' ignores the drafter), the baseline for speed-up and for the
-  losslessness check, then
-* one speculative row per configuration (budget x verify mode x draft variant).
+  losslessness check, and
+* one speculative row per configuration (budget x verify mode x draft variant),
+
+in rounds: repetition ``r`` of every row, in plan order, before repetition ``r + 1`` of any, so that
+a drift of the machine's speed over minutes falls on every row alike.
 
 Fairness rules: every generation starts from empty KV caches (``reset``), so every run pays its
-full prefill and time to first token; each row begins with one untimed warm-up generation (first
-touches of weights and buffers are not the steady state); repetition ``r`` uses seed
+full prefill and time to first token; each row's round begins with one untimed warm-up generation
+(first touches of weights and buffers, and the graphs the row before left, are not the steady state); repetition ``r`` uses seed
 ``base_seed + r`` for every row, so rows differ only in what is being compared.
 
 Cancelling (``cancel`` event) stops within one decoding step; the interrupted generation is
@@ -426,22 +429,39 @@ class _Runner:
                 self._skip(row, "failed", f"load failed: {exc}")
             return
         self.variant = BASE_VARIANT
+        units = self.spec.reps * self.n_prompts
+        done = {row.id: 0 for row, _ in group}  # timed generations finished, per row
         try:
             prompts = [p.render(eng.format_chat) for p in self.spec.suite.prompts]
-            for row, cfg in group:
-                if self.cancel.is_set():
-                    self._skip(row, "cancelled")
-                    continue
-                row.model = self._model_facts(eng)
-                if cfg is not None:
-                    try:
-                        self._apply_variant(eng, cfg.draft_variant)
-                    except (EngineError, OSError, ValueError) as exc:
-                        self.variant = None  # the drafter may be half-swapped: re-apply next time
-                        self._skip(row, "failed", f"draft variant {variant_label(cfg.draft_variant)}: {exc}")
+            # Rounds: repetition r of every row before repetition r + 1 of any. A machine's speed
+            # drifts over minutes (on the H200 VM of 2026-11-27 one-row decodes took 1.03 or 1.14
+            # ms for many runs in a row, in AR and auto alike: docs/benchmarks.md, "Where auto
+            # loses to AR on the GPU"); rows run one after the other put such a drift between the
+            # baseline and a row, rounds spread it over all of them.
+            for rep in range(self.spec.reps):
+                for row, cfg in group:
+                    if self.cancel.is_set():
+                        break
+                    if row.status == "failed":
                         continue
                     row.model = self._model_facts(eng)
-                self._run_row(eng, row, prompts)
+                    if cfg is not None:
+                        try:
+                            self._apply_variant(eng, cfg.draft_variant)
+                        except (EngineError, OSError, ValueError) as exc:
+                            self.variant = None  # the drafter may be half-swapped: re-apply next time
+                            label = variant_label(cfg.draft_variant)
+                            self._skip(row, "failed", f"draft variant {label}: {exc}", units=units - done[row.id])
+                            continue
+                        row.model = self._model_facts(eng)
+                    self._run_round(eng, row, prompts, rep, done)
+            for row, _ in group:
+                if row.status == "failed":
+                    continue
+                if done[row.id] == units:
+                    row.status = "ok"
+                else:  # cancelled before or inside this row's last round
+                    self._skip(row, "cancelled", units=units - done[row.id])
         finally:
             eng.close()
 
@@ -528,64 +548,58 @@ class _Runner:
         part = near_tie.parting(eng, eng.tokenize(text), ref, tokens, replay=True)
         return part.to_dict() if part is not None else None
 
-    def _run_row(self, eng, row: BenchRow, prompts: list[str]) -> None:
+    def _run_round(self, eng, row: BenchRow, prompts: list[str], rep: int, done: dict[str, int]) -> None:
+        """Repetition ``rep`` of every prompt on ``row``: an untimed warm-up first (the row before
+        left other graphs, samplers and extraction set up), then the timed generations, then the
+        judge of this round's greedy speculative runs. A failure fails the row with the engine's
+        reason; a cancel stops between generations (``_run_group`` settles the statuses)."""
         spec = self.spec
         mode = "ar" if row.kind == "ar" else row.verify_mode
         budget = row.budget or spec.budget
-        units = spec.reps * self.n_prompts
-        finished = 0
         try:
             if spec.warmup:
                 self._say("warmup", row)
                 self._generate(eng, prompts[0], spec.settings(mode, budget, 0))
             judge: list[tuple[Measurement, str, int, str]] = []
-            for rep in range(spec.reps):
-                for p, text in zip(spec.suite.prompts, prompts):
-                    if self.cancel.is_set():
-                        self._skip(row, "cancelled", units=units - finished)
-                        return
-                    res = self._generate(eng, text, spec.settings(mode, budget, rep))
-                    if res.summary.finish_reason == "cancelled":
-                        continue  # an interrupted generation is not a measurement; the check above ends the row
-                    s = res.summary
-                    if s.budget_note and s.budget_note not in row.notes:
-                        row.notes.append(s.budget_note)
-                    m = Measurement(
-                        row.id,
-                        p.id,
-                        rep,
-                        spec.base_seed + rep,
-                        s.to_dict(),
-                        res.phase_means(),
-                        [st.committed for st in res.steps],
-                        list(res.tokens),
-                        res.text,
-                    )
-                    if row.kind == "spec" and spec.temperature <= 0:
-                        if JUDGE_INLINE:
-                            m.divergence = self._divergence(eng, row, p.id, rep, text, m.tokens)
-                        else:
-                            judge.append((m, p.id, rep, text))
-                    self.result.measurements.append(m)
-                    finished += 1
-                    self.done += 1
-                    self.measured += 1
-                    self._say("run", row, prompt_id=p.id, rep=rep, measurement=m)
+            for p, text in zip(spec.suite.prompts, prompts):
+                if self.cancel.is_set():
+                    return
+                res = self._generate(eng, text, spec.settings(mode, budget, rep))
+                if res.summary.finish_reason == "cancelled":
+                    continue  # an interrupted generation is not a measurement; the check above ends the round
+                s = res.summary
+                if s.budget_note and s.budget_note not in row.notes:
+                    row.notes.append(s.budget_note)
+                m = Measurement(
+                    row.id,
+                    p.id,
+                    rep,
+                    spec.base_seed + rep,
+                    s.to_dict(),
+                    res.phase_means(),
+                    [st.committed for st in res.steps],
+                    list(res.tokens),
+                    res.text,
+                )
+                if row.kind == "spec" and spec.temperature <= 0:
+                    if JUDGE_INLINE:
+                        m.divergence = self._divergence(eng, row, p.id, rep, text, m.tokens)
+                    else:
+                        judge.append((m, p.id, rep, text))
+                self.result.measurements.append(m)
+                done[row.id] += 1
+                self.done += 1
+                self.measured += 1
+                self._say("run", row, prompt_id=p.id, rep=rep, measurement=m)
             # The judge replays AR decodes with extraction off and the backend sampler detached;
             # between two timed runs that made every next run set both up again (llama.cpp
             # reserves and recaptures its graphs), a cost a user's back-to-back requests never pay.
-            for m, pid, rep, text in judge:
+            for m, pid, r, text in judge:
                 if self.cancel.is_set():
                     break
-                m.divergence = self._divergence(eng, row, pid, rep, text, m.tokens)
+                m.divergence = self._divergence(eng, row, pid, r, text, m.tokens)
         except UnsupportedSettingError as exc:
             # e.g. verify_mode=tree before tree verification lands: this row fails, the bench goes on
-            self._skip(row, "failed", str(exc), units=units - finished)
-            return
+            self._skip(row, "failed", str(exc), units=spec.reps * self.n_prompts - done[row.id])
         except EngineError as exc:
-            self._skip(row, "failed", f"{type(exc).__name__}: {exc}", units=units - finished)
-            return
-        if finished < units:  # the last generation was interrupted
-            self._skip(row, "cancelled", units=units - finished)
-            return
-        row.status = "ok"
+            self._skip(row, "failed", f"{type(exc).__name__}: {exc}", units=spec.reps * self.n_prompts - done[row.id])

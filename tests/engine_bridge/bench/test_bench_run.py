@@ -149,14 +149,51 @@ def test_the_judge_replays_after_a_rows_timed_runs(engine_config, monkeypatch, i
     monkeypatch.setattr(runner._Runner, "_divergence", spy_judge)
     monkeypatch.setattr(runner, "JUDGE_INLINE", inline)
     res = run_bench(make_spec(engine_config, ["verify=chain"]))
-    spec_part = calls[calls.index(("gen", "chain")) :]  # the warm-up, the timed runs, the judge
-    kinds = [k for k, _ in spec_part]
-    assert kinds.count("judge") == REPS * N_PROMPTS == len(res.of_row("c0"))
-    if inline:
-        assert kinds == ["gen"] + ["gen", "judge"] * (REPS * N_PROMPTS)
-    else:
-        assert kinds == ["gen"] * (1 + REPS * N_PROMPTS) + ["judge"] * (REPS * N_PROMPTS)
+    # each round of the chain row: its warm-up, its timed runs, then (by default) their judge
+    # (the rounds of the AR row, which is never judged, lie between those of the chain row)
+    rounds: list[list[str]] = [[]]
+    for kind, what in calls:
+        if what == "ar":
+            if rounds[-1]:
+                rounds.append([])
+        else:
+            rounds[-1].append(kind)
+    rounds = [r for r in rounds if r]
+    assert sum(r.count("judge") for r in rounds) == REPS * N_PROMPTS == len(res.of_row("c0"))
+    assert len(rounds) == REPS
+    for kinds in rounds:
+        if inline:
+            assert kinds == ["gen"] + ["gen", "judge"] * N_PROMPTS
+        else:
+            assert kinds == ["gen"] * (1 + N_PROMPTS) + ["judge"] * N_PROMPTS
     assert build_report(res)["rows"][1]["lossless"] is True
+
+
+def test_rows_run_in_rounds_so_a_drift_falls_on_every_row(engine_config, monkeypatch):
+    """Repetition r of every row runs before repetition r + 1 of any (each row's round after its
+    own warm-up): a machine whose speed drifts over minutes biases no row against the baseline."""
+    from engine_bridge.bench import runner
+
+    order = []
+    gen = runner._Runner._generate
+
+    def spy(self, eng, text, settings):
+        order.append((settings.mode, settings.budget, settings.seed))
+        return gen(self, eng, text, settings)
+
+    monkeypatch.setattr(runner._Runner, "_generate", spy)
+    spec = make_spec(engine_config, ["budget=2,4"], base_seed=7)
+    res = run_bench(spec)
+    assert [r.status for r in res.rows] == ["ok"] * 3
+    per_round = 1 + N_PROMPTS  # warm-up (seed of repetition 0) + the timed runs
+    blocks = [order[i : i + per_round] for i in range(0, len(order), per_round)]
+    assert len(blocks) == 3 * REPS
+    rows_of = [(b[0][0], b[0][1] if b[0][0] != "ar" else None) for b in blocks]
+    assert rows_of == [("ar", None), ("chain", 2), ("chain", 4)] * REPS
+    seeds = [{s for _, _, s in b[1:]} for b in blocks]
+    assert seeds == [{7}] * 3 + [{8}] * 3  # the timed runs of round r use seed base + r
+    # the measurements arrive round by round as well
+    assert [m.rep for m in res.measurements] == [0] * (3 * N_PROMPTS) + [1] * (3 * N_PROMPTS)
 
 
 def test_a_row_that_cannot_run_fails_alone_with_its_reason(engine_config, tmp_path):
