@@ -110,8 +110,16 @@ def main() -> int:
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument(
+        "--threads", type=int, default=None, help="llama.cpp's CPU threads per context (default: all cores)"
+    )
+    ap.add_argument("--no-gc", action="store_true", help="Python's cyclic garbage collector off during the runs")
     a = ap.parse_args()
-    cfg = EngineConfig(target=a.target, draft=a.draft, n_ctx=4096, flash_attn="on")
+    cfg = EngineConfig(target=a.target, draft=a.draft, n_ctx=4096, flash_attn="on", n_threads=a.threads)
+    if a.no_gc:
+        import gc
+
+        gc.disable()
     with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
         if a.bench_like:
             bench_like(eng, a.prompts, a.runs, a.max_tokens)
