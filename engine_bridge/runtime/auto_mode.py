@@ -447,6 +447,7 @@ class AutoGeneration(Generation):
         self._feats: np.ndarray | None = None  # features of AR-committed rows not yet in the drafter
         self._n_feats = 0  # (kept only for targets without span rollback)
         self._feat_src: list[int] | None = None  # where an AR step's layer inputs are (_keep_features)
+        self._feats_addr = self._feats_row = self._feat_nbytes = 0  # (_keep_features: set with the above)
         self.catchups = 0  # catch-ups run (each before a speculative step that followed AR)
         self.catchup_rows = 0  # tokens decoded again for them
         self._catchup_s = 0.0  # time of the catch-up not yet charged to a step record
@@ -599,6 +600,11 @@ class AutoGeneration(Generation):
             if kept is None or kept.shape != shape:
                 kept = d._auto_feats = np.empty(shape, dtype=np.float32)
             self._feats = kept
+            # its address and row stride as ints: numpy's .ctypes builds an object at every use
+            # (with the five copies below, ~28 us of auto's ~60 us between AR steps on the 2-vCPU
+            # machine before this; docs/benchmarks.md, "Auto's Python between AR steps")
+            self._feats_addr = kept.ctypes.data
+            self._feats_row = kept.strides[0]
         src = self._feat_src
         if src is None:
             # llama.cpp lays its output views out by the batch's output count (its logits come first),
@@ -608,14 +614,17 @@ class AutoGeneration(Generation):
             # machine the five calls took ~13 us of the ~100-150 us auto spends between AR steps
             # (plain AR: ~25 us).
             ptr = e.target_ctx.ptr
+            self._feat_nbytes = d.n_embd_tgt * 4
             src = self._feat_src = [
                 ctypes.cast(ffi.llama_get_embeddings_layer_inp(ptr, lid), ctypes.c_void_p).value or 0
                 for lid in d.target_layers
             ]
-        nbytes = d.n_embd_tgt * 4
-        dst = self._feats.ctypes.data + self._n_feats * self._feats.strides[0]
-        for k, a in enumerate(src):  # one memmove per layer: this runs every AR step
-            ctypes.memmove(dst + k * nbytes, a, nbytes)
+        nbytes = self._feat_nbytes
+        dst = self._feats_addr + self._n_feats * self._feats_row
+        move = ctypes.memmove
+        for a in src:  # one memmove per layer: this runs every AR step
+            move(dst, a, nbytes)
+            dst += nbytes
         self._n_feats += 1
         if self._n_feats == len(self._feats):
             self._flush_features()
