@@ -73,14 +73,20 @@ def run(eng, toks, mode: str, max_tokens: int) -> dict:
 
 def bench_like(eng, n_prompts: int, reps: int, max_tokens: int) -> None:
     """The bench's order on its own prompts: MT-Bench through the chat template, a warm-up run,
-    then every AR run, then every auto run (one policy throughout, KV reset before each run), and
+    then every AR run, every AR run with extraction on (its prefill feeds the drafter), then every
+    auto run (one policy throughout, KV reset before each run), and
     per auto run: ms, drafted, median and mean step, the slowest steps, time outside the steps,
     and whether the policy measured its calibration again before it."""
     from engine_bridge.bench.suites import load_suite
 
     suite = load_suite("mt-bench")
     texts = [p.render(eng.format_chat) for p in suite.prompts[:n_prompts]]
-    for mode in ("ar", "auto"):
+    Gen = generation.Generation
+    plain_prefill = Gen._prefill_features
+    for label in ("ar", "arx", "auto"):
+        # arx: plain AR whose prefill feeds the drafter, so that its steps decode with extraction on
+        Gen._prefill_features = (lambda self: True) if label == "arx" else plain_prefill
+        mode = "ar" if label == "arx" else label
         s = GenerationSettings(mode=mode, budget=7, max_tokens=max_tokens)
         eng.reset()
         eng.generate(texts[0], s)  # the bench's warm-up run
@@ -92,7 +98,7 @@ def bench_like(eng, n_prompts: int, reps: int, max_tokens: int) -> None:
                 r = run(eng, eng.tokenize(text), mode, max_tokens)
                 pol = getattr(eng, "auto_policy", None)
                 print(
-                    f"{mode:4} rep {rep} prompt {i}: {r['steps']:3d} steps, gen {r['gen_ms_per_step']:.3f} ms/step, "
+                    f"{label:4} rep {rep} prompt {i}: {r['steps']:3d} steps, gen {r['gen_ms_per_step']:.3f} ms/step, "
                     f"median step {r['rec_wall_ms']:.3f}, outside {r['outside_ms']:.2f} ms, "
                     f"rechecks +{getattr(pol, 'rechecks', 0) - before}, suspect {getattr(pol, 'suspect', None)!r} | {r['note']}"
                 )
