@@ -24,7 +24,8 @@ busy machine), the next auto request measures it again (``recheck``).
 The run (``AutoGeneration``) switches between modes only between steps, and every step commits
 exactly the target's own tokens, so greedy output is the target's whatever is chosen. Speculation
 needs the drafter to hold the target's features of every committed token. Where no step could pay
-even if every draft were accepted (``AutoPolicy.needs_drafter``), the drafter is not fed at all:
+even at the best acceptance any drafter reaches (``PROBE_ALPHA``; ``AutoPolicy.needs_drafter``), the
+drafter is not fed at all:
 prefill and AR steps run with extraction off, exactly as plain AR. Otherwise AR steps keep the
 drafter's context by one of two paths (``feature_path``). By default ("host", on CPU and on a GPU),
 extraction stays on and each AR step's feature row is copied to the host (a few kilobytes), decoded
@@ -59,6 +60,13 @@ from .generation import Generation, now
 
 PROBE_STEPS = 2  # steps per probe
 PROBE_MAX_COST = 4.0  # AR probes use chain budgets whose step costs at most this many AR steps
+#: ...and that would pay at this acceptance per draft position (commit 1 + a + ... + a^b): above the
+#: best published DFlash drafters (z-lab's on Qwen3-Coder-30B-A3B, HumanEval: 8.0 tokens a step at 15
+#: drafts, ~0.91 a position; docs in shared/docs/field/drafter-training.md), so only budgets that no
+#: drafter could make pay are never probed. With every draft accepted (1.0, the rule before) the
+#: 2-vCPU machine probed chain 3 of the default pair, which costs 3.79 AR steps there and pays only
+#: at a commit of 3.98 of at most 4: ~8 AR steps lost per probe, never repaid.
+PROBE_ALPHA = 0.95
 AR_PROBE_FIRST = 32  # AR steps before the first re-probe; doubles after each probe...
 AR_PROBE_MAX = 1024  # ...up to this
 #: ...and is never shorter than what keeps a failed probe's waste (PROBE_STEPS steps, each costing
@@ -271,9 +279,9 @@ class AutoPolicy:
         return None if isinstance(target, bool) else target  # never True; False is replaced above
 
     def _ar_probe_target(self) -> tuple[str, int] | None:
-        """The cheapest chain budget that could pay if every draft were accepted (b + 1 above its
-        cost by the margin), among those whose step costs at most PROBE_MAX_COST AR steps; budgets
-        that could not pay even then are never probed. The cheapest, not the one that would gain
+        """The cheapest chain budget that could pay at PROBE_ALPHA acceptance per position (its
+        geometric commit above its cost by the margin), among those whose step costs at most
+        PROBE_MAX_COST AR steps; budgets that could not pay even then are never probed. The cheapest, not the one that would gain
         most: a probe measures the per-token acceptance, which the geometric model carries to the
         other budgets, and a failed probe of a deep chain wastes more (on an H100 a chain-15 probe
         cost ~3.4 AR steps a step against ~1.9 for chain 3, and in a 128-token answer it was a
@@ -281,7 +289,7 @@ class AutoPolicy:
         best = None
         for b in self.chain_budgets:
             cost = self.costs[("chain", b)]
-            if cost > PROBE_MAX_COST or (b + 1) / cost <= 1.0 + self.margin:
+            if cost > PROBE_MAX_COST or breakeven.geometric_commit(PROBE_ALPHA, b) / cost <= 1.0 + self.margin:
                 continue
             if best is None or cost < self.costs[best]:
                 best = ("chain", b)

@@ -87,9 +87,10 @@ def test_policy_probes_first_then_settles_on_ar_when_nothing_is_accepted():
     pol = auto_mode.AutoPolicy(_table({1: 1.6, 2: 1.8, 4: 2.5, 7: 4.5}), max_draft=15)
     first = pol.choose()
     assert first[0] == "chain" and pol.probing  # nothing known: a probe
-    # the probe's budget: the cheapest that could pay if every draft were accepted ((b+1)/cost
-    # above 1 + margin): chain 1, 2 / 1.6 = 1.25 (a probe measures the acceptance; the geometric
-    # model carries it to the deeper budgets, and a failed deep probe wastes more)
+    # the probe's budget: the cheapest that could pay at PROBE_ALPHA acceptance per position (its
+    # geometric commit over its cost above 1 + margin): chain 1, 1.95 / 1.6 = 1.22 (a probe measures
+    # the acceptance; the geometric model carries it to the deeper budgets, and a failed deep probe
+    # wastes more)
     assert first == ("chain", 1)
     pol.observe(*first, drafted=1, accepted=0, probing=True)
     chosen = _steps(pol, 400, drafted=15, accepted=0)
@@ -101,6 +102,22 @@ def test_policy_probes_first_then_settles_on_ar_when_nothing_is_accepted():
     starts = [i for i in probe_at if i - 1 not in probe_at]
     gaps = [b - a for a, b in zip(starts, starts[1:])]
     assert len(gaps) >= 2 and all(g2 > g1 for g1, g2 in zip(gaps, gaps[1:]))
+
+
+def test_no_probe_of_a_budget_that_pays_only_if_every_draft_is_accepted():
+    """The default pair on the 2-vCPU machine (its calibration, AR steps): chain 1 costs 2.92, chain 3
+    3.79, chain 7 4.92. Chain 3 would pay only at a commit of 3.98 of at most 4 (every draft
+    accepted), more than any drafter's acceptance gives (PROBE_ALPHA): auto never probes there, so it
+    neither feeds the drafter nor leaves AR, where before it probed chain 3 and lost ~8 AR steps a
+    probe. Where a cheap step could pay (a GPU's chain 1 at 1.13), it still probes."""
+    cpu = auto_mode.AutoPolicy(_table({1: 2.92, 2: 4.02, 3: 3.79, 4: 5.01, 7: 4.92}), max_draft=15)
+    assert cpu._ar_probe_target() is None and not cpu.can_probe and not cpu.needs_drafter()
+    assert {m for m, _ in _steps(cpu, 300, drafted=15, accepted=15)} == {"ar"}
+    # (3 + 1) / 3.79 = 1.055 clears the margin: the every-draft-accepted rule would have probed it
+    assert 4 / 3.79 > 1.0 + cpu.margin and breakeven.geometric_commit(auto_mode.PROBE_ALPHA, 3) / 3.79 < 1.05
+    gpu = auto_mode.AutoPolicy(_table({1: 1.13, 2: 1.25, 3: 1.4, 7: 2.1}), max_draft=15)
+    assert gpu._ar_probe_target() == ("chain", 1) and gpu.needs_drafter()
+    assert gpu.choose() == ("chain", 1) and gpu.probing
 
 
 def test_policy_moves_to_speculation_when_the_drafter_starts_paying():
