@@ -13,8 +13,9 @@ a drift of the machine's speed over minutes falls on every row alike.
 
 Fairness rules: every generation starts from empty KV caches (``reset``), so every run pays its
 full prefill and time to first token; each row's round begins with one untimed warm-up generation
-(first touches of weights and buffers, and the graphs the row before left, are not the steady state); repetition ``r`` uses seed
-``base_seed + r`` for every row, so rows differ only in what is being compared.
+(first touches of weights and buffers, and the graphs the row before left, are not the steady
+state); repetition ``r`` uses seed ``base_seed + r`` for every row, so rows differ only in what is
+being compared.
 
 Cancelling (``cancel`` event) stops within one decoding step; the interrupted generation is
 dropped, everything that finished is kept and can still be exported. A row whose setting the
@@ -429,7 +430,6 @@ class _Runner:
                 self._skip(row, "failed", f"load failed: {exc}")
             return
         self.variant = BASE_VARIANT
-        units = self.spec.reps * self.n_prompts
         done = {row.id: 0 for row, _ in group}  # timed generations finished, per row
         try:
             prompts = [p.render(eng.format_chat) for p in self.spec.suite.prompts]
@@ -451,17 +451,17 @@ class _Runner:
                         except (EngineError, OSError, ValueError) as exc:
                             self.variant = None  # the drafter may be half-swapped: re-apply next time
                             label = variant_label(cfg.draft_variant)
-                            self._skip(row, "failed", f"draft variant {label}: {exc}", units=units - done[row.id])
+                            self._skip(row, "failed", f"draft variant {label}: {exc}", units=self._left(row, done))
                             continue
                         row.model = self._model_facts(eng)
                     self._run_round(eng, row, prompts, rep, done)
             for row, _ in group:
                 if row.status == "failed":
                     continue
-                if done[row.id] == units:
+                if self._left(row, done) == 0:
                     row.status = "ok"
                 else:  # cancelled before or inside this row's last round
-                    self._skip(row, "cancelled", units=units - done[row.id])
+                    self._skip(row, "cancelled", units=self._left(row, done))
         finally:
             eng.close()
 
@@ -600,6 +600,10 @@ class _Runner:
                 m.divergence = self._divergence(eng, row, pid, r, text, m.tokens)
         except UnsupportedSettingError as exc:
             # e.g. verify_mode=tree before tree verification lands: this row fails, the bench goes on
-            self._skip(row, "failed", str(exc), units=spec.reps * self.n_prompts - done[row.id])
+            self._skip(row, "failed", str(exc), units=self._left(row, done))
         except EngineError as exc:
-            self._skip(row, "failed", f"{type(exc).__name__}: {exc}", units=spec.reps * self.n_prompts - done[row.id])
+            self._skip(row, "failed", f"{type(exc).__name__}: {exc}", units=self._left(row, done))
+
+    def _left(self, row: BenchRow, done: dict[str, int]) -> int:
+        """The row's timed generations not yet run (all rounds)."""
+        return self.spec.reps * self.n_prompts - done[row.id]

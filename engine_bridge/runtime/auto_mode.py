@@ -281,11 +281,11 @@ class AutoPolicy:
     def _ar_probe_target(self) -> tuple[str, int] | None:
         """The cheapest chain budget that could pay at PROBE_ALPHA acceptance per position (its
         geometric commit above its cost by the margin), among those whose step costs at most
-        PROBE_MAX_COST AR steps; budgets that could not pay even then are never probed. The cheapest, not the one that would gain
-        most: a probe measures the per-token acceptance, which the geometric model carries to the
-        other budgets, and a failed probe of a deep chain wastes more (on an H100 a chain-15 probe
-        cost ~3.4 AR steps a step against ~1.9 for chain 3, and in a 128-token answer it was a
-        quarter of what auto lost to AR)."""
+        PROBE_MAX_COST AR steps; budgets that could not pay even then are never probed. The
+        cheapest, not the one that would gain most: a probe measures the per-token acceptance,
+        which the geometric model carries to the other budgets, and a failed probe of a deep chain
+        wastes more (on an H100 a chain-15 probe cost ~3.4 AR steps a step against ~1.9 for chain
+        3, and in a 128-token answer it was a quarter of what auto lost to AR)."""
         best = None
         for b in self.chain_budgets:
             cost = self.costs[("chain", b)]
