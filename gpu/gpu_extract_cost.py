@@ -49,7 +49,7 @@ def pinned(rt, addr: int) -> str:
     flags = ctypes.c_uint(0)
     rc = rt.cudaHostGetFlags(ctypes.byref(flags), ctypes.c_void_p(addr))
     if rc != 0:
-        rt.cudaGetLastError()  # clear the sticky-free error of a pageable pointer
+        rt.cudaGetLastError()  # clear the (non-sticky) error a pageable pointer leaves
     return "pinned" if rc == 0 else f"pageable(rc={rc})"
 
 
