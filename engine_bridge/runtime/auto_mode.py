@@ -62,7 +62,7 @@ PROBE_STEPS = 2  # steps per probe
 PROBE_MAX_COST = 4.0  # AR probes use chain budgets whose step costs at most this many AR steps
 #: ...and that would pay at this acceptance per draft position (commit 1 + a + ... + a^b): above the
 #: best published DFlash drafters (z-lab's on Qwen3-Coder-30B-A3B, HumanEval: 8.0 tokens a step at 15
-#: drafts, ~0.91 a position; docs in shared/docs/field/drafter-training.md), so only budgets that no
+#: drafts, ~0.90 a position by the geometric model; docs in shared/docs/field/drafter-training.md), so only budgets that no
 #: drafter could make pay are never probed. With every draft accepted (1.0, the rule before) the
 #: 2-vCPU machine probed chain 3 of the default pair, which costs 3.79 AR steps there and pays only
 #: at a commit of 3.98 of at most 4: ~8 AR steps lost per probe, never repaid.
