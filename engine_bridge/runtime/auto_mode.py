@@ -67,6 +67,18 @@ PROBE_MAX_COST = 4.0  # AR probes use chain budgets whose step costs at most thi
 #: 2-vCPU machine probed chain 3 of the default pair, which costs 3.79 AR steps there and pays only
 #: at a commit of 3.98 of at most 4: ~8 AR steps lost per probe, never repaid.
 PROBE_ALPHA = 0.95
+#: Which of those budgets an AR probe runs: the one with the best commit / cost at the chain
+#: acceptance seen so far, or at this one where that is lower or nothing is known yet (a fair
+#: drafter's: the default pair's chain 7 commits 2.72 on GSM8K, ~0.69 a position by the geometric
+#: model). A probe exists to notice a drafter that pays; it tests the budget auto would then run,
+#: whose steps tell every smaller budget's commit as well. The cheapest budget (the rule before)
+#: tells only the first position's acceptance, and on a GPU, whose drafter decodes whole blocks, a
+#: chain-1 probe step costs nearly a chain-7 step (2.3-2.7 ms against 2.15 on an H200): auto probed
+#: chain 1 and ran 88-92 % of its GSM8K steps as AR where chain 7 paid 1.12-1.2x.
+PROBE_PRIOR_ALPHA = 0.7
+#: Environment variable: "cheapest" restores the earlier probe rule and EMA weight
+#: (the cheapest eligible budget, EMA_BEFORE), for measuring one against the other.
+PROBE_ENV = "DFLASH_AUTO_PROBE"
 AR_PROBE_FIRST = 32  # AR steps before the first re-probe; doubles after each probe...
 AR_PROBE_MAX = 1024  # ...up to this
 #: ...and is never shorter than what keeps a failed probe's waste (PROBE_STEPS steps, each costing
@@ -74,7 +86,14 @@ AR_PROBE_MAX = 1024  # ...up to this
 #: H100, where a chain-3 step costs ~1.8 AR steps, that is ~80 steps between probes, not 32
 PROBE_SHARE = 0.02
 SPEC_PROBE_EVERY = 48  # while speculating, try a promising alternative at most this often
-EMA = 0.1  # weight of a new step in the running commit length
+#: Weight of a new step in the running commit length. 0.05, not 0.1: a chain-7 step commits 1 to 8
+#: tokens, so at 0.1 the mean of a chain that pays by 15-20 % (GSM8K on an H200: 2.72 against a
+#: break-even of 2.44) fell under break-even + margin within a few bad steps and auto left for AR;
+#: simulated on that pair's costs (benchmarks/bench_auto_policy_sim.py --h200), 0.05 with the probe
+#: rule below took auto from 1.15 to 1.21x AR where chain 7 runs at 1.16x, and cost nothing where no
+#: budget pays (docs/benchmarks.md, "Auto probes the budget it would run").
+EMA = 0.05
+EMA_BEFORE = 0.1  # (DFLASH_AUTO_PROBE=cheapest: the earlier weight, with the earlier probe rule)
 EMA_PROBE = 0.5  # ...for a probe's steps (the estimate they refresh may be old)
 #: While speculating, auto keeps its choice until its commit estimate falls below its break-even by
 #: this share, where it enters only above break-even by the margin (breakeven.DEFAULT_MARGIN). A
@@ -138,6 +157,8 @@ class AutoPolicy:
         #: the speculative choice being run (not a probe), kept through the stay band (STAY_MARGIN)
         self.current: tuple[str, int] | None = None
         self.stay_margin = STAY_MARGIN if os.environ.get(STAY_ENV, "").strip() == "1" else 0.0
+        self.probe_cheapest = os.environ.get(PROBE_ENV, "").strip() == "cheapest"
+        self.ema = EMA_BEFORE if self.probe_cheapest else EMA
 
     def set_table(self, table: calibration.CostTable) -> None:
         """New step costs (a re-measured table of the same key); what was learnt about the pair stays."""
@@ -169,7 +190,7 @@ class AutoPolicy:
         for a, v in saved.items():
             setattr(self, a, v)
         self.kind = kind
-        self._best = None
+        self._best, self._probe_target = None, False
         self.current = None  # the new kind's own statistics decide afresh
 
     # -- what is known ------------------------------------------------------------------------------
@@ -279,20 +300,22 @@ class AutoPolicy:
         return None if isinstance(target, bool) else target  # never True; False is replaced above
 
     def _ar_probe_target(self) -> tuple[str, int] | None:
-        """The cheapest chain budget that could pay at PROBE_ALPHA acceptance per position (its
-        geometric commit above its cost by the margin), among those whose step costs at most
-        PROBE_MAX_COST AR steps; budgets that could not pay even then are never probed. The
-        cheapest, not the one that would gain most: a probe measures the per-token acceptance,
-        which the geometric model carries to the other budgets, and a failed probe of a deep chain
-        wastes more (on an H100 a chain-15 probe cost ~3.4 AR steps a step against ~1.9 for chain
-        3, and in a 128-token answer it was a quarter of what auto lost to AR)."""
-        best = None
+        """The chain budget an AR probe runs. Eligible: those whose step costs at most PROBE_MAX_COST
+        AR steps and that could pay at PROBE_ALPHA acceptance per position (their geometric commit
+        above their cost by the margin); budgets that could not pay even then are never probed.
+        Among them, the one with the best geometric commit / cost at the acceptance seen so far, or
+        at PROBE_PRIOR_ALPHA where that is lower or unknown: the budget auto would run if the
+        drafter pays (see PROBE_PRIOR_ALPHA). DFLASH_AUTO_PROBE=cheapest: the cheapest eligible one."""
+        a = max(self.alpha or 0.0, PROBE_PRIOR_ALPHA)
+        best, best_key = None, 0.0
         for b in self.chain_budgets:
             cost = self.costs[("chain", b)]
             if cost > PROBE_MAX_COST or breakeven.geometric_commit(PROBE_ALPHA, b) / cost <= 1.0 + self.margin:
                 continue
-            if best is None or cost < self.costs[best]:
-                best = ("chain", b)
+            # larger is better: -cost for the cheapest rule, commit / cost for the default one
+            key = -cost if self.probe_cheapest else breakeven.geometric_commit(a, b) / cost
+            if best is None or key > best_key:
+                best, best_key = ("chain", b), key
         return best
 
     def prior(self, mode: str, budget: int) -> float | None:
@@ -328,13 +351,14 @@ class AutoPolicy:
 
     def observe(self, mode: str, budget: int, drafted: int, accepted: int, probing: bool = False) -> None:
         """One full step's outcome (a step cut short by the end of the run should not be given)."""
-        w = EMA_PROBE if probing else EMA
+        w = EMA_PROBE if probing else self.ema
         if mode == "chain" and drafted > 0:
             for b in self.chain_budgets:
                 if b <= drafted:
                     self._update(("chain", b), min(accepted, b) + 1, w)
             tested = min(accepted + 1, drafted)
             self._acc = [(1 - w) * self._acc[0] + w * accepted, (1 - w) * self._acc[1] + w * tested]
+            self._probe_target = False  # it follows the acceptance (_ar_probe_target)
             # the budgets deeper than this step drafted learn through the acceptance model: without
             # it their measured EMA kept the value of their last run, so after a bad stretch a cheap
             # probe (chain 1-3) that found the drafter good again could never bring auto back to

@@ -87,11 +87,11 @@ def test_policy_probes_first_then_settles_on_ar_when_nothing_is_accepted():
     pol = auto_mode.AutoPolicy(_table({1: 1.6, 2: 1.8, 4: 2.5, 7: 4.5}), max_draft=15)
     first = pol.choose()
     assert first[0] == "chain" and pol.probing  # nothing known: a probe
-    # the probe's budget: the cheapest that could pay at PROBE_ALPHA acceptance per position (its
-    # geometric commit over its cost above 1 + margin): chain 1, 1.95 / 1.6 = 1.22 (a probe measures
-    # the acceptance; the geometric model carries it to the deeper budgets, and a failed deep probe
-    # wastes more)
-    assert first == ("chain", 1)
+    # the probe's budget: among those that could pay at PROBE_ALPHA acceptance per position, the best
+    # geometric commit / cost at a fair drafter's acceptance (PROBE_PRIOR_ALPHA 0.7, nothing seen
+    # yet): chain 1 1.70 / 1.6 = 1.06, chain 2 2.19 / 1.8 = 1.22, chain 4 2.77 / 2.5 = 1.11, chain 7
+    # 3.14 / 4.5 = 0.70: chain 2, the budget auto would run if the drafter were that good
+    assert first == ("chain", 2)
     pol.observe(*first, drafted=1, accepted=0, probing=True)
     chosen = _steps(pol, 400, drafted=15, accepted=0)
     assert pol.best().mode == "ar"
@@ -116,8 +116,9 @@ def test_no_probe_of_a_budget_that_pays_only_if_every_draft_is_accepted():
     # (3 + 1) / 3.79 = 1.055 clears the margin: the every-draft-accepted rule would have probed it
     assert 4 / 3.79 > 1.0 + cpu.margin and breakeven.geometric_commit(auto_mode.PROBE_ALPHA, 3) / 3.79 < 1.05
     gpu = auto_mode.AutoPolicy(_table({1: 1.13, 2: 1.25, 3: 1.4, 7: 2.1}), max_draft=15)
-    assert gpu._ar_probe_target() == ("chain", 1) and gpu.needs_drafter()
-    assert gpu.choose() == ("chain", 1) and gpu.probing
+    # (at 0.7 a position: chain 1 1.50, chain 2 1.75, chain 3 1.81, chain 7 1.50 tokens per AR step)
+    assert gpu._ar_probe_target() == ("chain", 3) and gpu.needs_drafter()
+    assert gpu.choose() == ("chain", 3) and gpu.probing
 
 
 def test_policy_moves_to_speculation_when_the_drafter_starts_paying():
