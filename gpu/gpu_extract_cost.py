@@ -6,10 +6,13 @@ Runs plain AR generations on MT-Bench prompts (chat template), alternating extra
 (the prefill feeds the drafter, so every step decodes with extraction on), and per run prints the
 median host time of llama_process and of llama_synchronize per step, and whether the host buffers
 that llama.cpp copies into (logits, each layer input) are page-locked (cudaHostGetFlags), so that
-a slow run can be told from a fast one by where its time goes.
+a slow run can be told from a fast one by where its time goes. With --clocks, nvidia-smi samples the
+GPU's SM and memory clocks, power and clock-event reasons every 20 ms, and each run also prints their
+medians over its generation and its prompt and context length: whether the slow state is the
+GPU's clock (DVFS) rather than the work.
 
 Usage (GPU machine): PYTHONPATH=/tmp/lcp_site:/tmp/site:. python3 gpu/gpu_extract_cost.py
-    --target T --draft D [--prompts 4] [--rounds 3] [--max-tokens 128] [--threads 2]
+    --target T --draft D [--prompts 4] [--rounds 3] [--max-tokens 128] [--threads 2] [--clocks]
 """
 
 from __future__ import annotations
@@ -17,9 +20,12 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
+import datetime
 import glob
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,6 +59,48 @@ def pinned(rt, addr: int) -> str:
     return "pinned" if rc == 0 else f"pageable(rc={rc})"
 
 
+CLOCK_FIELDS = "timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active"
+
+
+class ClockSampler:
+    """nvidia-smi sampling the GPU every 20 ms into a file; ``window`` summarises a time span."""
+
+    def __init__(self):
+        for fields in (CLOCK_FIELDS, CLOCK_FIELDS.replace("clocks_event_reasons", "clocks_throttle_reasons")):
+            self.file = tempfile.NamedTemporaryFile("w+", suffix=".csv", delete=False)
+            self.proc = subprocess.Popen(
+                ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits", "-lms", "20"],
+                stdout=self.file,
+                stderr=subprocess.DEVNULL,
+            )
+            time.sleep(0.5)  # (its first samples; an unknown field makes it exit at once)
+            if self.proc.poll() is None:
+                return
+
+    def window(self, t0: float, t1: float) -> str:
+        self.file.flush()
+        rows = []
+        for line in Path(self.file.name).read_text().splitlines():
+            f = [x.strip() for x in line.split(",")]
+            try:
+                ts = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                rows.append((ts, float(f[1]), float(f[2]), float(f[3]), f[5]))
+            except (ValueError, IndexError):
+                continue
+        got = [r for r in rows if t0 <= r[0] <= t1]
+        if not got:
+            return "clocks: no sample"
+        reasons = sorted({r[4] for r in got})
+        return (
+            f"sm {statistics.median(r[1] for r in got):.0f} MHz (min {min(r[1] for r in got):.0f}), "
+            f"mem {statistics.median(r[2] for r in got):.0f}, power {statistics.median(r[3] for r in got):.0f} W, "
+            f"reasons {reasons}, {len(got)} samples"
+        )
+
+    def close(self) -> None:
+        self.proc.terminate()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", required=True)
@@ -61,8 +109,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--clocks", action="store_true", help="sample the GPU's clocks (nvidia-smi) per run")
     a = ap.parse_args()
     rt = cudart()
+    clocks = ClockSampler() if a.clocks else None
     times: dict[str, list[float]] = {"process": [], "sync": []}
     real_process, real_sync = native.Context.process, native.Context.synchronize
 
@@ -93,6 +143,7 @@ def main() -> int:
                     native.Context.process, native.Context.synchronize = process, sync
                     times["process"].clear()
                     times["sync"].clear()
+                    t_run = time.time()
                     try:
                         res = eng.generate(toks, s)
                     finally:
@@ -117,7 +168,16 @@ def main() -> int:
                         f"logits {pinned(rt, logits)}, layer inputs {[pinned(rt, x) for x in lay]}",
                         flush=True,
                     )
+                    if clocks is not None:
+                        time.sleep(0.05)  # (the last samples of the run reach the file)
+                        print(
+                            f"    {len(toks)} prompt tokens, {len(toks) + len(steps)} positions; "
+                            + clocks.window(t_run, time.time() - 0.05),
+                            flush=True,
+                        )
         Gen._prefill_features = plain
+    if clocks is not None:
+        clocks.close()
     return 0
 
 

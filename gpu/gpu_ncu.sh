@@ -56,6 +56,11 @@
 #            against 1 on the real target, as fuse does (gpu_fuse_ab.py: phases, logits, greedy tokens)
 #   sharencu ncu of ar, verify8, verify16, draft8 on the real target, both sides, with the report
 #            (kernels per family) and the shared / quantised counts of DFLASH_GRAPH_STATS=1
+#   addnorm  candidate patch 0012 (residual add + RMS norm + weight in one kernel at 2-16 rows):
+#            DFLASH_ADD_RMS_NORM=0 against 1 on the real target, as share does
+#   addnormncu ncu of verify8, verify16, draft8 on both sides of 0012, with the report
+#   calib    the cost tables auto measured in /tmp/dd and the policy simulation on each
+#   clocks   gpu_extract_cost.py --clocks: AR with extraction off / on, the GPU's clocks per run
 #   serve    issue 31: the server against headless generate on the real pair, chain 7 and AR
 #            (benchmarks/bench_server.py; its wheels carried and installed in the first call)
 #   (patch 0006, the engine already built in this sitting: STEPS="fuse fusencu" bash gpu/gpu_ncu.sh
@@ -258,6 +263,42 @@ step_sharencu() {
   done
 }
 
+# candidate patch 0012 (the residual add, the next RMS norm and its weight in one kernel at 2-16 rows):
+# upstream's three kernels (0) against the fusion (1) on the real target, as share does
+step_addnorm() {
+  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  mkdir -p $R/addnorm
+  timeout 500 python3 gpu/gpu_fuse_ab.py --env DFLASH_ADD_RMS_NORM --tag addnorm --sides 0,1 \
+    --target $TREAL --draft $D --out $R/addnorm
+  echo "addnorm rc=$?"
+}
+
+step_addnormncu() {
+  NCU_TARGET=$TREAL step_ncu addnorm0 "DFLASH_ADD_RMS_NORM=0" "verify8 verify16 draft8"
+  NCU_TARGET=$TREAL step_ncu addnorm1 "DFLASH_ADD_RMS_NORM=1" "verify8 verify16 draft8"
+  python3 gpu/gpu_fuse_ab.py --env DFLASH_ADD_RMS_NORM --tag addnorm --sides 0,1 --report $R/addnorm --ncu $R \
+    | tee $R/addnorm/addnorm_report.md | tail -n 12
+}
+
+# the cost tables auto measured here (DFLASH_DATA_DIR=/tmp/dd, after a bench with auto) and the
+# policy simulation on each (benchmarks/bench_auto_policy_sim.py --table)
+step_calib() {
+  mkdir -p $R/calib; local f
+  for f in /tmp/dd/calibration/*.json; do
+    [ -f "$f" ] || continue
+    cp "$f" $R/calib/
+    python3 -c "import json,sys; t=json.load(open(sys.argv[1])); print('ar_ms', t['ar_ms'], 'chain_ms', t['chain_ms'], 'tree_ms', t['tree_ms'])" "$f"
+    python3 benchmarks/bench_auto_policy_sim.py --table "$f" --seeds 0,1
+  done
+}
+
+# the slow one-row state (issue 29): AR runs with extraction off and on, the GPU's clocks sampled
+step_clocks() {
+  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  DFLASH_DATA_DIR=/tmp/dd timeout 400 python3 gpu/gpu_extract_cost.py --target $TREAL --draft $D --clocks \
+    --rounds ${CLOCK_ROUNDS:-3} 2>&1 | grep -v "^ggml_cuda_init\|^  Device"
+}
+
 # patch 0006 (one greedy argmax for all rows): upstream's per-row argmax (0) against the patch (1)
 step_argmax() {
   mkdir -p $R/argmax; [ -f $R/env.txt ] && cp $R/env.txt $R/argmax/
@@ -323,7 +364,11 @@ step_real() {
         # CUDA graphs keyed by the first node only, as upstream (patch 0010 off); with the stay band
         shape0) e="$e DFLASH_CUDA_GRAPH_PER_SHAPE=0";; stay1shape0) e="$e DFLASH_AUTO_STAY=1 DFLASH_CUDA_GRAPH_PER_SHAPE=0";;
         # every MMVQ quantising its own input, as upstream (patch 0011 off)
-        share0) e="$e DFLASH_MMVQ_SHARE_Q8=0";; esac
+        share0) e="$e DFLASH_MMVQ_SHARE_Q8=0";;
+        # the residual add apart from the next RMS norm at 2-16 rows (candidate patch 0012 off)
+        addnorm0) e="$e DFLASH_ADD_RMS_NORM=0";;
+        # auto's earlier probe rule and commit weight (the cheapest budget, EMA 0.1)
+        probe0) e="$e DFLASH_AUTO_PROBE=cheapest";; esac
       timeout 300 env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $D --suite $suite \
         --limit ${REAL_N:-10} --reps 2 --max-tokens 128 ${REAL_SWEEP:---sweep verify=chain,auto --sweep budget=7} \
         --json $R/real/${suite}-r${round}_$side.json > $R/real/${suite}-r${round}_$side.txt 2>&1
