@@ -110,6 +110,9 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--clocks", action="store_true", help="sample the GPU's clocks (nvidia-smi) per run")
+    ap.add_argument("--warm-prompt", type=int, default=0, help="the prompt each round's warm-up decodes")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each prompt in a row")
+    ap.add_argument("--modes", default="off,on", help="extraction off / on, in this order each round")
     a = ap.parse_args()
     rt = cudart()
     clocks = ClockSampler() if a.clocks else None
@@ -132,12 +135,12 @@ def main() -> int:
         Gen = generation.Generation
         plain = Gen._prefill_features
         for rnd in range(a.rounds):
-            for label in ("off", "on"):
+            for label in a.modes.split(","):
                 Gen._prefill_features = (lambda self: True) if label == "on" else plain
                 s = GenerationSettings(mode="ar", max_tokens=a.max_tokens, stop_at_eog=False)
                 eng.reset()
-                eng.generate(texts[0], s)  # warm-up
-                for i, text in enumerate(texts):
+                eng.generate(texts[a.warm_prompt], s)  # warm-up
+                for i, text in [(i, t) for i, t in enumerate(texts) for _ in range(a.repeat)]:
                     eng.reset()
                     toks = eng.tokenize(text)
                     native.Context.process, native.Context.synchronize = process, sync

@@ -296,7 +296,7 @@ step_calib() {
 step_clocks() {
   local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
   DFLASH_DATA_DIR=/tmp/dd timeout 400 python3 gpu/gpu_extract_cost.py --target $TREAL --draft $D --clocks \
-    --rounds ${CLOCK_ROUNDS:-3} 2>&1 | grep -v "^ggml_cuda_init\|^  Device"
+    --rounds ${CLOCK_ROUNDS:-3} ${CLOCK_ARGS:-} 2>&1 | grep -v "^ggml_cuda_init\|^  Device"
 }
 
 # patch 0006 (one greedy argmax for all rows): upstream's per-row argmax (0) against the patch (1)
