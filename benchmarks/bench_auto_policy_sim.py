@@ -4,9 +4,9 @@ ones (DFLASH_AUTO_PROBE=cheapest: the cheapest budget, EMA 0.1), the opt-in stay
 (DFLASH_AUTO_STAY) and chain 7 alone, at several acceptance levels. The drafter accepts position k
 with probability b * 0.93 ** (k - 1), b drawn per answer around the level (DFlash drafters lose
 acceptance along the block). Chain costs: a calibration file (--table, the JSON that auto caches in
-the data folder's calibration/), else an estimate of an H200's for the default pair from its
-measured phases (docs/benchmarks.md, "One q8_1 quantisation per MMVQ input"). No engine: it ranks
-policies, it does not measure a machine.
+the data folder's calibration/), else the one auto measured on an H200 for the default pair
+(docs/benchmarks.md, "Auto probes the budget it would run"). No engine: it ranks policies, it does
+not measure a machine.
 
     python benchmarks/bench_auto_policy_sim.py [--table CAL.json] [--answers 24] [--seeds 0,1,2,3]
 """
@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine_bridge.runtime import auto_mode, calibration  # noqa: E402
 from engine_bridge.runtime.auto_sim import simulate_answers  # noqa: E402
 
-#: chain step costs in AR steps: a whole-block draft (~0.45 ms), the inject (~0.15 ms) and a verify
-#: of b + 1 rows (1.1-1.8 ms) against a 1.025 ms AR step (H200, patch 0011)
-H200_ESTIMATE = {1: 1.79, 2: 1.83, 3: 1.88, 4: 1.93, 7: 2.2, 11: 2.4, 15: 2.5}
+#: chain step costs in AR steps that auto calibrated on an H200 with patch 0011 (AR 1.025 ms; the
+#: default pair; docs/runs/2026-11-27-gpu/s26-h200-addnorm-probe/m1/calibration.json)
+H200_MEASURED = {1: 1.74, 2: 1.80, 3: 1.85, 4: 1.89, 7: 2.05, 11: 2.25, 15: 2.39}
 
 POLICIES = {
     "now": {},
@@ -61,7 +61,7 @@ def main() -> None:
         t = calibration.CostTable.from_json(json.loads(Path(args.table).read_text()))
         costs = {b: ms / t.ar_ms for b, ms in t.chain_ms.items()}
     else:
-        costs = dict(H200_ESTIMATE)
+        costs = dict(H200_MEASURED)
     seeds = [int(x) for x in args.seeds.split(",")]
     print("chain costs (AR steps): " + ", ".join(f"{b}: {c:.2f}" for b, c in sorted(costs.items())))
     print("| b (position 1) | chain 7 commit | chain 7 alone | " + " | ".join(POLICIES) + " |")

@@ -73,8 +73,8 @@ PROBE_ALPHA = 0.95
 #: model). A probe exists to notice a drafter that pays; it tests the budget auto would then run,
 #: whose steps tell every smaller budget's commit as well. The cheapest budget (the rule before)
 #: tells only the first position's acceptance, and on a GPU, whose drafter decodes whole blocks, a
-#: chain-1 probe step costs nearly a chain-7 step (2.3-2.7 ms against 2.15 on an H200): auto probed
-#: chain 1 and ran 88-92 % of its GSM8K steps as AR where chain 7 paid 1.12-1.2x.
+#: chain-1 step costs nearly a chain-7 step (calibrated on an H200: 1.74 against 2.05 AR steps): auto
+#: probed chain 1 and ran 88-92 % of its GSM8K steps as AR where chain 7 paid 1.12-1.2x.
 PROBE_PRIOR_ALPHA = 0.7
 #: Environment variable: "cheapest" restores the earlier probe rule and EMA weight
 #: (the cheapest eligible budget, EMA_BEFORE), for measuring one against the other.
@@ -88,10 +88,11 @@ PROBE_SHARE = 0.02
 SPEC_PROBE_EVERY = 48  # while speculating, try a promising alternative at most this often
 #: Weight of a new step in the running commit length. 0.05, not 0.1: a chain-7 step commits 1 to 8
 #: tokens, so at 0.1 the mean of a chain that pays by 15-20 % (GSM8K on an H200: 2.72 against a
-#: break-even of 2.44) fell under break-even + margin within a few bad steps and auto left for AR;
-#: simulated on that pair's costs (benchmarks/bench_auto_policy_sim.py --h200), 0.05 with the probe
-#: rule below took auto from 1.15 to 1.21x AR where chain 7 runs at 1.16x, and cost nothing where no
-#: budget pays (docs/benchmarks.md, "Auto probes the budget it would run").
+#: break-even of 2.44) fell under break-even + margin within a few bad steps and auto left for AR.
+#: Simulated on the H200's measured costs (benchmarks/bench_auto_policy_sim.py --table), this weight
+#: with the probe rule above took auto from 0.985 to 1.231x AR where chain 7 alone runs at 1.253x,
+#: and 0.992 -> 0.987 where nothing pays; on the H200 GSM8K 0.91-0.94 -> 0.96-1.09x AR
+#: (docs/benchmarks.md, "Auto probes the budget it would run").
 EMA = 0.05
 EMA_BEFORE = 0.1  # (DFLASH_AUTO_PROBE=cheapest: the earlier weight, with the earlier probe rule)
 EMA_PROBE = 0.5  # ...for a probe's steps (the estimate they refresh may be old)
