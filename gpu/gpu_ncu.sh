@@ -59,6 +59,8 @@
 #   addnorm  candidate patch 0012 (residual add + RMS norm + weight in one kernel at 2-16 rows):
 #            DFLASH_ADD_RMS_NORM=0 against 1 on the real target, as share does
 #   addnormncu ncu of verify8, verify16, draft8 on both sides of 0012, with the report
+#   swiglu   candidate patch 0013 (SWIGLU at 2-16 rows quantised into MMVQ's input): DFLASH_SWIGLU_Q8=0
+#            against 1 on the real target, as share does; swiglunc: its ncu of verify8/16, draft8
 #   calib    the cost tables auto measured in /tmp/dd and the policy simulation on each
 #   clocks   gpu_extract_cost.py --clocks: AR with extraction off / on, the GPU's clocks per run
 #   serve    issue 31: the server against headless generate on the real pair, chain 7 and AR
@@ -280,6 +282,23 @@ step_addnormncu() {
     | tee $R/addnorm/addnorm_report.md | tail -n 12
 }
 
+# candidate patch 0013 (a SWIGLU at 2-16 rows quantised straight into the down projection's MMVQ input):
+# the GLU kernel and MMVQ's own quantisation (0) against the fused path (1), as share does
+step_swiglu() {
+  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  mkdir -p $R/swiglu
+  timeout 500 python3 gpu/gpu_fuse_ab.py --env DFLASH_SWIGLU_Q8 --tag swiglu --sides 0,1 \
+    --target $TREAL --draft $D --out $R/swiglu
+  echo "swiglu rc=$?"
+}
+
+step_swiglunc() {
+  NCU_TARGET=$TREAL step_ncu swiglu0 "DFLASH_SWIGLU_Q8=0" "verify8 verify16 draft8"
+  NCU_TARGET=$TREAL step_ncu swiglu1 "DFLASH_SWIGLU_Q8=1" "verify8 verify16 draft8"
+  python3 gpu/gpu_fuse_ab.py --env DFLASH_SWIGLU_Q8 --tag swiglu --sides 0,1 --report $R/swiglu --ncu $R \
+    | tee $R/swiglu/swiglu_report.md | tail -n 12
+}
+
 # the cost tables auto measured here (DFLASH_DATA_DIR=/tmp/dd, after a bench with auto) and the
 # policy simulation on each (benchmarks/bench_auto_policy_sim.py --table)
 step_calib() {
@@ -367,6 +386,8 @@ step_real() {
         share0) e="$e DFLASH_MMVQ_SHARE_Q8=0";;
         # the residual add apart from the next RMS norm at 2-16 rows (candidate patch 0012 off)
         addnorm0) e="$e DFLASH_ADD_RMS_NORM=0";;
+        # the GLU kernel and MMVQ's own quantisation at 2-16 rows (candidate patch 0013 off)
+        swiglu0) e="$e DFLASH_SWIGLU_Q8=0";;
         # auto's earlier probe rule and commit weight (the cheapest budget, EMA 0.1)
         probe0) e="$e DFLASH_AUTO_PROBE=cheapest";; esac
       timeout 300 env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $D --suite $suite \
