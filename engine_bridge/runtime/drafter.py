@@ -200,12 +200,12 @@ class Drafter:
             row_bytes, dst0, dst_stride = d * 4, feats.ctypes.data, feats.strides[0]
             move = ctypes.memmove
             for k, lid in enumerate(self.target_layers):
-                src = ctypes.cast(ffi.llama_get_embeddings_layer_inp(target_ctx.ptr, lid), ctypes.c_void_p).value
-                if not src:
+                addr = ctypes.cast(ffi.llama_get_embeddings_layer_inp(target_ctx.ptr, lid), ctypes.c_void_p).value
+                if not addr:
                     raise RuntimeError(f"the target holds no layer input for layer {lid} (extraction is off)")
                 dst = dst0 + k * row_bytes
                 for j, r in enumerate(src_rows):
-                    move(dst + j * dst_stride, src + r * row_bytes, row_bytes)
+                    move(dst + j * dst_stride, addr + r * row_bytes, row_bytes)
         else:
             for k, lid in enumerate(self.target_layers):
                 ptr = ffi.llama_get_embeddings_layer_inp(target_ctx.ptr, lid)

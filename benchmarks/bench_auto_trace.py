@@ -1,0 +1,118 @@
+"""Auto's decisions under another machine's cost table, replayed on this one (issue 29).
+
+Loads the pair here (any build), gives auto a cost table measured elsewhere (a calibration JSON,
+e.g. an H200's from docs/runs), and runs auto on prompts: the tokens accepted are this engine's
+(the same model, so the same acceptance up to near-ties), the choices are those auto would make on
+that machine. Each run's steps are then costed with that table (an AR step 1, a chain step its
+table cost, half of --switch-cost per change between AR and speculation), which gives a modelled
+x AR per category. The re-check of the table against this machine's step times and the learnt switch
+cost are turned off (they would read this machine's times). Prompts: the validation split of the
+training sources (the default: where policy choices are made), or a public suite for reporting
+(--public). Variants: ``now`` (the shipped policy), ``chain7`` (chain 7 throughout), ``earlier``
+(DFLASH_AUTO_PROBE=cheapest), ``probe4`` (four steps a probe instead of two).
+
+    python benchmarks/bench_auto_trace.py --target T.gguf --draft D.gguf --table CAL.json \\
+        [--n 10] [--variants now,chain7] [--public]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine_bridge.bench.suites import load_suite  # noqa: E402
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT  # noqa: E402
+from engine_bridge.runtime import auto_mode, calibration  # noqa: E402
+from engine_bridge.runtime.config import EngineConfig, GenerationSettings  # noqa: E402
+from engine_bridge.runtime.engine import Engine  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+VAL = ROOT / "resources" / "prompts" / "train" / "prompts.jsonl.xz"
+PUBLIC = {"code": "humaneval", "math": "gsm8k", "chat": "mt-bench"}
+
+
+def prompts(eng, category: str, n: int, public: bool) -> list[str]:
+    if public:
+        return [p.render(eng.format_chat) for p in load_suite(PUBLIC[category]).prompts[:n]]
+    with lzma.open(VAL, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    texts = [r["text"] for r in rows if r["split"] == "val" and r["category"] == category][:n]
+    return [eng.format_chat([{"role": "user", "content": t}]) for t in texts]
+
+
+def policy(table: calibration.CostTable, max_draft: int, variant: str, switch: float) -> auto_mode.AutoPolicy:
+    os.environ.pop(auto_mode.PROBE_ENV, None)
+    if variant == "earlier":
+        os.environ[auto_mode.PROBE_ENV] = "cheapest"
+    try:
+        pol = auto_mode.AutoPolicy(table, max_draft)
+    finally:
+        os.environ.pop(auto_mode.PROBE_ENV, None)
+    pol.recheck_factor = float("inf")  # this machine's step times are not the table's
+    pol.switch_cost = switch
+    pol.observe_switch = lambda _x: None  # type: ignore[method-assign]
+    pol.observe_wall = lambda *_a: None  # type: ignore[method-assign]
+    return pol
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--draft", required=True)
+    ap.add_argument("--table", required=True, help="a calibration JSON (auto's cache of another machine)")
+    ap.add_argument("--n", type=int, default=10, help="prompts per category")
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--variants", default="now,chain7")
+    ap.add_argument("--categories", default="code,math,chat")
+    ap.add_argument("--public", action="store_true", help="the public suites instead of the validation split")
+    ap.add_argument("--switch-cost", type=float, default=2.6, help="AR steps per round trip (H200: ~2.6)")
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    saved = json.loads(Path(a.table).read_text(encoding="utf-8"))
+    steps0 = auto_mode.PROBE_STEPS
+    with Engine.load(
+        EngineConfig(target=a.target, draft=a.draft, n_threads=a.threads), preflight=PAIR_PREFLIGHT
+    ) as eng:
+        table = calibration.CostTable.from_json(saved)
+        table.key = calibration.calibration_key(eng.config)  # used here as if measured here
+        eng.calibration = table
+        costs = table.costs()
+        print(f"{'public' if a.public else 'validation'} prompts, {a.n} a category, table {a.table}")
+        print("| variant | " + " | ".join(a.categories.split(",")) + " |")
+        print("|---" * (1 + len(a.categories.split(","))) + "|")
+        for variant in a.variants.split(","):
+            auto_mode.PROBE_STEPS = 4 if variant == "probe4" else steps0
+            cells = []
+            for cat in a.categories.split(","):
+                pol = policy(table, eng.drafter.max_draft, variant, a.switch_cost)
+                eng.auto_policy = pol
+                tot = Counter()
+                for text in prompts(eng, cat, a.n, a.public):
+                    mode = "chain" if variant == "chain7" else "auto"
+                    res = eng.generate(text, GenerationSettings(mode=mode, budget=7, max_tokens=a.max_tokens))
+                    prev = "ar"
+                    for r in res.steps:
+                        m = "spec" if r.drafted else "ar"
+                        if m != prev:
+                            tot["time"] += a.switch_cost / 2
+                            prev = m
+                        tot[m] += 1
+                        tot["time"] += 1.0 if not r.drafted else costs.get(("chain", r.drafted), costs[("chain", 7)])
+                        tot["tokens"] += r.accepted + 1 if r.drafted else 1
+                    if prev != "ar":
+                        tot["time"] += a.switch_cost / 2
+                share = tot["spec"] / max(tot["spec"] + tot["ar"], 1)
+                cells.append(f"{tot['tokens'] / tot['time']:.3f} ({share:.0%} spec)")
+            auto_mode.PROBE_STEPS = steps0
+            print(f"| {variant} | " + " | ".join(cells) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
