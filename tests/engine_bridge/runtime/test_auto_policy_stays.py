@@ -8,7 +8,8 @@ and drawn acceptances):
 - a chain-7 step's commit ranges from 1 to 8, so the running mean of a chain that pays by 10-20 %
   fell under break-even + margin after a few bad steps, and auto left at once (now it stays while
   the estimate is within STAY_MARGIN below break-even);
-- after leaving, auto probes the cheapest chain that could pay (chain 1-3), but the deeper budgets
+- after leaving, auto probed the cheapest chain that could pay (chain 1-3; since 2026-11-27 the budget
+  it would run, test_auto_probe.py), but the deeper budgets
   kept the mean of their last bad stretch, so no probe could bring chain 7 back (now a chain step
   refreshes the deeper budgets through the acceptance model).
 """

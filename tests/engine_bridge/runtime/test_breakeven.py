@@ -109,7 +109,7 @@ def test_no_probe_of_a_budget_that_pays_only_if_every_draft_is_accepted():
     3.79, chain 7 4.92. Chain 3 would pay only at a commit of 3.98 of at most 4 (every draft
     accepted), more than any drafter's acceptance gives (PROBE_ALPHA): auto never probes there, so it
     neither feeds the drafter nor leaves AR, where before it probed chain 3 and lost ~8 AR steps a
-    probe. Where a cheap step could pay (a GPU's chain 1 at 1.13), it still probes."""
+    probe. Where cheaper steps could pay (a table with chain 1 at 1.13), it still probes."""
     cpu = auto_mode.AutoPolicy(_table({1: 2.92, 2: 4.02, 3: 3.79, 4: 5.01, 7: 4.92}), max_draft=15)
     assert cpu._ar_probe_target() is None and not cpu.can_probe and not cpu.needs_drafter()
     assert {m for m, _ in _steps(cpu, 300, drafted=15, accepted=15)} == {"ar"}
