@@ -56,10 +56,10 @@
 #            against 1 on the real target, as fuse does (gpu_fuse_ab.py: phases, logits, greedy tokens)
 #   sharencu ncu of ar, verify8, verify16, draft8 on the real target, both sides, with the report
 #            (kernels per family) and the shared / quantised counts of DFLASH_GRAPH_STATS=1
-#   addnorm  candidate patch 0012 (residual add + RMS norm + weight in one kernel at 2-16 rows):
+#   addnorm  patch 0012 (residual add + RMS norm + weight in one kernel at 2-16 rows):
 #            DFLASH_ADD_RMS_NORM=0 against 1 on the real target, as share does
 #   addnormncu ncu of verify8, verify16, draft8 on both sides of 0012, with the report
-#   swiglu   candidate patch 0013 (SWIGLU at 2-16 rows quantised into MMVQ's input): DFLASH_SWIGLU_Q8=0
+#   swiglu   dropped patch 0013 (SWIGLU at 2-16 rows quantised into MMVQ's input): DFLASH_SWIGLU_Q8=0
 #            against 1 on the real target, as share does; swiglunc: its ncu of verify8/16, draft8
 #   calib    the cost tables auto measured in /tmp/dd and the policy simulation on each
 #   clocks   gpu_extract_cost.py --clocks: AR with extraction off / on, the GPU's clocks per run
@@ -243,21 +243,28 @@ step_fusencu() {
   python3 gpu/gpu_fuse_ab.py --report $R/fuse --ncu $R | tee $R/fuse/fuse_report.md | tail -n 8
 }
 
-# patch 0011 (one q8_1 quantisation per MMVQ input): upstream's per-MMVQ quantisation (0) against the
-# patch (1), on the real target (waits for it)
-step_share() {
+# a patch's switch on the real target (waits for it): ENV=0 (upstream) against ENV=1, alternating, by
+# gpu_fuse_ab.py (phases, logits bit-identity, greedy tokens) into $R/TAG
+real_ab() {   # real_ab ENV TAG
   local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
-  mkdir -p $R/share
-  timeout 500 python3 gpu/gpu_fuse_ab.py --env DFLASH_MMVQ_SHARE_Q8 --tag share --sides 0,1 \
-    --target $TREAL --draft $D --out $R/share
-  echo "share rc=$?"
+  mkdir -p $R/$2
+  timeout 500 python3 gpu/gpu_fuse_ab.py --env $1 --tag $2 --sides 0,1 --target $TREAL --draft $D --out $R/$2
+  echo "$2 rc=$?"
 }
 
+# ...and its kernels under ncu on both sides, with the report (kernels per family) in $R/TAG
+real_abncu() {   # real_abncu ENV TAG "PHASES"
+  NCU_TARGET=$TREAL step_ncu ${2}0 "$1=0" "$3"
+  NCU_TARGET=$TREAL step_ncu ${2}1 "$1=1" "$3"
+  python3 gpu/gpu_fuse_ab.py --env $1 --tag $2 --sides 0,1 --report $R/$2 --ncu $R | tee $R/$2/${2}_report.md | tail -n 12
+}
+
+# patch 0011 (one q8_1 quantisation per MMVQ input): upstream's per-MMVQ quantisation (0) against the
+# patch (1)
+step_share() { real_ab DFLASH_MMVQ_SHARE_Q8 share; }
+
 step_sharencu() {
-  NCU_TARGET=$TREAL step_ncu share0 "DFLASH_MMVQ_SHARE_Q8=0" "ar verify8 verify16 draft8"
-  NCU_TARGET=$TREAL step_ncu share1 "DFLASH_MMVQ_SHARE_Q8=1" "ar verify8 verify16 draft8"
-  python3 gpu/gpu_fuse_ab.py --env DFLASH_MMVQ_SHARE_Q8 --tag share --sides 0,1 --report $R/share --ncu $R \
-    | tee $R/share/share_report.md | tail -n 12
+  real_abncu DFLASH_MMVQ_SHARE_Q8 share "ar verify8 verify16 draft8"
   local v
   for v in 0 1; do
     DFLASH_MMVQ_SHARE_Q8=$v DFLASH_GRAPH_STATS=1 timeout 120 python3 gpu/gpu_step_profile.py --target $TREAL \
@@ -265,39 +272,15 @@ step_sharencu() {
   done
 }
 
-# candidate patch 0012 (the residual add, the next RMS norm and its weight in one kernel at 2-16 rows):
-# upstream's three kernels (0) against the fusion (1) on the real target, as share does
-step_addnorm() {
-  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
-  mkdir -p $R/addnorm
-  timeout 500 python3 gpu/gpu_fuse_ab.py --env DFLASH_ADD_RMS_NORM --tag addnorm --sides 0,1 \
-    --target $TREAL --draft $D --out $R/addnorm
-  echo "addnorm rc=$?"
-}
+# patch 0012 (the residual add, the next RMS norm and its weight in one kernel at 2-16 rows): upstream's
+# three kernels (0) against the fusion (1)
+step_addnorm() { real_ab DFLASH_ADD_RMS_NORM addnorm; }
+step_addnormncu() { real_abncu DFLASH_ADD_RMS_NORM addnorm "verify8 verify16 draft8"; }
 
-step_addnormncu() {
-  NCU_TARGET=$TREAL step_ncu addnorm0 "DFLASH_ADD_RMS_NORM=0" "verify8 verify16 draft8"
-  NCU_TARGET=$TREAL step_ncu addnorm1 "DFLASH_ADD_RMS_NORM=1" "verify8 verify16 draft8"
-  python3 gpu/gpu_fuse_ab.py --env DFLASH_ADD_RMS_NORM --tag addnorm --sides 0,1 --report $R/addnorm --ncu $R \
-    | tee $R/addnorm/addnorm_report.md | tail -n 12
-}
-
-# candidate patch 0013 (a SWIGLU at 2-16 rows quantised straight into the down projection's MMVQ input):
-# the GLU kernel and MMVQ's own quantisation (0) against the fused path (1), as share does
-step_swiglu() {
-  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
-  mkdir -p $R/swiglu
-  timeout 500 python3 gpu/gpu_fuse_ab.py --env DFLASH_SWIGLU_Q8 --tag swiglu --sides 0,1 \
-    --target $TREAL --draft $D --out $R/swiglu
-  echo "swiglu rc=$?"
-}
-
-step_swiglunc() {
-  NCU_TARGET=$TREAL step_ncu swiglu0 "DFLASH_SWIGLU_Q8=0" "verify8 verify16 draft8"
-  NCU_TARGET=$TREAL step_ncu swiglu1 "DFLASH_SWIGLU_Q8=1" "verify8 verify16 draft8"
-  python3 gpu/gpu_fuse_ab.py --env DFLASH_SWIGLU_Q8 --tag swiglu --sides 0,1 --report $R/swiglu --ncu $R \
-    | tee $R/swiglu/swiglu_report.md | tail -n 12
-}
+# candidate patch 0013, dropped (docs/design/dropped-patches/: copy it into packaging/patches/ to build
+# it): the GLU kernel and MMVQ's own quantisation (0) against the SWIGLU quantised into MMVQ's input (1)
+step_swiglu() { real_ab DFLASH_SWIGLU_Q8 swiglu; }
+step_swiglunc() { real_abncu DFLASH_SWIGLU_Q8 swiglu "verify8 verify16 draft8"; }
 
 # the cost tables auto measured here (DFLASH_DATA_DIR=/tmp/dd, after a bench with auto) and the
 # policy simulation on each (benchmarks/bench_auto_policy_sim.py --table)
@@ -384,9 +367,9 @@ step_real() {
         shape0) e="$e DFLASH_CUDA_GRAPH_PER_SHAPE=0";; stay1shape0) e="$e DFLASH_AUTO_STAY=1 DFLASH_CUDA_GRAPH_PER_SHAPE=0";;
         # every MMVQ quantising its own input, as upstream (patch 0011 off)
         share0) e="$e DFLASH_MMVQ_SHARE_Q8=0";;
-        # the residual add apart from the next RMS norm at 2-16 rows (candidate patch 0012 off)
+        # the residual add apart from the next RMS norm at 2-16 rows (patch 0012 off)
         addnorm0) e="$e DFLASH_ADD_RMS_NORM=0";;
-        # the GLU kernel and MMVQ's own quantisation at 2-16 rows (candidate patch 0013 off)
+        # the GLU kernel and MMVQ's own quantisation at 2-16 rows (dropped patch 0013 off; it must be built in)
         swiglu0) e="$e DFLASH_SWIGLU_Q8=0";;
         # auto's earlier probe rule and commit weight (the cheapest budget, EMA 0.1)
         probe0) e="$e DFLASH_AUTO_PROBE=cheapest";; esac
