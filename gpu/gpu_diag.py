@@ -144,7 +144,7 @@ class CallTimer:
         (native.Batch, "clear"),
         (native.Batch, "add_token"),
         (native.Batch, "add_token_seqs"),
-        (native.Batch, "add_embd"),
+        (native.Batch, "add_embd_at"),
     ]
 
     def __init__(self):

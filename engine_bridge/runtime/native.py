@@ -409,10 +409,6 @@ class Batch(_Handle):
                 raise DecodeError(f"could not add sequence {s} to a batch entry")
         return self._place(idx, pos, output)
 
-    def add_embd(self, row: np.ndarray, pos: int, seq: int = 0) -> int:
-        """One token given by an embedding row (float32, C-contiguous)."""
-        return self.add_embd_at(row.ctypes.data, row.shape[-1], pos, seq)
-
     def add_embd_at(self, addr: int, n_embd: int, pos: int, seq: int = 0) -> int:
         """One token given by the embedding row of ``n_embd`` float32 values at address ``addr``
         (copied by llama.cpp here: the caller's buffer may change afterwards)."""
