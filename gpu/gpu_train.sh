@@ -10,8 +10,10 @@
 #   bash gpu/gpu_train.sh follow [N]                 # progress for up to N s (default 500); packs $OUT when done
 #   bash gpu/gpu_train.sh status | pack | stop
 # Environment: GEN_SECONDS (180), TRAIN_SECONDS (540), RUN (/tmp/dflash-train), EXTRA (more
-#   train_chat flags, e.g. "--layers 3 --batch 32"). A second `start` after a stop resumes from the
-#   last checkpoint (generated data are kept in $RUN/gen).
+#   train_chat flags, e.g. "--layers 3 --batch 32"), GPUS (1; N > 1: each GPU generates one share of
+#   the prompts for GEN_SECONDS, the shares join into one pool (engine_bridge.training.shards), and
+#   torchrun trains on all N, --batch sequences per GPU). A second `start` after a stop resumes from
+#   the last checkpoint (generated data are kept in $RUN/gen).
 # $OUT after `pack` (<= 8 files, each < 16 MiB): drafter-NN.safetensors (f16 shards), drafter.json,
 #   train-log.txt, gen-stats.json, run-summary.json, responses.npz (the generated token ids).
 set -u
@@ -41,12 +43,31 @@ case "${1:-}" in
     mkdir -p "$RUN"
     cp -r "$data" "$RUN/data.tmp" && rm -rf "$RUN/data" && mv "$RUN/data.tmp" "$RUN/data"
     nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader | tee -a "$RUN/progress.log"
-    say "start: target $target, data $data, gen ${GEN_SECONDS:-180} s, train ${TRAIN_SECONDS:-540} s"
-    setsid nohup python3 -m engine_bridge.training.train_chat --target "$target" --data "$RUN/data" --out "$RUN" \
-      --gen-seconds "${GEN_SECONDS:-180}" --seconds "${TRAIN_SECONDS:-540}" ${EXTRA:-} \
-      > "$RUN/stdout.log" 2>&1 < /dev/null &
+    G=${GPUS:-1}
+    say "start: target $target, data $data, gen ${GEN_SECONDS:-180} s, train ${TRAIN_SECONDS:-540} s, $G GPU(s)"
+    args="--target $target --data $RUN/data --gen-seconds ${GEN_SECONDS:-180} --seconds ${TRAIN_SECONDS:-540} ${EXTRA:-}"
+    if [ "$G" -le 1 ]; then
+      setsid nohup python3 -m engine_bridge.training.train_chat $args --out "$RUN" \
+        > "$RUN/stdout.log" 2>&1 < /dev/null &
+    else
+      # the shares side by side, one process per GPU, then one pool, then one torchrun over all GPUs
+      # (NVLink multicast off: the lending machines share their GPUs with others)
+      setsid nohup bash -c "
+        export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+        if [ ! -f $RUN/gen/responses.npz ]; then
+          for k in \$(seq 0 $((G - 1))); do
+            CUDA_VISIBLE_DEVICES=\$k python3 -m engine_bridge.training.train_chat $args --out $RUN/shard-\$k \
+              --stage generate --shard \$k/$G > $RUN/gen-\$k.log 2>&1 &
+          done
+          wait
+          python3 -m engine_bridge.training.shards --out $RUN \$(seq -f '$RUN/shard-%g' 0 $((G - 1))) || exit 1
+        fi
+        exec python3 -m torch.distributed.run --standalone --nproc_per_node $G -m engine_bridge.training.train_chat \
+          $args --out $RUN --stage train
+      " > "$RUN/stdout.log" 2>&1 < /dev/null &
+    fi
     echo $! > "$RUN/pid"
-    sleep 20; tail -5 "$RUN/stdout.log"
+    sleep 20; tail -5 "$RUN/stdout.log"; tail -n 2 "$RUN"/gen-*.log 2>/dev/null | cut -c1-200
     ;;
   status)
     pid=$(cat "$RUN/pid" 2>/dev/null); if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo "running (pid $pid)"; else echo "not running"; fi
@@ -58,14 +79,18 @@ case "${1:-}" in
   follow)
     n=${2:-500}; t0=$(date +%s); pid=$(cat "$RUN/pid" 2>/dev/null)
     while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ $(( $(date +%s) - t0 )) -lt "$n" ]; do sleep 10; done
-    tail -25 "$RUN/stdout.log"
+    tail -n 2 "$RUN"/gen-*.log 2>/dev/null | cut -c1-200
+    grep -v "^W1\|OMP_NUM_THREADS\|^\*\*\*" "$RUN/stdout.log" | tail -25
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo "still running"; else bash "$0" pack; fi
     ;;
   pack)
     mkdir -p "$OUT"
     cp "$RUN"/drafter-*.safetensors "$RUN"/drafter.json "$OUT"/ 2>/dev/null
     cp "$RUN"/train-log.txt "$RUN"/run-summary.json "$OUT"/ 2>/dev/null
-    cp "$RUN"/gen/gen-stats.json "$RUN"/gen/responses.npz "$OUT"/ 2>/dev/null
+    cp "$RUN"/gen/gen-stats.json "$OUT"/ 2>/dev/null
+    # the pool comes back when it fits (a file of at most 16 MiB); a several-GPU pool does not
+    [ "$(stat -c %s "$RUN/gen/responses.npz" 2>/dev/null || echo 0)" -le 15728640 ] && cp "$RUN"/gen/responses.npz "$OUT"/
+    tar czf "$OUT"/gen-logs.tgz -C "$RUN" $(cd "$RUN" && ls gen-*.log shard-*/gen/gen-stats.json stdout.log progress.log 2>/dev/null) 2>/dev/null
     ls -l "$OUT"
     ;;
   *)

@@ -198,6 +198,7 @@ def generate(
     query_min_tokens: int = 6,
     val_n: int = 512,
     every_temperature: bool = False,
+    shard: tuple[int, int] = (0, 1),
 ) -> dict:
     from .chat_data import load_prompts
     from .chat_turns import close_answer, close_query
@@ -222,6 +223,14 @@ def generate(
     rng = np.random.default_rng(seed)
     n = len(prompts) if max_prompts is None else min(max_prompts, len(prompts))
     pick = rng.permutation(len(prompts))[:n]
+    # one GPU's share of a pool written by several (shard K of N): every K-th prompt of the same
+    # permutation, its own sampling seeds, Magpie prompts numbered apart; the validation answers
+    # come from shard 0 only (shards.merge_pools joins the shares)
+    rank, world = shard
+    pick = pick[rank::world]
+    seed = seed + 7919 * rank
+    if rank:
+        val_n = 0
     budget = _Budget(seconds, cancel)
     dev = target.embed_tokens.weight.device
     graph = False
@@ -243,13 +252,14 @@ def generate(
         "temperatures": list(temperatures),
         "precision": "float32" if exact or dev.type != "cuda" else "bfloat16",
         "cuda_graphs": graph,
+        "shard": [rank, world],
     }
 
     # 1. Magpie: the target writes requests
     magpie: list[list[int]] = []
     if magpie_frac > 0:
         assert frag is not None  # magpie_frac is 0 without the fragments
-        want = magpie_n if magpie_n is not None else max(batch, n // 4)
+        want = magpie_n if magpie_n is not None else max(batch, n // 4 // world)
         ctxs = [list(frag["pre_query"])] * want
         got = _batched(
             target,
@@ -326,7 +336,7 @@ def generate(
 
     # 2. first turns: every prompt greedy and sampled
     firsts: list[list[int]] = [prompts[i].tolist() for i in pick] + magpie
-    fidx = [int(i) for i in pick] + [-1 - k for k in range(len(magpie))]
+    fidx = [int(i) for i in pick] + [-1 - (k * world + rank) for k in range(len(magpie))]
     # one answer per prompt, the temperatures taking turns (more distinct requests in a budget),
     # or one at each temperature (every_temperature)
     ctxs, temps, src = [], [], []
@@ -450,7 +460,7 @@ def generate(
     stats.update(
         {
             "n": len(resp_l),
-            "of": n,
+            "of": len(pick),
             "tokens": int(lens.sum()),
             "mean_len": round(float(lens.mean()), 1) if resp_l else 0,
             "ended_with_stop": round(float(ended.mean()), 3) if resp_l else 0,

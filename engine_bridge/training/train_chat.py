@@ -33,6 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .gen_conversations import Cancelled  # one exception for a cancelled generation or training
+from .multi_gpu import shard_of
 
 # The published DFlash recipe (SpecForge's defaults) where it fits a small target; where ours differs,
 # the card and docs/benchmarks.md say why: 3 drafter layers (not 5: the step of a 135M target is
@@ -265,8 +266,11 @@ def train(
     kl: float = 0.0,
     train_frac: float = 1.0,
     n_ff: int | None = None,
+    group=None,
 ) -> dict:
     import torch
+
+    from .multi_gpu import Group, summary_fields
 
     from .ckpt import load_sharded, save_sharded
     from .drafter_model import DFlashDrafter, DrafterConfig, position_weights
@@ -315,7 +319,10 @@ def train(
         drafter.norm.weight.fill_(float(head.pow(2).sum(-1).mean().rsqrt()))
     opt = torch.optim.AdamW(drafter.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay, fused=cuda)
     state: dict[str, Any] = {"step": 0, "elapsed": 0.0, "hist": [], "best": -1.0, "best_step": 0}
-    gen = torch.Generator().manual_seed(seed)
+    group = group or Group()
+    # each rank draws its own batches (and anchors) from the one pool
+    rank_seed = seed + 1_000_003 * group.rank
+    gen = torch.Generator().manual_seed(rank_seed)
     if init is not None and not (resume and (ckdir / "state.json").exists()):
         # a warm start from another sitting's exported weights: the optimiser state stays behind, so
         # this run warms up again
@@ -338,20 +345,24 @@ def train(
                 }
         opt.load_state_dict(osd)
         state = st["state"]
-        gen.manual_seed(seed + state["step"])
+        gen.manual_seed(rank_seed + state["step"])
         log(f"train: resumed at step {state['step']} ({_fmt(state['elapsed'])} of {_fmt(seconds)} done)")
     n_params = sum(p.numel() for p in drafter.parameters())
     log(
         f"train: drafter {n_params / 1e6:.2f} M parameters, {n_layer} layers, block {block_size}, target layers "
         f"(GGUF ids) {target_layers}, mask token {cfg.mask_token_id}; {len(tr_idx)} train / {len(va_idx)} held-out "
-        f"sequences; device {dev}"
+        f"sequences; device {dev}" + (f", {group.world} ranks (batch {batch} each)" if group.multi else "")
     )
     embed_w = target.embed_tokens.weight
     head_w = None if tc.tied else target.lm_head.weight
     weights = {S: position_weights(S, gamma, dev) for S in {8, block_size}}
     pad = int(meta["pad_id"])
 
-    def step_loss(idx, S, g):
+    # the training forward goes through DDP (its backward averages the gradient over the ranks);
+    # validation, on rank 0 alone, through the drafter itself
+    net = group.wrap(drafter)
+
+    def step_loss(idx, S, g, model=drafter):
         x, anc, blk, lab, val = make_batch(seqs, plen, idx, anchors, S, cfg.mask_token_id, pad, g)
         x, anc, blk, lab, val = (t.to(dev, non_blocking=True) for t in (x, anc, blk, lab, val))
         with torch.no_grad(), torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
@@ -359,7 +370,7 @@ def train(
             feats = torch.cat(feats, dim=-1)
             t_logits = target_slot_logits(target, hidden, anc, S) if kl > 0 else None
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
-            logits = drafter(feats, anc, blk, embed_w, head_w)
+            logits = model(feats, anc, blk, embed_w, head_w)
         return block_loss(logits, lab, val, weights[S], t_logits, kl)
 
     def validate():
@@ -413,32 +424,38 @@ def train(
     drafter.train()
     while True:
         el = time.time() - t_start
+        halt = 0  # 1: the budget is spent or patience ran out; 2: cancelled
         if el >= seconds or (max_steps is not None and state["step"] >= max_steps):
-            break
-        if patience and stale >= patience:
+            halt = 1
+        elif patience and stale >= patience:
             log(
                 f"train: stopping early: no held-out improvement in {stale} evaluations (best {state['best']:.2f} "
                 f"at step {state['best_step']})"
             )
-            break
-        if cancel is not None and cancel.is_set():
-            cancelled = True
-            break
+            halt = 1
+        elif cancel is not None and cancel.is_set():
+            halt = 2
         # the schedule follows the clock, or the steps when a step budget is given (runs sharing a
         # GPU, as an ablation's do, then see the same schedule at the same step)
         done = state["step"] / max_steps if max_steps else el / seconds
+        S = block_size if not mixed_blocks or torch.rand(1, generator=gen).item() < 0.5 else min(8, block_size)
+        # rank 0's clock, patience and block size rule every rank: all take the same steps
+        halt_f, done, S_f = group.decide([halt, done, S], dev)
+        halt, S = int(halt_f), int(S_f)
+        if halt:
+            cancelled = halt == 2
+            break
         for gp in opt.param_groups:
             gp["lr"] = lr_at(min(done, 1.0), lr, warmup=warmup)
-        S = block_size if not mixed_blocks or torch.rand(1, generator=gen).item() < 0.5 else min(8, block_size)
         idx = tr_idx[torch.randint(0, len(tr_idx), (batch,), generator=gen).numpy()].tolist()
-        loss, acc, accepted, _ = step_loss(idx, S, gen)
+        loss, acc, accepted, _ = step_loss(idx, S, gen, net)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
         opt.step()
         state["step"] += 1
         state["elapsed"] = time.time() - t_start
-        if el >= next_log or (max_steps is not None and state["step"] >= max_steps):
+        if group.main and (el >= next_log or (max_steps is not None and state["step"] >= max_steps)):
             vl, vacc, vlen, v7 = validate()
             if vlen > state["best"]:
                 state["best"], state["best_step"] = vlen, state["step"]
@@ -489,9 +506,13 @@ def train(
                     }
                 )
             next_log = el + max(min(seconds / 40, 30.0), 1.0)
-        if time.time() - last_ckpt > ckpt_every:
+        if group.main and time.time() - last_ckpt > ckpt_every:
             checkpoint()
             last_ckpt = time.time()
+    agree = group.replicas_agree(drafter, dev)
+    if not group.main:
+        group.barrier()
+        return {"rank": group.rank, "steps": state["step"], "replicas_agree": agree}
     vl, vacc, vlen, v7 = validate()
     kept = state["step"]
     if vlen < state["best"] and (best_state is not None or list(out.glob("drafter-*.safetensors"))):
@@ -522,14 +543,17 @@ def train(
         "train_sequences": int(len(tr_idx)),
         "val_sequences": int(len(va_idx)),
         "cancelled": cancelled,
+        **summary_fields(group, batch),
+        "replicas_agree": agree,
         "history": state["hist"],
-        "device": torch.cuda.get_device_name(0) if cuda else str(dev),
+        "device": torch.cuda.get_device_name(dev) if cuda else str(dev),
     }
     save_drafter(summary)
     log(
         f"train: {'cancelled' if cancelled else 'done'}: {state['step']} steps in {_fmt(state['elapsed'])}; held-out "
         f"accepted drafts per block ({block_size}) {vlen:.2f}; drafter -> {out}/drafter-*.safetensors"
     )
+    group.barrier()
     return summary
 
 
@@ -572,6 +596,7 @@ def run(
     train_frac: float = 1.0,
     n_ff: int | None = None,
     threads: int | None = None,
+    shard: tuple[int, int] = (0, 1),
     progress: Callable[[dict], None] | None = None,
     cancel=None,
     log: Callable[[str], None] | None = None,
@@ -585,12 +610,25 @@ def run(
     and at each log point of training (stage "train": step, loss, val_loss, val_accepted, eta_s).
     ``cancel``: anything with ``is_set()`` (a threading.Event): generation stops (nothing saved),
     training checkpoints and writes the drafter so far (summary["train"]["cancelled"] is True).
+    ``shard`` (K, N): generate the K-th of N shares of the prompts (one process per GPU, each with
+    its own ``out``; ``shards.merge_pools`` joins them). Under ``torchrun`` (WORLD_SIZE > 1) the
+    training runs on every rank in DistributedDataParallel (``multi_gpu``); rank 0 writes the run.
     """
     import torch
 
     from .gguf_target import load_gguf_target
+    from .multi_gpu import from_env
 
+    group = from_env(device)
+    if group.multi and "generate" in stages and not (Path(out) / "gen" / "responses.npz").exists():
+        group.close()
+        raise ValueError(
+            "several ranks train on one pool, they do not write it: generate with --shard K/N, one process "
+            "per GPU, and join the shares with engine_bridge.training.shards first"
+        )
     dev = pick_device(device)
+    if group.multi and dev.type == "cuda":
+        dev = torch.device("cuda", group.local_rank)
     if dev.type == "cpu":
         torch.set_num_threads(threads or 1)  # a shared CPU: more threads than cores spin and crawl
     elif threads:
@@ -598,7 +636,7 @@ def run(
     if dev.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
     data, out = Path(data), Path(out)
-    log_ = _Logger(out, log)
+    log_: Callable[[str], None] = _Logger(out, log) if group.main else (lambda s: None)
     meta = json.loads((data / "meta.json").read_text())
     t0 = time.time()
     model = load_gguf_target(target, device=dev)
@@ -637,6 +675,7 @@ def run(
                 followup_frac=followup_frac,
                 seed=seed,
                 every_temperature=every_temperature,
+                shard=shard,
             )
         if "train" in stages:
             summary["train"] = train(
@@ -668,16 +707,26 @@ def run(
                 log=log_,
                 progress=progress,
                 cancel=cancel,
+                group=group,
             )
     except Cancelled:
         log_("cancelled during generation; nothing saved")
         summary["cancelled"] = True
-    (out / "run-summary.json").write_text(json.dumps(summary, indent=1))
+    finally:
+        group.close()
+    if group.main:
+        (out / "run-summary.json").write_text(json.dumps(summary, indent=1))
     return summary
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--device", default=None, help="cuda (default; an error when there is none) or cpu (tests)")
+    ap.add_argument(
+        "--shard",
+        type=_shard,
+        default=(0, 1),
+        help="generate the K-th of N shares of the prompts (K/N; one process per GPU, then engine_bridge.training.shards)",
+    )
     ap.add_argument("--gen-seconds", type=float, default=DEFAULTS["gen_seconds"], help="generation time budget")
     ap.add_argument("--seconds", type=float, default=DEFAULTS["seconds"], help="training time budget")
     ap.add_argument("--max-new", type=int, default=DEFAULTS["max_new"], help="response length cap (tokens)")
@@ -791,6 +840,13 @@ _share = _checked(float, lambda v: 0 < v <= 1, "a share in (0, 1]")
 _weight = _checked(float, lambda v: 0 <= v <= 100, "a weight in [0, 100]")
 
 
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        return shard_of(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _temperatures(text: str) -> tuple[float, ...]:
     try:
         t = tuple(float(x) for x in text.split(",") if x.strip())
@@ -835,6 +891,7 @@ def kwargs_from(a) -> dict:
         train_frac=a.train_frac,
         every_temperature=a.every_temperature,
         init=a.init,
+        shard=a.shard,
     )
 
 

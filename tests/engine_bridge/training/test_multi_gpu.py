@@ -1,0 +1,191 @@
+"""Drafter training over several GPUs (engine_bridge/training: multi_gpu, shards, the ``shard`` of
+gen_conversations), on the CPU: real GGUF files, real processes, gloo in place of NCCL.
+
+* shares of the prompts written by several processes are disjoint, cover what one process would
+  have answered, and join into one pool that training reads; a bad join names what is wrong and
+  writes nothing;
+* two ranks under torchrun train one drafter: the same steps, the gradient averaged (their weights
+  stay equal, which rank-distinct batches would break without it), rank 0 alone writes the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine_bridge.models import synth
+
+torch = pytest.importorskip("torch")
+
+from engine_bridge.training import chat_data, gen_conversations, shards, train_chat  # noqa: E402
+from engine_bridge.training.multi_gpu import shard_of  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mg")
+    target = synth.write_target(
+        root / "tiny-llama.gguf", synth.TargetSpec(arch="llama", vocab="gpt2", n_ctx=1024, seed=7)
+    )
+    data = root / "data"
+    chat_data.prepare(target, data, n_per_category=2, variants=1, log=lambda s: None)
+    from engine_bridge.training.gguf_target import load_gguf_target
+
+    return target, data, load_gguf_target(target), root
+
+
+def _generate(tiny, out: Path, shard=(0, 1)):
+    target, data, model, _ = tiny
+    return gen_conversations.generate(
+        model,
+        target,
+        data,
+        out,
+        seconds=600,
+        max_new=8,
+        batch=8,
+        max_prompts=8,
+        log=lambda s: None,
+        progress=None,
+        cancel=None,
+        magpie_n=4,
+        query_min_tokens=1,
+        shard=shard,
+    )
+
+
+@pytest.fixture(scope="module")
+def pool(tiny):
+    root = tiny[3]
+    for k in range(2):
+        _generate(tiny, root / f"shard-{k}", (k, 2))
+    merged = shards.merge_pools(root / "run", [root / "shard-0", root / "shard-1"])
+    return root, merged
+
+
+def _firsts(run: Path) -> list[int]:
+    z = np.load(run / "gen" / "responses.npz")
+    keep = (z["kind"] != gen_conversations.KIND_VAL) & (z["kind"] != gen_conversations.KIND_FOLLOWUP)
+    return z["prompt_index"][keep].tolist()
+
+
+def test_shares_are_disjoint_and_join_into_one_pool(tiny, pool):
+    root, merged = pool
+    one = root / "single"
+    _generate(tiny, one)
+    a, b = _firsts(root / "shard-0"), _firsts(root / "shard-1")
+    real_a, real_b = {p for p in a if p >= 0}, {p for p in b if p >= 0}
+    assert real_a and real_b and not real_a & real_b
+    assert real_a | real_b == {p for p in _firsts(one) if p >= 0}
+    magpie_a, magpie_b = {p for p in a if p < 0}, {p for p in b if p < 0}
+    assert not magpie_a & magpie_b  # the target's own requests are numbered apart
+    kinds = [np.load(root / f"shard-{k}" / "gen" / "responses.npz")["kind"] for k in range(2)]
+    has_val = (tiny[1] / "val.npz").exists()
+    assert (kinds[0] == gen_conversations.KIND_VAL).any() == has_val
+    assert not (kinds[1] == gen_conversations.KIND_VAL).any()  # validation answers come once
+    seqs, plen, pidx, kd = gen_conversations.load_sequences(root / "run")
+    parts = [gen_conversations.load_sequences(root / f"shard-{k}") for k in range(2)]
+    assert len(seqs) == sum(len(p[0]) for p in parts) == merged["n"]
+    joined = parts[0][0] + parts[1][0]
+    assert all(np.array_equal(x, y) for x, y in zip(seqs, joined))
+    assert plen.tolist() == parts[0][1].tolist() + parts[1][1].tolist()
+    assert merged["shards"] == 2 and merged["tokens"] == sum(
+        json.loads((root / f"shard-{k}" / "gen" / "gen-stats.json").read_text())["tokens"] for k in range(2)
+    )
+
+
+def test_a_bad_join_names_the_problem_and_writes_nothing(pool, tmp_path):
+    root, _ = pool
+    with pytest.raises(ValueError, match="exists already"):
+        shards.merge_pools(root / "run", [root / "shard-0", root / "shard-1"])
+    with pytest.raises(ValueError, match="one split"):
+        shards.merge_pools(tmp_path / "a", [root / "shard-0"])
+    with pytest.raises(ValueError, match="no generated pool"):
+        shards.merge_pools(tmp_path / "b", [root / "shard-0", tmp_path / "nothing"])
+    assert not (tmp_path / "a" / "gen").exists() and not (tmp_path / "b" / "gen").exists()
+    assert shards.main(["--out", str(tmp_path / "c"), str(root / "shard-1")]) == 2
+
+
+def test_shard_flag_is_checked():
+    assert shard_of("1/4") == (1, 4) and shard_of(None) == (0, 1)
+    for bad in ("4/4", "x", "1/0", "-1/2"):
+        with pytest.raises(ValueError):
+            shard_of(bad)
+
+
+def test_two_ranks_train_one_drafter(tiny, pool):
+    target, data, _, _ = tiny
+    root, _ = pool
+    run = root / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    args = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "engine_bridge.training.train_chat",
+        "--target",
+        str(target),
+        "--data",
+        str(data),
+        "--out",
+        str(run),
+        "--stage",
+        "train",
+        "--device",
+        "cpu",
+        "--layers",
+        "1",
+        "--batch",
+        "2",
+        "--anchors",
+        "4",
+        "--max-steps",
+        "4",
+        "--ckpt-every",
+        "0",
+    ]
+    r = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    t = json.loads((run / "drafter.json").read_text())["train"]
+    assert t["world"] == 2 and t["global_batch"] == 4 and t["steps"] == 4
+    assert t["replicas_agree"] is True
+    log = (run / "train-log.txt").read_text()
+    assert "2 ranks (batch 2 each)" in log
+    assert log.count("train: done") == 1  # rank 0 alone writes the run
+    assert json.loads((run / "run-summary.json").read_text())["train"]["world"] == 2
+
+
+def test_a_group_of_one_changes_nothing(tiny, pool, tmp_path):
+    """Without torchrun the trainer runs as before: one rank, its own batch."""
+    target, data, _, _ = tiny
+    root, _ = pool
+    run = tmp_path / "run"
+    (run / "gen").mkdir(parents=True)
+    for f in ("responses.npz", "gen-stats.json"):
+        (run / "gen" / f).write_bytes((root / "run" / "gen" / f).read_bytes())
+    s = train_chat.run(
+        target,
+        data,
+        run,
+        stages=("train",),
+        device="cpu",
+        n_layer=1,
+        batch=2,
+        anchors=4,
+        max_steps=2,
+        ckpt_every=0.0,
+        log=lambda s: None,
+    )
+    assert s["train"]["world"] == 1 and s["train"]["global_batch"] == 2 and s["train"]["replicas_agree"]
