@@ -344,6 +344,10 @@ step_real() {
   for round in $(seq 1 ${REAL_REPS_SIDES:-1}); do
   for suite in ${REAL_SUITES:-mt-bench gsm8k humaneval}; do
     for side in ${REAL_SIDES:-on off}; do
+    # REAL_DRAFTERS="TAG=FILE ...": each drafter in turn on the same suite and side (two sittings'
+    # drafters compared in one process per run), its tag in the file names
+    for dd in ${REAL_DRAFTERS:-main=$D}; do
+      local tag=${dd%%=*} dfile=${dd#*=} sfx=${REAL_DRAFTERS:+_${dd%%=*}}
       local e="DFLASH_DATA_DIR=/tmp/dd"
       case $side in host) e="$e DFLASH_AUTO_FEATURES=host";; redecode) e="$e DFLASH_AUTO_FEATURES=redecode";;
         off) e="$e DFLASH_BATCHED_ARGMAX=0";; inline) e="$e DFLASH_BENCH_JUDGE=inline";;
@@ -373,10 +377,11 @@ step_real() {
         swiglu0) e="$e DFLASH_SWIGLU_Q8=0";;
         # auto's earlier probe rule and commit weight (the cheapest budget, EMA 0.1)
         probe0) e="$e DFLASH_AUTO_PROBE=cheapest";; esac
-      timeout 300 env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $D --suite $suite \
+      timeout 300 env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $dfile --suite $suite \
         --limit ${REAL_N:-10} --reps 2 --max-tokens 128 ${REAL_SWEEP:---sweep verify=chain,auto --sweep budget=7} \
-        --json $R/real/${suite}-r${round}_$side.json > $R/real/${suite}-r${round}_$side.txt 2>&1
-      echo "real $suite $side rc=$?"; tail -n 6 $R/real/${suite}-r${round}_$side.txt | cut -c1-160
+        --json $R/real/${suite}-r${round}_$side$sfx.json > $R/real/${suite}-r${round}_$side$sfx.txt 2>&1
+      echo "real $suite $side $tag rc=$?"; tail -n 6 $R/real/${suite}-r${round}_$side$sfx.txt | cut -c1-160
+    done
     done
   done
   done
