@@ -9,7 +9,9 @@ x AR per category. The re-check of the table against this machine's step times a
 cost are turned off (they would read this machine's times). Prompts: the validation split of the
 training sources (the default: where policy choices are made), or a public suite for reporting
 (--public). Variants: ``now`` (the shipped policy), ``chain7`` (chain 7 throughout), ``earlier``
-(DFLASH_AUTO_PROBE=cheapest), ``probe4`` (four steps a probe instead of two).
+(DFLASH_AUTO_PROBE=cheapest), ``probe4`` (four steps a probe instead of two), ``stay`` (the opt-in
+stay band, DFLASH_AUTO_STAY=1), ``emaW`` (the running commit weighing a step W, e.g. ema0.025);
+joined with ``+`` they combine (``stay+ema0.025``).
 
     python benchmarks/bench_auto_trace.py --target T.gguf --draft D.gguf --table CAL.json \\
         [--n 10] [--variants now,chain7] [--public]
@@ -48,13 +50,21 @@ def prompts(eng, category: str, n: int, public: bool) -> list[str]:
 
 
 def policy(table: calibration.CostTable, max_draft: int, variant: str, switch: float) -> auto_mode.AutoPolicy:
+    parts = variant.split("+")  # variants combine: stay+ema0.025
     os.environ.pop(auto_mode.PROBE_ENV, None)
-    if variant == "earlier":
+    os.environ.pop(auto_mode.STAY_ENV, None)
+    if "earlier" in parts:
         os.environ[auto_mode.PROBE_ENV] = "cheapest"
+    if "stay" in parts:
+        os.environ[auto_mode.STAY_ENV] = "1"
     try:
         pol = auto_mode.AutoPolicy(table, max_draft)
     finally:
         os.environ.pop(auto_mode.PROBE_ENV, None)
+        os.environ.pop(auto_mode.STAY_ENV, None)
+    for p in parts:
+        if p.startswith("ema"):  # e.g. ema0.025: the running commit's weight per step
+            pol.ema = float(p[3:])
     pol.recheck_factor = float("inf")  # this machine's step times are not the table's
     pol.switch_cost = switch
     pol.observe_switch = lambda _x: None  # type: ignore[method-assign]
@@ -88,7 +98,7 @@ def main() -> None:
         print("| variant | " + " | ".join(a.categories.split(",")) + " |")
         print("|---" * (1 + len(a.categories.split(","))) + "|")
         for variant in a.variants.split(","):
-            auto_mode.PROBE_STEPS = 4 if variant == "probe4" else steps0
+            auto_mode.PROBE_STEPS = 4 if "probe4" in variant.split("+") else steps0
             cells = []
             for cat in a.categories.split(","):
                 pol = policy(table, eng.drafter.max_draft, variant, a.switch_cost)

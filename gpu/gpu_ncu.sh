@@ -367,6 +367,8 @@ step_real() {
         onerow0) e="$e DFLASH_ONE_ROW_SCHED=0";;
         # auto's policy with the stay band and the deeper budgets' refresh (opt-in; stay0: without)
         stay0) e="$e DFLASH_AUTO_STAY=0";; stay1) e="$e DFLASH_AUTO_STAY=1";;
+        # the stay band with a running commit that weighs a step 0.025 (bench_auto_trace's stay+ema0.025)
+        stayema) e="$e DFLASH_AUTO_STAY=1 DFLASH_AUTO_EMA=0.025";;
         # CUDA graphs keyed by the first node only, as upstream (patch 0010 off); with the stay band
         shape0) e="$e DFLASH_CUDA_GRAPH_PER_SHAPE=0";; stay1shape0) e="$e DFLASH_AUTO_STAY=1 DFLASH_CUDA_GRAPH_PER_SHAPE=0";;
         # every MMVQ quantising its own input, as upstream (patch 0011 off)

@@ -95,19 +95,25 @@ SPEC_PROBE_EVERY = 48  # while speculating, try a promising alternative at most 
 #: with the probe rule above took auto from 0.985 to 1.231x AR where chain 7 alone runs at 1.253x,
 #: and 0.992 -> 0.987 where nothing pays; on the H200 GSM8K 0.91-0.94 -> 0.96-1.09x AR
 #: (docs/benchmarks.md, "Auto probes the budget it would run").
-EMA = 0.05
+#: 0.025 since 2026-11-27, with the stay band (STAY_MARGIN): the exit then reads a longer window than
+#: a probe's entry (EMA_PROBE), so a run of rejected drafts in code no longer sends auto to AR for
+#: hundreds of steps (DFLASH_AUTO_EMA=0.05 DFLASH_AUTO_STAY=0: the rule before).
+EMA = 0.025
 EMA_BEFORE = 0.1  # (DFLASH_AUTO_PROBE=cheapest: the earlier weight, with the earlier probe rule)
 EMA_PROBE = 0.5  # ...for a probe's steps (the estimate they refresh may be old)
+EMA_ENV = "DFLASH_AUTO_EMA"  # Environment variable: another weight, for measuring one against the default
 #: While speculating, auto keeps its choice until its commit estimate falls below its break-even by
 #: this share, where it enters only above break-even by the margin (breakeven.DEFAULT_MARGIN). A
 #: chain-7 step's commit length ranges from 1 to 8, so the EMA of one that pays by 10-20 % (GSM8K
 #: and HumanEval on an H200) crossed break-even + 5 % within a few bad steps, auto left for AR, and
 #: the next probe was hundreds of steps away: over 90 % of its steps were AR.
-#: Opt-in (DFLASH_AUTO_STAY=1), with the deeper budgets' refresh in ``observe``: in a simulation of
-#: a drafter that pays 1.37x at chain 7 it raised auto from 1.01-1.03x to 1.27-1.28x, but on an
-#: H200 (engine without patch 0009, 6 prompts per suite, two rounds) auto moved 0.82 -> 0.82 x AR
-#: on average: GSM8K up 0.09, HumanEval and MT-Bench down 0.04-0.05, within that run's noise.
-#: Not the default until a GPU run shows a gain (docs/benchmarks.md, "Auto's policy: ...").
+#: With the deeper budgets' refresh in ``observe``. The default since 2026-11-27 (DFLASH_AUTO_STAY=0
+#: turns it off), together with EMA 0.025: replayed on the training sources' validation split under
+#: the H200's costs (benchmarks/bench_auto_trace.py, 30 prompts a category, sitting 7's drafter) auto
+#: went 1.052 -> 1.267 on code (chain 7 alone: 1.313), 1.323 -> 1.323 on math and 0.990 -> 0.991 on
+#: chat; on an H200, public prompts, two runs: HumanEval 1.04 -> 1.10-1.11x AR, GSM8K 1.02-1.09 ->
+#: 1.11-1.13x, MT-Bench 0.87-0.94 -> 0.82-0.88x (docs/benchmarks.md, "Auto stays through a bad
+#: streak"). Earlier, alone and opt-in, it read 0.82 -> 0.82 on an H200 (sitting 5's drafter).
 STAY_MARGIN = 0.05
 STAY_ENV = "DFLASH_AUTO_STAY"
 #: Calibration re-check: a configuration's recent step walls (lower quartile of RECHECK_WINDOW steps)
@@ -159,9 +165,17 @@ class AutoPolicy:
         self.switch_cost = 0.0
         #: the speculative choice being run (not a probe), kept through the stay band (STAY_MARGIN)
         self.current: tuple[str, int] | None = None
-        self.stay_margin = STAY_MARGIN if os.environ.get(STAY_ENV, "").strip() == "1" else 0.0
         self.probe_cheapest = os.environ.get(PROBE_ENV, "").strip() == "cheapest"
+        # on unless DFLASH_AUTO_STAY=0, or with the earlier probe rule (which it postdates)
+        stay_off = os.environ.get(STAY_ENV, "").strip() == "0" or self.probe_cheapest
+        self.stay_margin = 0.0 if stay_off else STAY_MARGIN
         self.ema = EMA_BEFORE if self.probe_cheapest else EMA
+        ema = os.environ.get(EMA_ENV, "").strip()
+        if ema:  # a weight measured against the default (DFLASH_AUTO_EMA=0.025)
+            try:
+                self.ema = min(max(float(ema), 0.001), 1.0)
+            except ValueError:
+                pass
 
     def set_table(self, table: calibration.CostTable) -> None:
         """New step costs (a re-measured table of the same key); what was learnt about the pair stays."""

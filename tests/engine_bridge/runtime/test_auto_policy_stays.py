@@ -1,5 +1,5 @@
-"""Auto's policy keeps a speculation that pays and comes back to it (issue 29; opt-in,
-``DFLASH_AUTO_STAY=1``, until a GPU run shows the gain the simulation below does).
+"""Auto's policy keeps a speculation that pays and comes back to it (issue 29; the default since
+2026-11-27, with a running commit that weighs a step 0.025; ``DFLASH_AUTO_STAY=0`` turns it off).
 
 On an H200 the default pair commits 2.5-2.7 tokens a chain-7 step on GSM8K and HumanEval, where a
 step costs ~2.3 AR steps, so chain 7 ran at 1.1-1.2x AR; auto ran at 0.8-0.9x, over 90 % of its steps
@@ -26,7 +26,7 @@ COSTS = {1: 1.6, 3: 1.9, 7: 2.3, 15: 3.0}
 
 
 def _policy(monkeypatch, stay: bool = True) -> auto_mode.AutoPolicy:
-    monkeypatch.setenv(auto_mode.STAY_ENV, "1" if stay else "0")  # opt-in (not yet a measured gain on a GPU)
+    monkeypatch.setenv(auto_mode.STAY_ENV, "1" if stay else "0")
     return auto_mode.AutoPolicy(calibration.CostTable(key={}, ar_ms=1.0, chain_ms=dict(COSTS)), max_draft=15)
 
 
@@ -74,12 +74,26 @@ def test_auto_gains_where_chain_7_pays_and_loses_little_where_it_does_not(monkey
     assert share <= 0.15 and speed >= 0.97, (share, speed)
 
 
-def test_the_stay_band_is_opt_in(monkeypatch):
+def test_the_stay_band_is_on_unless_turned_off(monkeypatch):
     monkeypatch.delenv(auto_mode.STAY_ENV, raising=False)
+    monkeypatch.delenv(auto_mode.PROBE_ENV, raising=False)
+    monkeypatch.delenv(auto_mode.EMA_ENV, raising=False)
     t = calibration.CostTable(key={}, ar_ms=1.0, chain_ms=dict(COSTS))
+    pol = auto_mode.AutoPolicy(t, max_draft=15)
+    assert pol.stay_margin == auto_mode.STAY_MARGIN and pol.ema == auto_mode.EMA == 0.025
+    monkeypatch.setenv(auto_mode.STAY_ENV, "0")
     assert auto_mode.AutoPolicy(t, max_draft=15).stay_margin == 0.0
-    monkeypatch.setenv(auto_mode.STAY_ENV, "1")
-    assert auto_mode.AutoPolicy(t, max_draft=15).stay_margin == auto_mode.STAY_MARGIN
+    # the earlier probe rule restores the earlier policy whole: no stay band, EMA 0.1
+    monkeypatch.delenv(auto_mode.STAY_ENV)
+    monkeypatch.setenv(auto_mode.PROBE_ENV, "cheapest")
+    pol = auto_mode.AutoPolicy(t, max_draft=15)
+    assert pol.stay_margin == 0.0 and pol.ema == auto_mode.EMA_BEFORE
+    # a weight to measure against the default; a bad value leaves the default
+    monkeypatch.delenv(auto_mode.PROBE_ENV)
+    monkeypatch.setenv(auto_mode.EMA_ENV, "0.05")
+    assert auto_mode.AutoPolicy(t, max_draft=15).ema == 0.05
+    monkeypatch.setenv(auto_mode.EMA_ENV, "fast")
+    assert auto_mode.AutoPolicy(t, max_draft=15).ema == auto_mode.EMA
 
 
 def test_the_simulation_charges_switches(monkeypatch):
