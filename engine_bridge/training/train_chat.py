@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -597,6 +598,7 @@ def run(
     n_ff: int | None = None,
     threads: int | None = None,
     shard: tuple[int, int] = (0, 1),
+    gpus: int = 1,
     progress: Callable[[dict], None] | None = None,
     cancel=None,
     log: Callable[[str], None] | None = None,
@@ -613,7 +615,25 @@ def run(
     ``shard`` (K, N): generate the K-th of N shares of the prompts (one process per GPU, each with
     its own ``out``; ``shards.merge_pools`` joins them). Under ``torchrun`` (WORLD_SIZE > 1) the
     training runs on every rank in DistributedDataParallel (``multi_gpu``); rank 0 writes the run.
+    ``gpus`` > 1 outside torchrun: both stages on that many GPUs of this host, as child processes
+    (``launch``; their lines reach ``log``, ``progress`` gets no events).
     """
+    from .launch import FLAGS
+
+    settings = {k: v for k, v in locals().items() if k in FLAGS}  # first: only the arguments so far
+    if gpus > 1 and "WORLD_SIZE" not in os.environ:
+        from .launch import run_on_gpus
+
+        return run_on_gpus(
+            Path(target),
+            Path(data),
+            Path(out),
+            gpus=gpus,
+            stages=stages,
+            settings=settings,
+            log=log or (lambda s: print(s, flush=True)),
+            cancel=cancel,
+        )
     import torch
 
     from .gguf_target import load_gguf_target
@@ -721,6 +741,12 @@ def run(
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--device", default=None, help="cuda (default; an error when there is none) or cpu (tests)")
+    ap.add_argument(
+        "--gpus",
+        type=_checked(int, lambda v: 1 <= v <= 64, "a GPU count in [1, 64]"),
+        default=1,
+        help="GPUs of this host to generate and train on (one process each, then torchrun; default 1)",
+    )
     ap.add_argument(
         "--shard",
         type=_shard,
@@ -892,6 +918,7 @@ def kwargs_from(a) -> dict:
         every_temperature=a.every_temperature,
         init=a.init,
         shard=a.shard,
+        gpus=a.gpus,
     )
 
 

@@ -4,16 +4,15 @@ gen_conversations), on the CPU: real GGUF files, real processes, gloo in place o
 * shares of the prompts written by several processes are disjoint, cover what one process would
   have answered, and join into one pool that training reads; a bad join names what is wrong and
   writes nothing;
-* two ranks under torchrun train one drafter: the same steps, the gradient averaged (their weights
-  stay equal, which rank-distinct batches would break without it), rank 0 alone writes the run.
+* ``gpus=2`` (``train-drafter --gpus 2``): two generating processes, one pool, then two ranks under
+  torchrun train one drafter: the same steps, the gradient averaged (their weights stay equal, which
+  rank-distinct batches would break without it), rank 0 alone writes the run; the flags handed to the
+  children give the same settings back.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +24,6 @@ torch = pytest.importorskip("torch")
 
 from engine_bridge.training import chat_data, gen_conversations, shards, train_chat  # noqa: E402
 from engine_bridge.training.multi_gpu import shard_of  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -121,50 +118,74 @@ def test_shard_flag_is_checked():
             shard_of(bad)
 
 
-def test_two_ranks_train_one_drafter(tiny, pool):
+def test_two_gpus_from_one_call_generate_join_and_train(tiny, tmp_path):
+    """``train_chat.run(gpus=2)`` (``train-drafter --gpus 2``): a share of the prompts per process,
+    one pool, then torchrun on two ranks whose replicas agree; rank 0 alone writes the run."""
     target, data, _, _ = tiny
-    root, _ = pool
-    run = root / "run"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    args = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        "2",
-        "-m",
-        "engine_bridge.training.train_chat",
-        "--target",
-        str(target),
-        "--data",
-        str(data),
-        "--out",
-        str(run),
-        "--stage",
-        "train",
-        "--device",
-        "cpu",
-        "--layers",
-        "1",
-        "--batch",
-        "2",
-        "--anchors",
-        "4",
-        "--max-steps",
-        "4",
-        "--ckpt-every",
-        "0",
-    ]
-    r = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    run = tmp_path / "run"
+    lines: list[str] = []
+    s = train_chat.run(
+        target,
+        data,
+        run,
+        device="cpu",
+        gpus=2,
+        max_prompts=8,
+        gen_batch=8,
+        max_new=8,
+        n_layer=1,
+        batch=2,
+        anchors=4,
+        max_steps=4,
+        ckpt_every=0.0,
+        log=lines.append,
+    )
+    assert s["generate"]["shards"] == 2 and s["generate"]["n"] > 0
+    assert sorted(p.name for p in run.glob("shard-*")) == ["shard-0", "shard-1"]
     t = json.loads((run / "drafter.json").read_text())["train"]
     assert t["world"] == 2 and t["global_batch"] == 4 and t["steps"] == 4
     assert t["replicas_agree"] is True
+    assert s["train"]["world"] == 2
     log = (run / "train-log.txt").read_text()
     assert "2 ranks (batch 2 each)" in log
     assert log.count("train: done") == 1  # rank 0 alone writes the run
-    assert json.loads((run / "run-summary.json").read_text())["train"]["world"] == 2
+    assert any(ln.startswith("[gpu 1] ") for ln in lines)  # the children's lines reach the caller
+
+
+def test_flags_give_the_settings_back():
+    """What ``--gpus`` hands its children: train_chat's flags, parsed again, give the same settings."""
+    import argparse
+
+    from engine_bridge.training.launch import FLAGS, flags_from
+
+    ap = argparse.ArgumentParser()
+    train_chat.add_arguments(ap)
+    argv = [
+        "--device",
+        "cpu",
+        "--layers",
+        "2",
+        "--target-layers",
+        "2,5",
+        "--temperatures",
+        "0,0.7",
+        "--every-temperature",
+        "--no-resume",
+        "--init",
+        "x.gguf",
+        "--lr",
+        "3e-4",
+        "--ffn",
+        "512",
+    ]
+    first = {k: v for k, v in train_chat.kwargs_from(ap.parse_args(argv)).items() if k in FLAGS}
+    again = {k: v for k, v in train_chat.kwargs_from(ap.parse_args(flags_from(first))).items() if k in FLAGS}
+    assert again == first
+    assert first["resume"] is False and first["every_temperature"] and first["target_layers"] == [2, 5]
+    defaults = {k: v for k, v in train_chat.kwargs_from(ap.parse_args([])).items() if k in FLAGS}
+    assert {
+        k: v for k, v in train_chat.kwargs_from(ap.parse_args(flags_from(defaults))).items() if k in FLAGS
+    } == defaults
 
 
 def test_a_group_of_one_changes_nothing(tiny, pool, tmp_path):
