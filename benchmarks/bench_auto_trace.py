@@ -11,7 +11,8 @@ training sources (the default: where policy choices are made), or a public suite
 (--public). Variants: ``now`` (the shipped policy), ``chain7`` (chain 7 throughout), ``earlier``
 (DFLASH_AUTO_PROBE=cheapest), ``probe4`` (four steps a probe instead of two), ``stay`` (the opt-in
 stay band, DFLASH_AUTO_STAY=1), ``emaW`` (the running commit weighing a step W, e.g. ema0.025);
-joined with ``+`` they combine (``stay+ema0.025``).
+``nostay`` (the band off); joined with ``+`` they combine
+(``stay+ema0.025``). Since 2026-11-27 ``now`` has the band and EMA 0.025.
 
     python benchmarks/bench_auto_trace.py --target T.gguf --draft D.gguf --table CAL.json \\
         [--n 10] [--variants now,chain7] [--public]
@@ -65,6 +66,8 @@ def policy(table: calibration.CostTable, max_draft: int, variant: str, switch: f
     for p in parts:
         if p.startswith("ema"):  # e.g. ema0.025: the running commit's weight per step
             pol.ema = float(p[3:])
+        if p == "nostay":  # the stay band off (DFLASH_AUTO_STAY=0)
+            pol.stay_margin = 0.0
     pol.recheck_factor = float("inf")  # this machine's step times are not the table's
     pol.switch_cost = switch
     pol.observe_switch = lambda _x: None  # type: ignore[method-assign]
