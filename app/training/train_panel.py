@@ -66,6 +66,7 @@ class TrainRequest:
     seconds: float = 540.0  # training time budget
     gen_seconds: float = 180.0  # time budget for generating the target's responses
     device: str = "auto"
+    gpus: int = 1  # GPUs of this machine (more than one: one process each, then torchrun)
     work: Path | None = None  # where data and checkpoints go (default: next to out, "<stem>.train")
     prompts: Path | None = None  # the user's extra training prompts (JSONL), beside the shipped set
     #: further trainer options (name, value): prompts per category, max_steps, batch, ... (tests: tiny runs)
@@ -92,6 +93,7 @@ def start_training(req: TrainRequest, on_event, cancel: threading.Event) -> Path
 
     device = resolve_device(req.device)
     train_chat.pick_device(device)  # no CUDA for "cuda": say so before minutes of preparation
+    train_chat.check_gpus(device, req.gpus)  # ...and too few GPUs for the count asked
     train_for_target.run(
         req.target,
         req.out,
@@ -102,6 +104,7 @@ def start_training(req: TrainRequest, on_event, cancel: threading.Event) -> Path
         block_size=req.block_size,
         seconds=req.seconds,
         gen_seconds=req.gen_seconds,
+        gpus=req.gpus,
         extra_prompts=req.prompts,
         progress=on_event,
         cancel=cancel,
@@ -257,6 +260,11 @@ class TrainPanel(QWidget):
         self.device_combo = QComboBox(objectName="trainDeviceCombo")
         self.device_combo.addItems(list(DEVICES))
         self.device_combo.setToolTip("cuda needs a CUDA device and PyTorch built for it; auto picks it when present")
+        self.gpus_spin = QSpinBox(objectName="trainGpusSpin", minimum=1, maximum=64, value=1)
+        self.gpus_spin.setToolTip(
+            "GPUs of this machine to generate and train on: each writes a share of the target's answers, "
+            "then the drafter trains on all of them at once (a batch per GPU)"
+        )
         self.out_edit = QLineEdit(objectName="trainOutEdit", placeholderText="default: <models>/<target>-dflash.gguf")
         self.prompts_edit = QLineEdit(
             objectName="trainPromptsEdit", placeholderText='optional: one JSON object per line, {"text": ...}'
@@ -279,6 +287,7 @@ class TrainPanel(QWidget):
         form.addRow("Data generation budget", self.gen_seconds_spin)
         form.addRow("Training budget", self.seconds_spin)
         form.addRow("Device", self.device_combo)
+        form.addRow("GPUs", self.gpus_spin)
         form.addRow("Save drafter as", self.out_edit)
         form.addRow("Extra prompts (JSONL)", prompts_row)
 
@@ -375,6 +384,7 @@ class TrainPanel(QWidget):
             seconds=float(self.seconds_spin.value()),
             gen_seconds=float(self.gen_seconds_spin.value()),
             device=self.device_combo.currentText(),
+            gpus=self.gpus_spin.value(),
             extra=tuple(self.extra_options.items()),
         )
         fields.update(overrides)
@@ -463,6 +473,7 @@ class TrainPanel(QWidget):
             self.seconds_spin,
             self.gen_seconds_spin,
             self.device_combo,
+            self.gpus_spin,
             self.out_edit,
         ):
             w.setEnabled(not on)

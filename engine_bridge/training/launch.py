@@ -7,14 +7,15 @@ processes:
    each writing its share of the pool into ``OUT/shard-K``;
 2. ``shards.merge_pools`` joining the shares into ``OUT/gen``;
 3. ``torchrun --nproc_per_node N ... --stage train`` (``multi_gpu``: DDP, rank 0 writes the run).
-A pool already in ``OUT/gen`` is trained on as it is. The children's lines reach ``log``; a cancel
-stops them (the training leaves its last checkpoint, from which a second call resumes).
+A pool already in ``OUT/gen`` is trained on as it is. The children's lines reach ``log`` and, read
+back into events, ``progress`` (the Train tab's bar and loss plot); a cancel stops them (the training leaves its last checkpoint, from which a second call resumes).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -59,6 +60,35 @@ FLAGS: dict[str, str] = {
 }
 SWITCHES = {"gen_fp32", "mixed_blocks", "every_temperature"}
 
+_TRAIN_LINE = re.compile(
+    r"train: step\s+(\d+)\s+loss ([\d.]+)\s+val ([\d.]+)\s+val accepted/block\(\d+\) ([\d.]+).*?"
+    r"(\d+):(\d\d) elapsed, ETA (\d+):(\d\d)"
+)
+_GEN_LINE = re.compile(r"generate/([\w -]+): (\d+)/(\d+),.*?(\d+) s left")
+
+
+def progress_from_line(line: str) -> dict | None:
+    """The progress event (``train_chat.run``'s kind) that a child's log line stands for, or None:
+    a training log point (step, loss, held-out loss and acceptance, elapsed and ETA) or a generation
+    batch (pass, done, total, ETA)."""
+    m = _TRAIN_LINE.search(line)
+    if m:
+        step, loss, vl, va, em, es, tm, ts = m.groups()
+        return {
+            "stage": "train",
+            "step": int(step),
+            "loss": float(loss),
+            "val_loss": float(vl),
+            "val_accepted": float(va),
+            "elapsed_s": 60.0 * int(em) + int(es),
+            "eta_s": 60.0 * int(tm) + int(ts),
+        }
+    m = _GEN_LINE.search(line)
+    if m:
+        what, done, total, left = m.groups()
+        return {"stage": "generate", "pass": what, "done": int(done), "total": int(total), "eta_s": float(left)}
+    return None
+
 
 def flags_from(settings: dict[str, Any]) -> list[str]:
     """``train_chat`` flags that give ``settings`` (keywords of ``train_chat.run``) back."""
@@ -80,13 +110,16 @@ def flags_from(settings: dict[str, Any]) -> list[str]:
     return out
 
 
-def _stream(proc: subprocess.Popen, log: Callable[[str], None], prefix: str) -> threading.Thread:
+def _stream(proc: subprocess.Popen, log: Callable[[str], None], prefix: str, progress=None) -> threading.Thread:
     def pump():
         assert proc.stdout is not None
         for line in proc.stdout:
             line = line.rstrip()
             if line and not line.startswith(("W1", "*****")) and "OMP_NUM_THREADS" not in line:
                 log(prefix + line)
+                ev = progress_from_line(line) if progress is not None else None
+                if ev is not None:
+                    progress(ev)
 
     t = threading.Thread(target=pump, daemon=True)
     t.start()
@@ -120,8 +153,10 @@ def run_on_gpus(
     settings: dict[str, Any],
     log: Callable[[str], None],
     cancel=None,
+    progress: Callable[[dict], None] | None = None,
 ) -> dict:
-    """The stages of ``train_chat.run`` over ``gpus`` processes; returns the run's summary (its
+    """The stages of ``train_chat.run`` over ``gpus`` processes (``progress`` gets the events that the
+    children's log lines stand for: ``progress_from_line``); returns the run's summary (its
     ``run-summary.json``, ``generate`` from the joined pool's statistics). A child that fails is a
     RuntimeError naming it and the end of its output."""
     from .shards import merge_pools
@@ -144,7 +179,8 @@ def run_on_gpus(
                 e["CUDA_VISIBLE_DEVICES"] = str(k)
             p = subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             procs.append(p)
-            pumps.append(_stream(p, log, f"[gpu {k}] "))
+            # one share's generation batches stand for all (they run side by side at one pace)
+            pumps.append(_stream(p, log, f"[gpu {k}] ", progress if k == 0 else None))
         codes = _wait(procs, cancel)
         for t in pumps:
             t.join(timeout=5)
@@ -161,7 +197,7 @@ def run_on_gpus(
         cmd = [py, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(gpus)]
         cmd += ["-m", "engine_bridge.training.train_chat", *base, "--out", str(out), "--stage", "train"]
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        pump = _stream(p, log, "")
+        pump = _stream(p, log, "", progress)
         (code,) = _wait([p], cancel)
         pump.join(timeout=5)
         if cancel is not None and cancel.is_set():

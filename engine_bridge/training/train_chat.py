@@ -134,6 +134,18 @@ def pick_device(device: str | None):
     return torch.device(device)
 
 
+def check_gpus(device: str | None, gpus: int) -> None:
+    """A ValueError when ``gpus`` CUDA devices are asked for and torch sees fewer (said before any
+    preparation runs). On the CPU several processes stand in for GPUs (the tests)."""
+    if gpus <= 1 or device == "cpu":
+        return
+    import torch
+
+    n = torch.cuda.device_count()
+    if n < gpus:
+        raise ValueError(f"{gpus} GPUs asked for, but torch sees {n} on this machine")
+
+
 class _Logger:
     def __init__(self, out: Path, log: Callable[[str], None] | None):
         out.mkdir(parents=True, exist_ok=True)
@@ -616,13 +628,15 @@ def run(
     its own ``out``; ``shards.merge_pools`` joins them). Under ``torchrun`` (WORLD_SIZE > 1) the
     training runs on every rank in DistributedDataParallel (``multi_gpu``); rank 0 writes the run.
     ``gpus`` > 1 outside torchrun: both stages on that many GPUs of this host, as child processes
-    (``launch``; their lines reach ``log``, ``progress`` gets no events).
+    (``launch``; their lines reach ``log``, and ``progress`` the events they stand for).
     """
     from .launch import FLAGS
 
     settings = {k: v for k, v in locals().items() if k in FLAGS}  # first: only the arguments so far
     if gpus > 1 and "WORLD_SIZE" not in os.environ:
         from .launch import run_on_gpus
+
+        check_gpus(device, gpus)
 
         return run_on_gpus(
             Path(target),
@@ -633,6 +647,7 @@ def run(
             settings=settings,
             log=log or (lambda s: print(s, flush=True)),
             cancel=cancel,
+            progress=progress,
         )
     import torch
 

@@ -197,3 +197,20 @@ def test_cuda_without_a_device_is_a_clear_error(qtbot, panel, tiny_target):
         assert panel.start()
     assert "no CUDA device" in failed.args[0]
     assert "--device cpu" in failed.args[0] or "cpu" in failed.args[0]
+
+
+def test_the_gpu_count_reaches_the_trainer_and_is_checked(qtbot, panel, tiny_target):
+    """The GPUs box goes into the request (the trainer then runs a process per GPU, as
+    ``train-drafter --gpus``); more GPUs than torch sees is refused before any preparation."""
+    from engine_bridge.training.train_chat import check_gpus
+
+    panel.target_edit.setText(str(tiny_target))
+    tiny_options(panel)
+    assert panel.build_request().gpus == 1
+    panel.gpus_spin.setValue(4)
+    assert panel.build_request().gpus == 4
+    check_gpus("cpu", 4)  # on the CPU, processes stand in for GPUs
+    n = torch.cuda.device_count()
+    want = max(2, n + 1)
+    with pytest.raises(ValueError, match=f"{want} GPUs asked for, but torch sees {n}"):
+        check_gpus("cuda", want)

@@ -124,12 +124,14 @@ def test_two_gpus_from_one_call_generate_join_and_train(tiny, tmp_path):
     target, data, _, _ = tiny
     run = tmp_path / "run"
     lines: list[str] = []
+    events: list[dict] = []
     s = train_chat.run(
         target,
         data,
         run,
         device="cpu",
         gpus=2,
+        progress=events.append,
         max_prompts=8,
         gen_batch=8,
         max_new=8,
@@ -150,6 +152,10 @@ def test_two_gpus_from_one_call_generate_join_and_train(tiny, tmp_path):
     assert "2 ranks (batch 2 each)" in log
     assert log.count("train: done") == 1  # rank 0 alone writes the run
     assert any(ln.startswith("[gpu 1] ") for ln in lines)  # the children's lines reach the caller
+    # ...and the events they stand for (the Train tab's bar and loss plot)
+    steps = [e for e in events if e["stage"] == "train"]
+    assert steps and steps[-1]["step"] == 4 and all("loss" in e and "eta_s" in e for e in steps)
+    assert any(e["stage"] == "generate" and e["total"] > 0 for e in events)
 
 
 def test_flags_give_the_settings_back():
