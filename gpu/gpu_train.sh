@@ -46,28 +46,12 @@ case "${1:-}" in
     G=${GPUS:-1}
     say "start: target $target, data $data, gen ${GEN_SECONDS:-180} s, train ${TRAIN_SECONDS:-540} s, $G GPU(s)"
     args="--target $target --data $RUN/data --gen-seconds ${GEN_SECONDS:-180} --seconds ${TRAIN_SECONDS:-540} ${EXTRA:-}"
-    if [ "$G" -le 1 ]; then
-      setsid nohup python3 -m engine_bridge.training.train_chat $args --out "$RUN" \
-        > "$RUN/stdout.log" 2>&1 < /dev/null &
-    else
-      # the shares side by side, one process per GPU, then one pool, then one torchrun over all GPUs
-      # (NVLink multicast off: the lending machines share their GPUs with others)
-      setsid nohup bash -c "
-        export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-        if [ ! -f $RUN/gen/responses.npz ]; then
-          for k in \$(seq 0 $((G - 1))); do
-            CUDA_VISIBLE_DEVICES=\$k python3 -m engine_bridge.training.train_chat $args --out $RUN/shard-\$k \
-              --stage generate --shard \$k/$G > $RUN/gen-\$k.log 2>&1 &
-          done
-          wait
-          python3 -m engine_bridge.training.shards --out $RUN \$(seq -f '$RUN/shard-%g' 0 $((G - 1))) || exit 1
-        fi
-        exec python3 -m torch.distributed.run --standalone --nproc_per_node $G -m engine_bridge.training.train_chat \
-          $args --out $RUN --stage train
-      " > "$RUN/stdout.log" 2>&1 < /dev/null &
-    fi
+    # GPUS > 1: train_chat's --gpus (engine_bridge/training/launch.py) runs a generating process per
+    # GPU, joins their shares into one pool, then torchrun over all of them (NVLink multicast off)
+    setsid nohup python3 -m engine_bridge.training.train_chat $args --out "$RUN" --gpus "$G" \
+      > "$RUN/stdout.log" 2>&1 < /dev/null &
     echo $! > "$RUN/pid"
-    sleep 20; tail -5 "$RUN/stdout.log"; tail -n 2 "$RUN"/gen-*.log 2>/dev/null | cut -c1-200
+    sleep 20; tail -5 "$RUN/stdout.log" | cut -c1-200
     ;;
   status)
     pid=$(cat "$RUN/pid" 2>/dev/null); if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo "running (pid $pid)"; else echo "not running"; fi
@@ -79,7 +63,6 @@ case "${1:-}" in
   follow)
     n=${2:-500}; t0=$(date +%s); pid=$(cat "$RUN/pid" 2>/dev/null)
     while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ $(( $(date +%s) - t0 )) -lt "$n" ]; do sleep 10; done
-    tail -n 2 "$RUN"/gen-*.log 2>/dev/null | cut -c1-200
     grep -v "^W1\|OMP_NUM_THREADS\|^\*\*\*" "$RUN/stdout.log" | tail -25
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo "still running"; else bash "$0" pack; fi
     ;;
@@ -90,7 +73,7 @@ case "${1:-}" in
     cp "$RUN"/gen/gen-stats.json "$OUT"/ 2>/dev/null
     # the pool comes back when it fits (a file of at most 16 MiB); a several-GPU pool does not
     [ "$(stat -c %s "$RUN/gen/responses.npz" 2>/dev/null || echo 0)" -le 15728640 ] && cp "$RUN"/gen/responses.npz "$OUT"/
-    tar czf "$OUT"/gen-logs.tgz -C "$RUN" $(cd "$RUN" && ls gen-*.log shard-*/gen/gen-stats.json stdout.log progress.log 2>/dev/null) 2>/dev/null
+    tar czf "$OUT"/gen-logs.tgz -C "$RUN" $(cd "$RUN" && ls shard-*/train-log.txt shard-*/gen/gen-stats.json stdout.log progress.log 2>/dev/null) 2>/dev/null
     ls -l "$OUT"
     ;;
   *)
