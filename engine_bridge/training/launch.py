@@ -206,6 +206,6 @@ def run_on_gpus(
             return summary
         if code != 0:
             raise RuntimeError(f"training on {gpus} GPUs failed (exit {code}); see the log above")
-        ran = json.loads((out / "run-summary.json").read_text())
-        summary.update({k: v for k, v in ran.items() if k != "generate" or "generate" not in summary})
+        # the training stage's own summary (target, layers, train), with the joined pool's statistics
+        summary = {**json.loads((out / "run-summary.json").read_text()), **summary}
     return summary
