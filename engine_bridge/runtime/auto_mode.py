@@ -71,7 +71,7 @@ PROBE_ALPHA = 0.95
 #: acceptance seen so far, or at this one where that is lower or nothing is known yet (a fair
 #: drafter's: the drafter shipped when this was set (sitting 5) accepts 2.26 drafts per 16-token
 #: block on its training sources' validation split, ~0.70 a position by the geometric model, and
-#: sitting 7's 2.52, ~0.72; resources/models/smollm2/card.md).
+#: sitting 7's 2.52, ~0.72, sitting 8's 2.74, ~0.73; resources/models/smollm2/card.md).
 #: A probe exists to notice a drafter that pays; it tests the budget auto would then run,
 #: whose steps tell every smaller budget's commit as well. The cheapest budget (the rule before)
 #: tells only the first position's acceptance, and on a GPU, whose drafter decodes whole blocks, a
