@@ -479,8 +479,9 @@ class Generation:
         # 1. draft once, read the top-K per position, build the tree
         td = now()
         cand, logp = d.draft_candidates(last, pos, depth, s.tree_top_k)
-        # The greedy chain is seeded to half the budget (the tree always holds what a chain of that
-        # depth verifies); the other half goes best-first on cumulative log-probability.
+        # The greedy chain is seeded to half the budget, at most tree.SEEDED_CHAIN_MAX deep (the tree
+        # always holds what a chain of that depth verifies); the rest goes best-first on cumulative
+        # log-probability.
         tr = tree_mod.build_tree(
             cand, logp, budget, chain_len=tree_mod.seeded_chain_len(budget), leaf_cap=self.tree_seqs
         )

@@ -125,13 +125,23 @@ def rank_candidates(ids: np.ndarray, logits: np.ndarray, k: int) -> tuple[np.nda
     return ids[rows, order].astype(np.int64), (best - lse).astype(np.float64)
 
 
+#: The deepest seeded chain. Past it, best-first placement decides: on the default pair's
+#: validation split (30 requests, tree 15, CPU) a chain of 4 committed 3.167 per step, 5 3.158,
+#: 8 (half the budget, the rule before) 3.096 and 11 3.008 (benchmarks/bench_tree_shape.py --val;
+#: docs/benchmarks.md, "The tree's seeded chain at budget 15").
+SEEDED_CHAIN_MAX = 4
+
+
 def seeded_chain_len(budget: int) -> int:
-    """How deep the greedy chain is seeded for a node budget: half of it, rounded up.
+    """How deep the greedy chain is seeded for a node budget: half of it, rounded up, and at most
+    SEEDED_CHAIN_MAX.
 
     Measured on the reference pair at budget 5-7 (15 held-out prompts, CPU): a quarter or
-    three-quarters of the budget commit 3-7 % fewer tokens per step than a half.
+    three-quarters of the budget commit 3-7 % fewer tokens per step than a half. At larger budgets
+    a long seeded chain spends nodes on deep drafts that the target rarely reaches, where
+    best-first would branch near the root.
     """
-    return (budget + 1) // 2
+    return min((budget + 1) // 2, SEEDED_CHAIN_MAX)
 
 
 def max_leaves(budget: int, rows: int) -> int:

@@ -186,6 +186,20 @@ def test_max_leaves_holds_for_seeded_trees():
             assert tree.n_leaves == len(tree.leaves()) <= tree_mod.max_leaves(budget, 15)
 
 
+def test_a_large_budget_seeds_a_short_chain_and_spends_the_rest_best_first():
+    # budgets up to 8 keep half the budget as the chain; larger ones stop at SEEDED_CHAIN_MAX (4),
+    # the best of 4, 5, 8 and 11 on the validation split at budget 15
+    assert [tree_mod.seeded_chain_len(b) for b in (1, 2, 7, 8, 9, 15, 32)] == [1, 1, 4, 4, 4, 4, 4]
+    _, tok, lp = _candidates(n_pos=15, k=4, seed=3)
+    tree = build_tree(tok, lp, 15, chain_len=tree_mod.seeded_chain_len(15))
+    node = -1
+    for d in range(4):  # the greedy chain to the seeded depth
+        node = tree.children[node][int(tok[d, 0])]
+    assert len(tree) == 15
+    # with 11 nodes placed best-first, branches may reach the engine's sequence count for the budget
+    assert tree.n_leaves <= tree_mod.max_leaves(15, 15) == 12
+
+
 def test_backend_top_k_draft_equals_host_scoring(tiny_engine):
     """The drafter's top-K from the device (a top-k sampler in the graph) and from host logits."""
     eng = tiny_engine
