@@ -126,8 +126,8 @@ def rank_candidates(ids: np.ndarray, logits: np.ndarray, k: int) -> tuple[np.nda
 
 
 #: The deepest seeded chain. Past it, best-first placement decides: on the default pair's
-#: validation split (30 requests, tree 15, CPU) a chain of 4 committed 3.167 per step, 5 3.158,
-#: 8 (half the budget, the rule before) 3.096 and 11 3.008 (benchmarks/bench_tree_shape.py --val;
+#: validation split (30 requests, tree 15, CPU) a chain of 4 committed 3.167 per step, 2, 3 and 5
+#: 3.158, 6 3.146, 8 (half the budget, the rule before) 3.096 and 11 3.008 (bench_tree_shape.py --val;
 #: docs/benchmarks.md, "The tree's seeded chain at budget 15").
 SEEDED_CHAIN_MAX = 4
 

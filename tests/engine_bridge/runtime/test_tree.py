@@ -188,7 +188,7 @@ def test_max_leaves_holds_for_seeded_trees():
 
 def test_a_large_budget_seeds_a_short_chain_and_spends_the_rest_best_first():
     # budgets up to 8 keep half the budget as the chain; larger ones stop at SEEDED_CHAIN_MAX (4),
-    # the best of 4, 5, 8 and 11 on the validation split at budget 15
+    # the best of chains of 2-6, 8 and 11 on the validation split at budget 15
     assert [tree_mod.seeded_chain_len(b) for b in (1, 2, 7, 8, 9, 15, 32)] == [1, 1, 4, 4, 4, 4, 4]
     _, tok, lp = _candidates(n_pos=15, k=4, seed=3)
     tree = build_tree(tok, lp, 15, chain_len=tree_mod.seeded_chain_len(15))
