@@ -378,7 +378,12 @@ step_real() {
         # the GLU kernel and MMVQ's own quantisation at 2-16 rows (dropped patch 0013 off; it must be built in)
         swiglu0) e="$e DFLASH_SWIGLU_Q8=0";;
         # auto's earlier probe rule and commit weight (the cheapest budget, EMA 0.1)
-        probe0) e="$e DFLASH_AUTO_PROBE=cheapest";; esac
+        probe0) e="$e DFLASH_AUTO_PROBE=cheapest";;
+        # every step's inject closed by a device sync (the default before 2026-11-28: exact phases)
+        sync1) e="$e DFLASH_SYNC_INJECT=1";;
+        # the tree's greedy chain seeded half the budget deep (the rule before 2026-11-27: 8 at tree 15)
+        seed8) e="$e DFLASH_TREE_SEED_MAX=99";;
+        sync1seed8) e="$e DFLASH_SYNC_INJECT=1 DFLASH_TREE_SEED_MAX=99";; esac
       timeout 300 env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $dfile --suite $suite \
         --limit ${REAL_N:-10} --reps 2 --max-tokens 128 ${REAL_SWEEP:---sweep verify=chain,auto --sweep budget=7} \
         --json $R/real/${suite}-r${round}_$side$sfx.json > $R/real/${suite}-r${round}_$side$sfx.txt 2>&1

@@ -93,6 +93,7 @@ class StudioSettings:
     max_tokens: int = 512
     seed: int = 0
     token_margins: bool = False  # step records carry the target's top-2 margins (token tooltips)
+    exact_phases: bool = False  # every phase of a step ends at a device sync (exact profiler phases)
     # view
     highlight_drafts: bool = True
 
@@ -147,6 +148,7 @@ class StudioSettings:
             top_p=self.top_p,
             seed=self.seed,
             record_margins=self.token_margins,
+            exact_phases=self.exact_phases,
         )
 
     def replace(self, **changes) -> "StudioSettings":

@@ -126,6 +126,13 @@ class SettingsPanel(QScrollArea):
             "rounding. Reads the target's logits on the host every step: a little slower."
         )
         gf.addRow("Token margins", self.margins)
+        self.exact_phases = QCheckBox("every phase ends at a device sync", gen, objectName="exactPhasesCheck")
+        self.exact_phases.setToolTip(
+            "The profiler's phase times become exact: each step waits for the GPU after the "
+            "drafter's inject. Off (the default), the inject runs while the next draft is queued, "
+            "which is faster, and its GPU time shows in the draft phase. No effect on a CPU."
+        )
+        gf.addRow("Exact phase times", self.exact_phases)
 
         # -- loading
         load = QGroupBox("Loading (a change needs a reload)", body)
@@ -265,6 +272,7 @@ class SettingsPanel(QScrollArea):
             w.currentIndexChanged.connect(self._edited)
         self.exact.toggled.connect(self._edited)
         self.margins.toggled.connect(self._edited)
+        self.exact_phases.toggled.connect(self._edited)
 
     # -- showing ----------------------------------------------------------------------------------
     def show_settings(self, s: StudioSettings) -> None:
@@ -283,6 +291,7 @@ class SettingsPanel(QScrollArea):
             _select(self.flash_attn, s.flash_attn)
             self.exact.setChecked(s.exact_verify)
             self.margins.setChecked(s.token_margins)
+            self.exact_phases.setChecked(s.exact_phases)
             _select(self.kv[("target", "k")], s.target_k)
             _select(self.kv[("target", "v")], s.target_v)
             _select(self.kv[("drafter", "k")], s.draft_k)
@@ -498,6 +507,7 @@ class SettingsPanel(QScrollArea):
             flash_attn=self.flash_attn.currentData(),
             exact_verify=self.exact.isChecked(),
             token_margins=self.margins.isChecked(),
+            exact_phases=self.exact_phases.isChecked(),
             target_k=self.kv[("target", "k")].currentData(),
             target_v=self.kv[("target", "v")].currentData(),
             draft_k=self.kv[("drafter", "k")].currentData(),

@@ -178,6 +178,7 @@ class BenchSpec:
     budget: int = 15
     verify_mode: str = "chain"
     p_min: float = 0.0
+    exact_phases: bool = False  # GenerationSettings.exact_phases: every phase ends at a device sync
     temperature: float = 0.0
     top_k: int = 40
     top_p: float = 1.0
@@ -199,6 +200,7 @@ class BenchSpec:
             mode=mode,
             budget=budget,
             p_min=self.p_min,
+            exact_phases=self.exact_phases,
             max_tokens=self.max_tokens,
             temperature=self.temperature,
             top_k=self.top_k,
@@ -215,6 +217,7 @@ class BenchSpec:
             "budget": self.budget,
             "verify_mode": self.verify_mode,
             "p_min": self.p_min,
+            "exact_phases": self.exact_phases,
             "temperature": self.temperature,
             "top_k": self.top_k,
             "top_p": self.top_p,

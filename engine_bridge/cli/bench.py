@@ -40,6 +40,11 @@ def register(sub) -> None:
     b.add_argument("--budget", type=int, default=15, help="draft tokens per step when not swept")
     b.add_argument("--verify", choices=("chain", "tree", "auto"), default="chain", help="verify mode when not swept")
     b.add_argument("--p-min", type=float, default=0.0, help="stop drafting below this drafter probability")
+    b.add_argument(
+        "--exact-phases",
+        action="store_true",
+        help="end every phase of a step at a device sync: exact phase times, a little slower on a GPU",
+    )
     b.add_argument("--temp", type=float, default=0.0, help="temperature (0: greedy; losslessness is checked only then)")
     b.add_argument("--top-k", type=int, default=40, help="sample among the K most likely tokens (0: all; default 40)")
     b.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling threshold (default 1.0: off)")
@@ -117,6 +122,7 @@ def run(args) -> int:
             budget=args.budget,
             verify_mode=args.verify,
             p_min=args.p_min,
+            exact_phases=args.exact_phases,
             temperature=args.temp,
             top_k=args.top_k,
             top_p=args.top_p,

@@ -54,6 +54,11 @@ def register(sub) -> None:
     )
     g.add_argument("--budget", type=int, default=15, help="draft tokens per step (tree: node budget)")
     g.add_argument("--p-min", type=float, default=0.0, help="stop drafting below this drafter probability")
+    g.add_argument(
+        "--exact-phases",
+        action="store_true",
+        help="end every phase of a step at a device sync: exact phase times, a little slower on a GPU",
+    )
     g.add_argument("--max-tokens", type=int, default=128, help="most tokens to generate (default 128)")
     g.add_argument("--temp", type=float, default=0.0, help="temperature (0: greedy)")
     g.add_argument(
@@ -292,6 +297,7 @@ def cmd_generate(args) -> int:
             mode=mode,
             budget=args.budget,
             p_min=args.p_min,
+            exact_phases=args.exact_phases,
             max_tokens=args.max_tokens,
             temperature=args.temp,
             top_k=args.top_k,

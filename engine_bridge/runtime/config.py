@@ -116,6 +116,10 @@ class GenerationSettings:
     #: chat's token tooltip shows it: how near a tie the target's pick was); reads the target's
     #: logits on the host, so greedy picks are not taken on the backend while it is on
     record_margins: bool = False
+    #: every phase of a step ends at a device sync, so the profiler's phase times are exact; off, a
+    #: step's inject is left running while the host queues the next draft (faster on a GPU; its
+    #: device time then shows in the draft phase). The CPU's decodes are synchronous either way.
+    exact_phases: bool = False
 
     def __post_init__(self):
         if self.mode not in MODES:

@@ -22,10 +22,27 @@ from .config import EngineConfig
 from ..common.errors import ModelLoadError
 from .native import Batch, Context, LoraAdapter, Model, set_adapters
 
-#: The decoding loop ends each step's inject phase at a synchronisation point. On a GPU
-#: llama_process returns before the device is done; without this sync the inject's device time
-#: would be charged to the next draft phase. (gpu/gpu_diag.py measures what it costs.)
-SYNC_INJECT = True
+#: Whether the decoding loop ends each step's inject phase at a synchronisation point. On a GPU
+#: llama_process returns before the device is done: without the sync the host goes straight on to
+#: queue the drafter's block while the device still runs the inject, and the inject's device time is
+#: charged to the draft phase. The sync buys exact phase times at the price of speed (-2.5 % tok/s at
+#: chain 7 on an H100, docs/benchmarks.md), so a step syncs only when asked for exact phases
+#: (GenerationSettings.exact_phases: the profiler's setting) or when $DFLASH_SYNC_INJECT says so.
+SYNC_INJECT = False
+#: Environment variable that forces the inject's sync on ("1") or off ("0") whatever the request
+#: asks, for A/B measurements (gpu/gpu_ncu.sh sides); unset or empty: the request decides.
+SYNC_INJECT_ENV = "DFLASH_SYNC_INJECT"
+
+
+def sync_inject_on(exact_phases: bool = False) -> bool:
+    """Whether a step's inject ends at a sync: $DFLASH_SYNC_INJECT, else exact_phases or SYNC_INJECT."""
+    raw = os.environ.get(SYNC_INJECT_ENV, "").strip()
+    if raw in ("0", "1"):
+        return raw == "1"
+    if raw:
+        raise ValueError(f"{SYNC_INJECT_ENV}={raw!r}: expected 0 or 1")
+    return bool(exact_phases) or SYNC_INJECT
+
 
 #: Candidates per block row that a tree step's backend top-k sampler returns. Tree scores are
 #: log-probabilities normalised over these instead of the whole vocabulary: on the reference pair

@@ -17,6 +17,8 @@ the target's choice at its position given the committed prefix.
 Timing: on a GPU llama_process returns before the device is done. Each phase ends at a
 synchronisation point — reading logits (``Context.logits`` / the sampler) or an explicit
 ``synchronize()`` — so phase times are device-inclusive and sum to at most the step's wall time.
+The inject is the exception unless ``GenerationSettings.exact_phases`` is set: it is left
+asynchronous for speed, so its device time lands in the next step's draft phase.
 """
 
 from __future__ import annotations
@@ -109,6 +111,8 @@ class Generation:
         # off the seeded chain: see _tree_step); they lead the next decode
         self.unwritten: list[int] = []
         self._margins: list[float] = []  # the current step's top-2 margins (settings.record_margins)
+        # a step's inject ends at a sync only for exact phase times (drafter.SYNC_INJECT says why)
+        self._sync_inject = drafter_mod.sync_inject_on(self.s.exact_phases)
 
     def _effective_budget(self) -> tuple[int, str]:
         s, d = self.s, self.e.drafter
@@ -401,7 +405,7 @@ class Generation:
         # 5. inject the kept rows' features, then trim both caches
         d.t_native = 0.0
         ti = now()
-        d.inject(tctx, 0, keep, pos, sync=drafter_mod.SYNC_INJECT)
+        d.inject(tctx, 0, keep, pos, sync=self._sync_inject)
         t_inject = now() - ti
         native += d.t_native
         tt = now()
@@ -572,7 +576,7 @@ class Generation:
         # 5. inject only the accepted path's features (all of it: the drafter's cache is in order)
         d.t_native = 0.0
         ti = now()
-        d.inject(tctx, 0, keep, pos, rows=[n_un] + [n_un + n + 1 for n in kept_nodes], sync=drafter_mod.SYNC_INJECT)
+        d.inject(tctx, 0, keep, pos, rows=[n_un] + [n_un + n + 1 for n in kept_nodes], sync=self._sync_inject)
         t_inject = now() - ti
         native += d.t_native + t_trim
         e.kv.extend(unwritten)

@@ -18,6 +18,8 @@ with no work per prefix token. Only the accepted path's features are injected in
 
 from __future__ import annotations
 
+import os
+
 import heapq
 import threading
 from dataclasses import dataclass, field
@@ -130,6 +132,19 @@ def rank_candidates(ids: np.ndarray, logits: np.ndarray, k: int) -> tuple[np.nda
 #: 3.158, 6 3.146, 8 (half the budget, the rule before) 3.096 and 11 3.008 (bench_tree_shape.py --val;
 #: docs/benchmarks.md, "The tree's seeded chain at budget 15").
 SEEDED_CHAIN_MAX = 4
+#: Environment variable that replaces SEEDED_CHAIN_MAX, so the old seed (a large value: half the
+#: budget) and the new one can be compared in one process on a GPU. Unset or empty: the constant.
+SEEDED_CHAIN_MAX_ENV = "DFLASH_TREE_SEED_MAX"
+
+
+def seeded_chain_max() -> int:
+    """The seeded chain's cap: $DFLASH_TREE_SEED_MAX (a positive integer), else SEEDED_CHAIN_MAX."""
+    raw = os.environ.get(SEEDED_CHAIN_MAX_ENV, "").strip()
+    if not raw:
+        return SEEDED_CHAIN_MAX
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{SEEDED_CHAIN_MAX_ENV}={raw!r}: expected a positive integer")
+    return int(raw)
 
 
 def seeded_chain_len(budget: int) -> int:
@@ -141,7 +156,7 @@ def seeded_chain_len(budget: int) -> int:
     a long seeded chain spends nodes on deep drafts that the target rarely reaches, where
     best-first would branch near the root.
     """
-    return min((budget + 1) // 2, SEEDED_CHAIN_MAX)
+    return min((budget + 1) // 2, seeded_chain_max())
 
 
 def max_leaves(budget: int, rows: int) -> int:

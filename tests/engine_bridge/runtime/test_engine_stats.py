@@ -63,3 +63,39 @@ def test_p_min_cuts_drafts(tiny_engine):
     cut = tiny_engine.generate("Hello", GenerationSettings(mode="chain", budget=8, max_tokens=24, p_min=0.999999))
     assert cut.tokens == full.tokens
     assert cut.summary.n_drafted < full.summary.n_drafted
+
+
+def test_exact_phases_only_add_a_sync_and_never_change_the_tokens(tiny_engine, monkeypatch):
+    # the inject ends at a device sync only when exact phase times are asked for (the profiler's
+    # setting) or $DFLASH_SYNC_INJECT says so; the tokens and each step's bookkeeping are the same
+    from engine_bridge.runtime import drafter as drafter_mod
+
+    synced: list[bool] = []
+    real = drafter_mod.Drafter.inject
+
+    def spy(self, *a, sync=False, **kw):
+        synced.append(sync)
+        return real(self, *a, sync=sync, **kw)
+
+    monkeypatch.setattr(drafter_mod.Drafter, "inject", spy)
+    monkeypatch.delenv(drafter_mod.SYNC_INJECT_ENV, raising=False)
+    runs = {}
+    for exact in (False, True):
+        synced.clear()
+        tiny_engine.reset()
+        res = tiny_engine.generate(
+            "The quick brown fox", GenerationSettings(mode="chain", budget=6, max_tokens=32, exact_phases=exact)
+        )
+        # (the prefill's inject never syncs: its device time is the prefill's)
+        assert synced.count(True) == (sum(1 for st in res.steps if st.committed) if exact else 0)
+        runs[exact] = res
+    assert runs[False].tokens == runs[True].tokens
+    assert [s.committed for s in runs[False].steps] == [s.committed for s in runs[True].steps]
+    # the environment wins over the request, both ways, and a value other than 0 or 1 is refused
+    monkeypatch.setenv(drafter_mod.SYNC_INJECT_ENV, "1")
+    assert drafter_mod.sync_inject_on(False) is True
+    monkeypatch.setenv(drafter_mod.SYNC_INJECT_ENV, "0")
+    assert drafter_mod.sync_inject_on(True) is False
+    monkeypatch.setenv(drafter_mod.SYNC_INJECT_ENV, "yes")
+    with pytest.raises(ValueError, match="DFLASH_SYNC_INJECT"):
+        drafter_mod.sync_inject_on()

@@ -284,3 +284,16 @@ def test_tree_verify_argmax_on_the_backend_is_lossless_and_switchable(tiny_engin
     monkeypatch.setenv(gen_mod.TREE_ARGMAX_ENV, "device")
     with pytest.raises(ValueError, match="DFLASH_TREE_ARGMAX"):
         gen_mod.tree_argmax_on()
+
+
+def test_the_seed_cap_comes_from_the_environment_for_a_b_runs(monkeypatch):
+    # DFLASH_TREE_SEED_MAX puts the rule before (half the budget) back in one process, for the GPU's
+    # old-against-new comparison; a value that is not a positive integer is refused by name
+    monkeypatch.setenv(tree_mod.SEEDED_CHAIN_MAX_ENV, "99")
+    assert [tree_mod.seeded_chain_len(b) for b in (7, 15, 32)] == [4, 8, 16]
+    monkeypatch.setenv(tree_mod.SEEDED_CHAIN_MAX_ENV, "")
+    assert tree_mod.seeded_chain_len(15) == tree_mod.SEEDED_CHAIN_MAX
+    for bad in ("0", "-2", "four"):
+        monkeypatch.setenv(tree_mod.SEEDED_CHAIN_MAX_ENV, bad)
+        with pytest.raises(ValueError, match="DFLASH_TREE_SEED_MAX"):
+            tree_mod.seeded_chain_len(15)
