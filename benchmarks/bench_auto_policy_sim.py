@@ -32,13 +32,14 @@ H200_MEASURED = {1: 1.74, 2: 1.80, 3: 1.85, 4: 1.89, 7: 2.05, 11: 2.25, 15: 2.39
 
 POLICIES = {
     "now": {},
+    "now + per-position estimate": {auto_mode.ESTIMATOR_ENV: "positions"},
     "earlier": {auto_mode.PROBE_ENV: "cheapest"},
     "now + stay": {auto_mode.STAY_ENV: "1"},
 }
 
 
 def _policy(chain_costs: dict[int, float], env: dict[str, str]) -> auto_mode.AutoPolicy:
-    for k in (auto_mode.PROBE_ENV, auto_mode.STAY_ENV):
+    for k in (auto_mode.PROBE_ENV, auto_mode.STAY_ENV, auto_mode.ESTIMATOR_ENV):
         os.environ.pop(k, None)
     os.environ.update(env)
     try:

@@ -11,8 +11,9 @@ training sources (the default: where policy choices are made), or a public suite
 (--public). Variants: ``now`` (the shipped policy), ``chain7`` (chain 7 throughout), ``earlier``
 (DFLASH_AUTO_PROBE=cheapest), ``probe4`` (four steps a probe instead of two), ``stay`` (the opt-in
 stay band, DFLASH_AUTO_STAY=1), ``emaW`` (the running commit weighing a step W, e.g. ema0.025);
-``nostay`` (the band off); joined with ``+`` they combine
-(``stay+ema0.025``). Since 2026-11-27 ``now`` has the band and EMA 0.025.
+``nostay`` (the band off), ``geo`` / ``pos`` (chain commits from one acceptance rate, the estimator
+before 2026-11-28, or from the acceptance per draft position); joined with ``+`` they combine
+(``stay+ema0.025``). Since 2026-11-27 ``now`` has the band and EMA 0.025, since 2026-11-28 ``pos``.
 
     python benchmarks/bench_auto_trace.py --target T.gguf --draft D.gguf --table CAL.json \\
         [--n 10] [--variants now,chain7] [--public]
@@ -54,6 +55,11 @@ def policy(table: calibration.CostTable, max_draft: int, variant: str, switch: f
     parts = variant.split("+")  # variants combine: stay+ema0.025
     os.environ.pop(auto_mode.PROBE_ENV, None)
     os.environ.pop(auto_mode.STAY_ENV, None)
+    os.environ.pop(auto_mode.ESTIMATOR_ENV, None)
+    if "geo" in parts:  # one acceptance rate for every position (the estimator before 2026-11-28)
+        os.environ[auto_mode.ESTIMATOR_ENV] = "geometric"
+    if "pos" in parts:
+        os.environ[auto_mode.ESTIMATOR_ENV] = "positions"
     if "earlier" in parts:
         os.environ[auto_mode.PROBE_ENV] = "cheapest"
     if "stay" in parts:
@@ -63,6 +69,7 @@ def policy(table: calibration.CostTable, max_draft: int, variant: str, switch: f
     finally:
         os.environ.pop(auto_mode.PROBE_ENV, None)
         os.environ.pop(auto_mode.STAY_ENV, None)
+        os.environ.pop(auto_mode.ESTIMATOR_ENV, None)
     for p in parts:
         if p.startswith("ema"):  # e.g. ema0.025: the running commit's weight per step
             pol.ema = float(p[3:])

@@ -116,6 +116,20 @@ EMA_ENV = "DFLASH_AUTO_EMA"  # Environment variable: another weight, for measuri
 #: streak"). Earlier, alone and opt-in, it read 0.82 -> 0.82 on an H200 (sitting 5's drafter).
 STAY_MARGIN = 0.05
 STAY_ENV = "DFLASH_AUTO_STAY"
+#: How a chain budget's commit length is estimated. "geometric" (the rule before): a budget's own
+#: running mean where it was run, else a geometric model of one acceptance rate for every position.
+#: "positions": the acceptance measured at each draft position (given the one before was accepted),
+#: a budget's commit the sum of its positions' survival products, positions never reached taking the
+#: deepest measured one's rate. Every budget is then read from the same steps, so a deep budget is no
+#: longer judged by an optimistic model against a shallow one's measured mean: acceptance falls with
+#: the position (sitting 8's drafter on GSM8K: chain 7 commits 3.08, chain 15 3.15, where one rate
+#: fitted to chain 7 predicts 3.3), and replayed under the H200's costs auto kept switching between
+#: chains 3, 4, 7 and 11 where chain 7 alone paid more. Opt-in (DFLASH_AUTO_EST=positions) until it
+#: is measured on a GPU: on the position-decay simulation it was mixed (bench_auto_policy_sim.py),
+#: and where nothing pays it speculated more than the geometric estimate (test_auto_positions.py).
+ESTIMATOR = "geometric"
+ESTIMATOR_ENV = "DFLASH_AUTO_EST"
+ESTIMATORS = ("positions", "geometric")
 #: Calibration re-check: a configuration's recent step walls (lower quartile of RECHECK_WINDOW steps)
 #: more than RECHECK_FACTOR times off the table's figure, either way, make the table suspect; the
 #: next auto request measures it again (not sooner than RECHECK_MIN_S after the last re-check).
@@ -126,7 +140,7 @@ RECHECK_MIN_S = 120.0
 KIND_STEPS = 2
 #: What the policy keeps per kind of text: each kind has its own commit lengths, acceptance, failed
 #: probes and probe schedule.
-_PER_KIND = ("commit", "n_obs", "_acc", "fails", "since_probe", "ar_probe_every")
+_PER_KIND = ("commit", "n_obs", "_acc", "_pos", "fails", "since_probe", "ar_probe_every")
 
 
 class AutoPolicy:
@@ -141,6 +155,9 @@ class AutoPolicy:
         self.commit: dict[tuple[str, int], float] = {}  # running mean commit length (EMA)
         self.n_obs: Counter = Counter()
         self._acc = [0.0, 0.0]  # EMA of accepted and of tested draft positions (chain): alpha
+        #: per draft position k (index k - 1): EMA of [accepted, tested] over the chain steps that
+        #: tested it (ESTIMATOR "positions")
+        self._pos = np.zeros((max(max_draft, 1), 2))
         self.probe: tuple[str, int] | None = None  # the current (or just ended) probe
         self.probe_left = 0
         self.probing = False
@@ -170,6 +187,9 @@ class AutoPolicy:
         stay_off = os.environ.get(STAY_ENV, "").strip() == "0" or self.probe_cheapest
         self.stay_margin = 0.0 if stay_off else STAY_MARGIN
         self.ema = EMA_BEFORE if self.probe_cheapest else EMA
+        self.estimator = os.environ.get(ESTIMATOR_ENV, "").strip() or ESTIMATOR
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"{ESTIMATOR_ENV}={self.estimator!r}: expected one of {', '.join(ESTIMATORS)}")
         ema = os.environ.get(EMA_ENV, "").strip()
         if ema:  # a weight measured against the default (DFLASH_AUTO_EMA=0.025)
             try:
@@ -200,6 +220,7 @@ class AutoPolicy:
                 "commit": dict(self.commit),
                 "n_obs": Counter(),
                 "_acc": list(self._acc),
+                "_pos": self._pos.copy(),
                 "fails": Counter(),
                 "since_probe": AR_PROBE_FIRST,
                 "ar_probe_every": AR_PROBE_FIRST,
@@ -217,15 +238,23 @@ class AutoPolicy:
         return self._acc[0] / self._acc[1] if self._acc[1] > 0 else None
 
     def estimates(self) -> dict[tuple[str, int], float | None]:
-        """Commit length per (mode, budget): measured (EMA) where observed; chain budgets not yet
-        drafted from the acceptance model; tree budgets not yet tried unknown (None)."""
-        a = self.alpha
+        """Commit length per (mode, budget). Chain budgets: from the acceptance per position where
+        one was measured (ESTIMATOR "positions"); else measured (EMA) where observed, and not yet
+        drafted from the geometric acceptance model. Tree budgets not yet tried unknown (None)."""
+        return self._estimates(self.commit, self._acc, self._pos)
+
+    def _estimates(self, commit: dict, acc: list[float], pos: np.ndarray) -> dict[tuple[str, int], float | None]:
+        a = acc[0] / acc[1] if acc[1] > 0 else None
+        by_pos = position_commits(pos, self.chain_budgets) if self.estimator == "positions" else None
         out: dict[tuple[str, int], float | None] = {}
         for b in self.chain_budgets:
             k = ("chain", b)
-            out[k] = self.commit.get(k, breakeven.geometric_commit(a, b) if a is not None else None)
+            if by_pos is not None:
+                out[k] = by_pos[b]
+            else:
+                out[k] = commit.get(k, breakeven.geometric_commit(a, b) if a is not None else None)
         for b in self.tree_budgets:
-            out[("tree", b)] = self.commit.get(("tree", b))
+            out[("tree", b)] = commit.get(("tree", b))
         return out
 
     def best(self) -> breakeven.Choice:
@@ -254,15 +283,7 @@ class AutoPolicy:
 
     def _other_kinds_estimates(self):
         for st in self._kinds.values():
-            a = st["_acc"][0] / st["_acc"][1] if st["_acc"][1] > 0 else None
-            est = {
-                ("chain", b): st["commit"].get(
-                    ("chain", b), breakeven.geometric_commit(a, b) if a is not None else None
-                )
-                for b in self.chain_budgets
-            }
-            est.update({("tree", b): st["commit"].get(("tree", b)) for b in self.tree_budgets})
-            yield est
+            yield self._estimates(st["commit"], st["_acc"], st["_pos"])
 
     # -- choosing -----------------------------------------------------------------------------------
     def choose(self) -> tuple[str, int]:
@@ -338,6 +359,9 @@ class AutoPolicy:
     def prior(self, mode: str, budget: int) -> float | None:
         """What the chain acceptance seen so far predicts for (mode, budget): a chain of that budget,
         or for a tree a chain as deep as the tree may grow."""
+        # (geometric whatever the estimator: this is the optimistic side of a probe's choice. With the
+        # per-position estimate here too, a policy that drifted to chain 1 never tested position 2
+        # again and could never find chain 7 again: a simulated pair paying 1.37x at chain 7 ran 1.07x)
         a = self.alpha
         if a is None:
             return None
@@ -375,6 +399,11 @@ class AutoPolicy:
                     self._update(("chain", b), min(accepted, b) + 1, w)
             tested = min(accepted + 1, drafted)
             self._acc = [(1 - w) * self._acc[0] + w * accepted, (1 - w) * self._acc[1] + w * tested]
+            # positions 1..tested were tested, 1..accepted accepted: each tested position's EMA moves
+            n = min(tested, self._pos.shape[0])
+            hit = (np.arange(n) < accepted).astype(float)
+            self._pos[:n, 0] += w * (hit - self._pos[:n, 0])
+            self._pos[:n, 1] += w * (1.0 - self._pos[:n, 1])
             self._probe_target = False  # it follows the acceptance (_ar_probe_target)
             # the budgets deeper than this step drafted learn through the acceptance model: without
             # it their measured EMA kept the value of their last run, so after a bad stretch a cheap
@@ -436,6 +465,33 @@ class AutoPolicy:
             "switch_cost": self.switch_cost,
             "estimates": {f"{m} {k}": v for (m, k), v in self.estimates().items()},
         }
+
+
+#: Pseudo-weight (in the EMA's units: ~4 steps at EMA 0.025) with which each position's rate leans on
+#: the rate before it: a position tested a few times (a shallow budget tests the deep ones only in
+#: probes) is not read from one or two steps. Without it one rejection at position 2 read as a rate
+#: of 0 there, every deeper budget as worth chain 1, and a simulated pair paying 1.37x at chain 7
+#: stuck at chains 1-3 (1.07x).
+POSITION_PRIOR = 0.1
+
+
+def position_commits(pos: np.ndarray, budgets) -> dict[int, float] | None:
+    """Commit length of a chain of each budget from per-position acceptance (rows [accepted, tested]
+    EMAs): 1 + p1 + p1 p2 + ... up to the budget. Each position's rate is its own, shrunk toward the
+    rate before it by POSITION_PRIOR; a position never tested takes that rate, and so do positions
+    past the rows (deeper than any draft). None when no position was tested yet."""
+    if not pos[0, 1] > 0.0:
+        return None
+    deepest = max(budgets, default=0)
+    rates = np.empty(max(deepest, 1))
+    prev = pos[0, 0] / pos[0, 1]
+    for k in range(len(rates)):
+        acc, tested = (pos[k, 0], pos[k, 1]) if k < pos.shape[0] else (0.0, 0.0)
+        prev = (acc + POSITION_PRIOR * prev) / (tested + POSITION_PRIOR) if k else prev
+        rates[k] = min(max(prev, 0.0), 1.0)
+    cum = np.concatenate([[1.0], np.cumprod(rates[:deepest])])
+    totals = np.cumsum(cum)  # totals[b] = 1 + p1 + ... + p1..pb
+    return {b: float(totals[b]) for b in budgets}
 
 
 def policy_for(engine, progress=None) -> AutoPolicy | None:
