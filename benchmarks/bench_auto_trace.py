@@ -11,7 +11,8 @@ training sources (the default: where policy choices are made), or a public suite
 (--public). Variants: ``now`` (the shipped policy), ``chain7`` (chain 7 throughout), ``earlier``
 (DFLASH_AUTO_PROBE=cheapest), ``probe4`` (four steps a probe instead of two), ``stay`` (the opt-in
 stay band, DFLASH_AUTO_STAY=1), ``emaW`` (the running commit weighing a step W, e.g. ema0.025);
-``nostay`` (the band off), ``geo`` / ``pos`` (chain commits from one acceptance rate, the estimator
+``nostay`` (the band off), ``nohold`` / ``holdM`` (no hold between speculative choices, or a
+hold margin M), ``geo`` / ``pos`` (chain commits from one acceptance rate, the estimator
 before 2026-11-28, or from the acceptance per draft position); joined with ``+`` they combine
 (``stay+ema0.025``). Since 2026-11-27 ``now`` has the band and EMA 0.025, since 2026-11-28 ``pos``.
 
@@ -75,6 +76,10 @@ def policy(table: calibration.CostTable, max_draft: int, variant: str, switch: f
             pol.ema = float(p[3:])
         if p == "nostay":  # the stay band off (DFLASH_AUTO_STAY=0)
             pol.stay_margin = 0.0
+        if p == "nohold":  # no hold between speculative choices (DFLASH_AUTO_HOLD=0, the rule before)
+            pol.hold_margin = 0.0
+        if p.startswith("hold"):  # e.g. hold0.1: another hold margin
+            pol.hold_margin = float(p[4:])
     pol.recheck_factor = float("inf")  # this machine's step times are not the table's
     pol.switch_cost = switch
     pol.observe_switch = lambda _x: None  # type: ignore[method-assign]
@@ -117,8 +122,12 @@ def main() -> None:
                 for text in prompts(eng, cat, a.n, a.public):
                     mode = "chain" if variant == "chain7" else "auto"
                     res = eng.generate(text, GenerationSettings(mode=mode, budget=7, max_tokens=a.max_tokens))
-                    prev = "ar"
+                    prev, prev_cfg = "ar", None
                     for r in res.steps:
+                        cfg = ("tree" if r.tree_nodes else "chain", r.drafted) if r.drafted else None
+                        if cfg and prev_cfg and cfg != prev_cfg:
+                            tot["changes"] += 1  # a new verify shape: on a GPU the target's graph is built again
+                        prev_cfg = cfg or prev_cfg
                         m = "spec" if r.drafted else "ar"
                         if m != prev:
                             tot["time"] += a.switch_cost / 2
@@ -129,7 +138,7 @@ def main() -> None:
                     if prev != "ar":
                         tot["time"] += a.switch_cost / 2
                 share = tot["spec"] / max(tot["spec"] + tot["ar"], 1)
-                cells.append(f"{tot['tokens'] / tot['time']:.3f} ({share:.0%} spec)")
+                cells.append(f"{tot['tokens'] / tot['time']:.3f} ({share:.0%} spec, {tot['changes']} changes)")
             auto_mode.PROBE_STEPS = steps0
             print(f"| {variant} | " + " | ".join(cells) + " |", flush=True)
 

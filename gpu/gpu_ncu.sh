@@ -383,7 +383,10 @@ step_real() {
         sync1) e="$e DFLASH_SYNC_INJECT=1";;
         # the tree's greedy chain seeded half the budget deep (the rule before 2026-11-27: 8 at tree 15)
         seed8) e="$e DFLASH_TREE_SEED_MAX=99";;
-        sync1seed8) e="$e DFLASH_SYNC_INJECT=1 DFLASH_TREE_SEED_MAX=99";; esac
+        sync1seed8) e="$e DFLASH_SYNC_INJECT=1 DFLASH_TREE_SEED_MAX=99";;
+        # auto without the hold between speculative choices (the rule before 2026-11-28), and with
+        # the per-position chain estimate (opt-in)
+        hold0) e="$e DFLASH_AUTO_HOLD=0";; posest) e="$e DFLASH_AUTO_EST=positions";; esac
       timeout 300 env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $dfile --suite $suite \
         --limit ${REAL_N:-10} --reps 2 --max-tokens 128 ${REAL_SWEEP:---sweep verify=chain,auto --sweep budget=7} \
         --json $R/real/${suite}-r${round}_$side$sfx.json > $R/real/${suite}-r${round}_$side$sfx.txt 2>&1

@@ -126,9 +126,19 @@ STAY_ENV = "DFLASH_AUTO_STAY"
 #: fitted to chain 7 predicts 3.3), and replayed under the H200's costs auto kept switching between
 #: chains 3, 4, 7 and 11 where chain 7 alone paid more. Opt-in (DFLASH_AUTO_EST=positions) until it
 #: is measured on a GPU: on the position-decay simulation it was mixed (bench_auto_policy_sim.py),
-#: and where nothing pays it speculated more than the geometric estimate (test_auto_positions.py).
+#: and where nothing pays it speculated more than the geometric estimate (test_auto_estimate_and_hold.py).
 ESTIMATOR = "geometric"
 ESTIMATOR_ENV = "DFLASH_AUTO_EST"
+#: While speculating, auto keeps the chain or tree it runs unless another reads this share faster.
+#: Each change of budget changes the verify's shape, and on a GPU the target's graph is then built
+#: again (llama.cpp reuses a graph only for the same shape): in the bench on an H200 auto's verify
+#: phase took 1.85-2.19 ms a step against chain 7's 1.70-1.89 in the same process while running chain
+#: 7 most of the time, and its graphs were reused on 84 % of its steps against chain 7's 93 %.
+#: Replayed on the training sources' validation split under the H200's costs, auto changed its choice
+#: on one step in 6-7 (math: chains 4, 7 and 11; 73 changes in 477 steps), whose estimates stood
+#: within a few % of each other. DFLASH_AUTO_HOLD=0: no hold (the rule before).
+HOLD_MARGIN = 0.05
+HOLD_ENV = "DFLASH_AUTO_HOLD"
 ESTIMATORS = ("positions", "geometric")
 #: Calibration re-check: a configuration's recent step walls (lower quartile of RECHECK_WINDOW steps)
 #: more than RECHECK_FACTOR times off the table's figure, either way, make the table suspect; the
@@ -188,6 +198,11 @@ class AutoPolicy:
         self.stay_margin = 0.0 if stay_off else STAY_MARGIN
         self.ema = EMA_BEFORE if self.probe_cheapest else EMA
         self.estimator = os.environ.get(ESTIMATOR_ENV, "").strip() or ESTIMATOR
+        hold = os.environ.get(HOLD_ENV, "").strip()
+        try:
+            self.hold_margin = (0.0 if self.probe_cheapest else HOLD_MARGIN) if not hold else max(float(hold), 0.0)
+        except ValueError:
+            raise ValueError(f"{HOLD_ENV}={hold!r}: expected a share such as 0.05 (0: no hold)") from None
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"{ESTIMATOR_ENV}={self.estimator!r}: expected one of {', '.join(ESTIMATORS)}")
         ema = os.environ.get(EMA_ENV, "").strip()
@@ -315,8 +330,19 @@ class AutoPolicy:
         alt = self._alternative(best)
         if alt is not None:
             return self._start_probe(alt)
-        self.current = (best.mode, best.budget)
+        if not self._holds(best):
+            self.current = (best.mode, best.budget)
         return self.current
+
+    def _holds(self, best: breakeven.Choice) -> bool:
+        """Whether the speculative choice being run is kept although another one now reads faster:
+        it still pays, and the other's speedup is not HOLD_MARGIN above its own."""
+        if self.current is None or self.hold_margin <= 0.0 or self.current == (best.mode, best.budget):
+            return False
+        cost, commit = self.costs.get(self.current), self.estimates().get(self.current)
+        if cost is None or commit is None or commit < cost * (1.0 + self.margin):
+            return False
+        return best.speedup <= (commit / cost) * (1.0 + self.hold_margin)
 
     def _stays(self) -> bool:
         """Whether the speculative choice being run is kept although it no longer pays by the margin:

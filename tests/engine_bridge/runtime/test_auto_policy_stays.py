@@ -28,7 +28,7 @@ COSTS = {1: 1.6, 3: 1.9, 7: 2.3, 15: 3.0}
 def _policy(monkeypatch, stay: bool = True) -> auto_mode.AutoPolicy:
     monkeypatch.setenv(auto_mode.STAY_ENV, "1" if stay else "0")
     # the band was made for the geometric estimate of deep budgets, whose optimism it damps; with
-    # the per-position estimate (the default since 2026-11-28, test_auto_positions.py) the policy
+    # the per-position estimate (opt-in since 2026-11-28, test_auto_estimate_and_hold.py) the policy
     # keeps chain 7 with or without it
     monkeypatch.setenv(auto_mode.ESTIMATOR_ENV, "geometric")
     return auto_mode.AutoPolicy(calibration.CostTable(key={}, ar_ms=1.0, chain_ms=dict(COSTS)), max_draft=15)

@@ -1,17 +1,18 @@
-"""Auto's chain estimates from the acceptance at each draft position (issue 29, 2026-11-28).
+"""Auto's chain estimates and its hold between speculative choices (issue 29, 2026-11-28).
 
 A DFlash drafter's acceptance falls along the block: sitting 8's drafter on GSM8K commits 3.08 a
 chain-7 step and 3.15 a chain-15 step, where one acceptance rate fitted to chain 7 predicts ~3.3.
-With that one rate auto judged a deep budget by an optimistic model against a shallow one's measured
-mean and, replayed under the H200's costs, kept switching between chains 3, 4, 7 and 11. The
-estimator "positions" reads every chain budget from the same per-position rates."""
+Replayed under the H200's costs, auto kept switching between chains 3, 4, 7 and 11, whose estimates
+stood within a few % of each other, and every switch is a new verify shape (a graph built again on a
+GPU). The hold keeps the choice being run unless another reads clearly faster (the default); the
+estimator "positions" reads every chain budget from per-position rates (opt-in)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from engine_bridge.runtime import auto_mode, calibration, text_kind
+from engine_bridge.runtime import auto_mode, breakeven, calibration, text_kind
 
 #: the chain costs auto calibrated on an H200 for the default pair, in AR steps
 H200 = {1: 1.74, 2: 1.80, 3: 1.85, 4: 1.89, 7: 2.05, 11: 2.25, 15: 2.39}
@@ -101,3 +102,30 @@ def test_the_position_estimate_keeps_a_chain_that_pays(monkeypatch, seed):
     table = calibration.CostTable(key={}, ar_ms=1.0, chain_ms=costs)
     share, speed = simulate(auto_mode.AutoPolicy(table, max_draft=15), 0.7, 3000, seed)
     assert share >= 0.5 and speed >= 1.2, (share, speed)
+
+
+def test_a_speculative_choice_is_held_unless_another_reads_clearly_faster(monkeypatch):
+    # each change of budget is a new verify shape (a graph built again on a GPU), so auto keeps
+    # chain 7 while chain 4 reads within HOLD_MARGIN of it, and moves when it reads clearly faster
+    monkeypatch.delenv(auto_mode.HOLD_ENV, raising=False)
+    monkeypatch.delenv(auto_mode.PROBE_ENV, raising=False)
+    pol = _policy(monkeypatch, "geometric")
+    assert pol.hold_margin == auto_mode.HOLD_MARGIN > 0
+    pol._acc = [0.7, 1.0]
+    pol.since_probe = 0
+    pol.commit = {("chain", b): breakeven.geometric_commit(0.7, b) for b in H200}
+    assert pol.choose() == ("chain", 7)
+    # chain 4 now reads 3 % faster than chain 7: held
+    pol.commit[("chain", 4)] = pol.commit[("chain", 7)] / H200[7] * H200[4] * 1.03
+    pol._best = None
+    assert pol.best().budget == 4 and pol.choose() == ("chain", 7)
+    # 8 % faster: moved
+    pol.commit[("chain", 4)] = pol.commit[("chain", 7)] / H200[7] * H200[4] * 1.08
+    pol._best = None
+    assert pol.choose() == ("chain", 4)
+    # no hold (the rule before): the faster reading wins at once
+    monkeypatch.setenv(auto_mode.HOLD_ENV, "0")
+    assert _policy(monkeypatch, "geometric").hold_margin == 0.0
+    monkeypatch.setenv(auto_mode.HOLD_ENV, "lots")
+    with pytest.raises(ValueError, match="DFLASH_AUTO_HOLD"):
+        _policy(monkeypatch, "geometric")
