@@ -330,8 +330,8 @@ class AutoPolicy:
         alt = self._alternative(best)
         if alt is not None:
             return self._start_probe(alt)
-        if not self._holds(best):
-            self.current = (best.mode, best.budget)
+        held = self.current if self._holds(best) else None
+        self.current = held or (best.mode, best.budget)
         return self.current
 
     def _holds(self, best: breakeven.Choice) -> bool:

@@ -25,8 +25,10 @@ from engine_bridge.runtime.auto_sim import simulate as _simulate
 COSTS = {1: 1.6, 3: 1.9, 7: 2.3, 15: 3.0}
 
 
-def _policy(monkeypatch, stay: bool = True) -> auto_mode.AutoPolicy:
+def _policy(monkeypatch, stay: bool = True, hold: bool = False) -> auto_mode.AutoPolicy:
     monkeypatch.setenv(auto_mode.STAY_ENV, "1" if stay else "0")
+    # the band alone unless asked: no hold between speculative choices (test_auto_estimate_and_hold.py)
+    monkeypatch.setenv(auto_mode.HOLD_ENV, str(auto_mode.HOLD_MARGIN) if hold else "0")
     # the band was made for the geometric estimate of deep budgets, whose optimism it damps; with
     # the per-position estimate (opt-in since 2026-11-28, test_auto_estimate_and_hold.py) the policy
     # keeps chain 7 with or without it
@@ -75,6 +77,11 @@ def test_auto_gains_where_chain_7_pays_and_loses_little_where_it_does_not(monkey
     assert speed > old_speed, (speed, old_speed)
     # alpha 0.45: chain 7 commits 1.8 (0.78x at best): auto stays near the target alone
     share, speed = _simulate(_policy(monkeypatch), 0.45, 3000, seed)
+    assert share <= 0.15 and speed >= 0.97, (share, speed)
+    # the shipped policy (the band and the hold): the same floors
+    share, speed = _simulate(_policy(monkeypatch, hold=True), 0.7, 3000, seed)
+    assert share >= 0.5 and speed >= 1.2, (share, speed)
+    share, speed = _simulate(_policy(monkeypatch, hold=True), 0.45, 3000, seed)
     assert share <= 0.15 and speed >= 0.97, (share, speed)
 
 
