@@ -4,7 +4,8 @@ Loads the pair here (any build), gives auto a cost table measured elsewhere (a c
 e.g. an H200's from docs/runs), and runs auto on prompts: the tokens accepted are this engine's
 (the same model, so the same acceptance up to near-ties), the choices are those auto would make on
 that machine. Each run's steps are then costed with that table (an AR step 1, a chain step its
-table cost, half of --switch-cost per change between AR and speculation), which gives a modelled
+table cost, half of --switch-cost per change between AR and speculation, --change-cost per change
+from one speculative configuration to another: a new verify shape), which gives a modelled
 x AR per category. The re-check of the table against this machine's step times and the learnt switch
 cost are turned off (they would read this machine's times). Prompts: the validation split of the
 training sources (the default: where policy choices are made), or a public suite for reporting
@@ -98,6 +99,12 @@ def main() -> None:
     ap.add_argument("--categories", default="code,math,chat")
     ap.add_argument("--public", action="store_true", help="the public suites instead of the validation split")
     ap.add_argument("--switch-cost", type=float, default=2.6, help="AR steps per round trip (H200: ~2.6)")
+    ap.add_argument(
+        "--change-cost",
+        type=float,
+        default=0.0,
+        help="AR steps per change of speculative configuration (a new verify shape; H200: ~1.8, from the hold's A/B)",
+    )
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
     saved = json.loads(Path(a.table).read_text(encoding="utf-8"))
@@ -127,6 +134,7 @@ def main() -> None:
                         cfg = ("tree" if r.tree_nodes else "chain", r.drafted) if r.drafted else None
                         if cfg and prev_cfg and cfg != prev_cfg:
                             tot["changes"] += 1  # a new verify shape: on a GPU the target's graph is built again
+                            tot["time"] += a.change_cost
                         prev_cfg = cfg or prev_cfg
                         m = "spec" if r.drafted else "ar"
                         if m != prev:
