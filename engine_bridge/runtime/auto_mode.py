@@ -11,7 +11,8 @@ speculative choice pays. While on AR it probes speculation now and then (a few c
 budget that would gain most if the drafter were right), with the interval doubling after each probe
 that finds nothing, so a pair that starts paying (a new kind of prompt) is noticed at a small cost.
 While speculating it now and then probes an alternative that the acceptance model says could beat
-the current choice (each failed probe of it doubles its wait).
+the current choice (each failed probe of it doubles its wait), and it keeps the choice it runs unless
+another reads HOLD_MARGIN faster: a new budget is a new verify shape, whose graph a GPU builds again.
 
 The policy keeps these statistics per kind of text (prose, code, arithmetic: text_kind), so when an
 answer changes kind auto switches to what that kind last paid at once, or probes a kind not seen
@@ -119,8 +120,8 @@ STAY_ENV = "DFLASH_AUTO_STAY"
 #: How a chain budget's commit length is estimated. "geometric" (the rule before): a budget's own
 #: running mean where it was run, else a geometric model of one acceptance rate for every position.
 #: "positions": the acceptance measured at each draft position (given the one before was accepted),
-#: a budget's commit the sum of its positions' survival products, positions never reached taking the
-#: deepest measured one's rate. Every budget is then read from the same steps, so a deep budget is no
+#: a budget's commit the sum of its positions' survival products, each position leaning on the rate
+#: before it (POSITION_PRIOR) and one never reached taking that rate. Every budget is then read from the same steps, so a deep budget is no
 #: longer judged by an optimistic model against a shallow one's measured mean: acceptance falls with
 #: the position (sitting 8's drafter on GSM8K: chain 7 commits 3.08, chain 15 3.15, where one rate
 #: fitted to chain 7 predicts 3.3), and replayed under the H200's costs auto kept switching between
@@ -129,6 +130,7 @@ STAY_ENV = "DFLASH_AUTO_STAY"
 #: and where nothing pays it speculated more than the geometric estimate (test_auto_estimate_and_hold.py).
 ESTIMATOR = "geometric"
 ESTIMATOR_ENV = "DFLASH_AUTO_EST"
+ESTIMATORS = ("positions", "geometric")
 #: While speculating, auto keeps the chain or tree it runs unless another reads this share faster.
 #: Each change of budget changes the verify's shape, and on a GPU the target's graph is then built
 #: again (llama.cpp reuses a graph only for the same shape): in the bench on an H200 auto's verify
@@ -142,7 +144,6 @@ ESTIMATOR_ENV = "DFLASH_AUTO_EST"
 #: (docs/benchmarks.md, "Auto holds the chain it runs"). DFLASH_AUTO_HOLD=0: no hold (the rule before).
 HOLD_MARGIN = 0.05
 HOLD_ENV = "DFLASH_AUTO_HOLD"
-ESTIMATORS = ("positions", "geometric")
 #: Calibration re-check: a configuration's recent step walls (lower quartile of RECHECK_WINDOW steps)
 #: more than RECHECK_FACTOR times off the table's figure, either way, make the table suspect; the
 #: next auto request measures it again (not sooner than RECHECK_MIN_S after the last re-check).
