@@ -52,7 +52,9 @@ def register(sub) -> None:
         default=None,
         help="ar | chain | tree | auto (auto: picks per step from measured costs; default: chain with a drafter)",
     )
-    g.add_argument("--budget", type=int, default=15, help="draft tokens per step (tree: node budget)")
+    g.add_argument(
+        "--budget", type=int, default=7, help="draft tokens per step (tree: node budget; default 7, as serve's)"
+    )
     g.add_argument("--p-min", type=float, default=0.0, help="stop drafting below this drafter probability")
     g.add_argument(
         "--exact-phases",
