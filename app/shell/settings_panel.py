@@ -119,18 +119,22 @@ class SettingsPanel(QScrollArea):
         gf.addRow("Top-p", self.top_p)
         gf.addRow("Max tokens", self.max_tokens)
         gf.addRow("Seed", self.seed)
-        self.margins = QCheckBox("the target's top-2 margin in token tooltips", gen, objectName="tokenMarginsCheck")
-        self.margins.setToolTip(
+        self.margins = _check(
+            gen,
+            "tokenMarginsCheck",
+            "the target's top-2 margin in token tooltips",
             "Each committed token's tooltip shows how far the target's pick led its runner-up "
             "(logits): a parting from the target alone at a small margin is a near-tie of "
-            "rounding. Reads the target's logits on the host every step: a little slower."
+            "rounding. Reads the target's logits on the host every step: a little slower.",
         )
         gf.addRow("Token margins", self.margins)
-        self.exact_phases = QCheckBox("every phase ends at a device sync", gen, objectName="exactPhasesCheck")
-        self.exact_phases.setToolTip(
+        self.exact_phases = _check(
+            gen,
+            "exactPhasesCheck",
+            "every phase ends at a device sync",
             "The profiler's phase times become exact: each step waits for the GPU after the "
             "drafter's inject. Off (the default), the inject runs while the next draft is queued, "
-            "which is faster, and its GPU time shows in the draft phase. No effect on a CPU."
+            "which is faster, and its GPU time shows in the draft phase. No effect on a CPU.",
         )
         gf.addRow("Exact phase times", self.exact_phases)
 
@@ -151,11 +155,13 @@ class SettingsPanel(QScrollArea):
         self.flash_attn = QComboBox(load, objectName="flashAttnCombo")
         for fa in ("auto", "on", "off"):
             self.flash_attn.addItem(fa, fa)
-        self.exact = QCheckBox("token-identical to the target alone", load, objectName="exactVerifyCheck")
-        self.exact.setToolTip(
+        self.exact = _check(
+            load,
+            "exactVerifyCheck",
+            "token-identical to the target alone",
             "The exact verify: every verified row is computed as a one-token decode computes it "
             "(batch-invariant CPU kernels), so greedy speculative output is the target's own, "
-            "token for token. CPU only (GPU layers 0); a little slower: docs/benchmarks.md."
+            "token for token. CPU only (GPU layers 0); a little slower: docs/benchmarks.md.",
         )
         self.kv = {}
         for which in ("target", "drafter"):
@@ -172,11 +178,13 @@ class SettingsPanel(QScrollArea):
         lf.addRow("Target V cache", self.kv[("target", "v")])
         lf.addRow("Drafter K cache", self.kv[("drafter", "k")])
         lf.addRow("Drafter V cache", self.kv[("drafter", "v")])
-        self.in_process = QCheckBox("Run the engine in the app's process", load, objectName="inProcessCheck")
-        self.in_process.setToolTip(
+        self.in_process = _check(
+            load,
+            "inProcessCheck",
+            "Run the engine in the app's process",
             "Off (default): the engine runs in a child process, so a llama.cpp abort, a crash "
             "or the out-of-memory killer ends only it, and the window offers a reload. On: no "
-            "inter-process streaming, but any of those ends the app. Applies at the next load."
+            "inter-process streaming, but any of those ends the app. Applies at the next load.",
         )
         lf.addRow(self.in_process)
 
@@ -590,6 +598,12 @@ def _field_names(fields: list[str]) -> list[str]:
 
 def _name(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _check(parent, name: str, text: str, tip: str) -> QCheckBox:
+    w = QCheckBox(text, parent, objectName=name)
+    w.setToolTip(tip)
+    return w
 
 
 def _spin(parent, name: str, lo: int, hi: int, tip: str) -> QSpinBox:
