@@ -15,7 +15,8 @@ stay band, DFLASH_AUTO_STAY=1), ``emaW`` (the running commit weighing a step W, 
 ``nostay`` (the band off), ``nohold`` / ``holdM`` (no hold between speculative choices, or a
 hold margin M), ``geo`` / ``pos`` (chain commits from one acceptance rate, the estimator
 before 2026-11-28, or from the acceptance per draft position); joined with ``+`` they combine
-(``stay+ema0.025``). Since 2026-11-27 ``now`` has the band and EMA 0.025, since 2026-11-28 ``pos``.
+(``stay+ema0.025``). Since 2026-11-27 ``now`` has the band and EMA 0.025, since 2026-11-28 the hold
+(margin 0.05); the estimator stays ``geo``.
 
     python benchmarks/bench_auto_trace.py --target T.gguf --draft D.gguf --table CAL.json \\
         [--n 10] [--variants now,chain7] [--public]

@@ -121,13 +121,13 @@ STAY_ENV = "DFLASH_AUTO_STAY"
 #: running mean where it was run, else a geometric model of one acceptance rate for every position.
 #: "positions": the acceptance measured at each draft position (given the one before was accepted),
 #: a budget's commit the sum of its positions' survival products, each position leaning on the rate
-#: before it (POSITION_PRIOR) and one never reached taking that rate. Every budget is then read from the same steps, so a deep budget is no
-#: longer judged by an optimistic model against a shallow one's measured mean: acceptance falls with
-#: the position (sitting 8's drafter on GSM8K: chain 7 commits 3.08, chain 15 3.15, where one rate
-#: fitted to chain 7 predicts 3.3), and replayed under the H200's costs auto kept switching between
-#: chains 3, 4, 7 and 11 where chain 7 alone paid more. Opt-in (DFLASH_AUTO_EST=positions) until it
-#: is measured on a GPU: on the position-decay simulation it was mixed (bench_auto_policy_sim.py),
-#: and where nothing pays it speculated more than the geometric estimate (test_auto_estimate_and_hold.py).
+#: before it (POSITION_PRIOR) and one never reached taking that rate. Every budget is then read from
+#: the same steps, so a deep budget is not judged by an optimistic model against a shallow one's
+#: measured mean: acceptance falls with the position (sitting 8's drafter on GSM8K, the full set:
+#: chain 7 commits 3.08, chain 15 3.15, where one rate fitted to chain 7 predicts ~3.3). Opt-in
+#: (DFLASH_AUTO_EST=positions): it ranked mixed on the validation split's trace and on the
+#: position-decay simulation (docs/benchmarks.md, "Auto holds the chain it runs"), and where nothing
+#: pays it speculated more than the geometric estimate (test_auto_estimate_and_hold.py).
 ESTIMATOR = "geometric"
 ESTIMATOR_ENV = "DFLASH_AUTO_EST"
 ESTIMATORS = ("positions", "geometric")
@@ -136,9 +136,9 @@ ESTIMATORS = ("positions", "geometric")
 #: again (llama.cpp reuses a graph only for the same shape): in the bench on an H200 auto's verify
 #: phase took 1.85-2.19 ms a step against chain 7's 1.70-1.89 in the same process while running chain
 #: 7 most of the time, and its graphs were reused on 84 % of its steps against chain 7's 93 %.
-#: Replayed on the training sources' validation split under the H200's costs, auto changed its choice
-#: on one step in 6-7 (math: chains 4, 7 and 11; 73 changes in 477 steps), whose estimates stood
-#: within a few % of each other. With the hold: 28 changes on code and 16 on math, and on the H200
+#: Replayed on the training sources' validation split under the H200's costs (bench_auto_trace.py),
+#: auto changed its speculative configuration 93 times in 12 code answers and 59 in 12 math answers
+#: (chain 7 alone: 12 and 13). With the hold: 28 changes on code and 16 on math, and on the H200
 #: (first 12 prompts, two runs a side) auto 1.154 / 1.138 -> 1.251 / 1.196x AR on GSM8K and 0.982 /
 #: 0.930 -> 1.021 / 1.071x on HumanEval, its graphs reused on 93 / 91 % of its steps (88 / 80 %)
 #: (docs/benchmarks.md, "Auto holds the chain it runs"). DFLASH_AUTO_HOLD=0: no hold (the rule before).
