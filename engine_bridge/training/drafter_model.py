@@ -146,22 +146,49 @@ class DFlashDrafter(nn.Module):
 RESIDUAL_WRITERS = ("self_attn.o_proj.weight", "mlp.down_proj.weight")
 
 
-def deepen_state(own: dict, init: dict, n_init: int) -> dict | None:
+#: The FFN's matrices, by the side that grows with its width: gate and up gain rows (new hidden units),
+#: down gains columns (their way back into the residual stream)
+FFN_IN = ("mlp.gate_proj.weight", "mlp.up_proj.weight")
+FFN_OUT = "mlp.down_proj.weight"
+
+
+def grow_state(own: dict, init: dict, n_init: int) -> dict | None:
     """The state dict of a drafter whose fresh weights are ``own``, started from ``init``: the weights
-    of a drafter of the same configuration but with ``n_init`` <= n_layer layers. Shared tensors and
-    layers 0 .. n_init-1 come from ``init``; layers n_init .. keep their initialisation but for their
-    ``RESIDUAL_WRITERS``, zeroed: each added layer starts as the identity, so the deeper drafter drafts
-    exactly what ``init`` did. None when ``init``'s tensors are not exactly those names and shapes."""
+    of a drafter of the same configuration but with ``n_init`` <= n_layer layers and an FFN as wide
+    as the run's or narrower. Shared tensors and layers 0 .. n_init-1 come from ``init``.
+    - Deeper: layers n_init .. keep their initialisation but for their ``RESIDUAL_WRITERS``, zeroed,
+      so each added layer starts as the identity.
+    - Wider: the FFN's added hidden units keep their fresh gate and up rows, and their down columns
+      start at zero, so they add nothing until training moves them.
+    Either way the grown drafter drafts exactly what ``init`` did. None when ``init``'s tensors are not
+    exactly those names, or have shapes that neither equal the run's nor grow that way."""
 
     def kept(name: str) -> bool:
         parts = name.split(".")
         return parts[0] != "layers" or int(parts[1]) < n_init
 
-    if init.keys() != {n for n in own if kept(n)} or any(tuple(init[n].shape) != tuple(own[n].shape) for n in init):
+    if init.keys() != {n for n in own if kept(n)}:
         return None
-    return {
-        n: init[n] if kept(n) else torch.zeros_like(v) if n.endswith(RESIDUAL_WRITERS) else v for n, v in own.items()
-    }
+    out = {}
+    for n, v in own.items():
+        if not kept(n):
+            out[n] = torch.zeros_like(v) if n.endswith(RESIDUAL_WRITERS) else v
+            continue
+        w = init[n]
+        if tuple(w.shape) == tuple(v.shape):
+            out[n] = w
+        elif n.endswith(FFN_IN) and w.dim() == 2 and w.shape[1] == v.shape[1] and w.shape[0] < v.shape[0]:
+            down = init.get(n.rsplit("mlp.", 1)[0] + FFN_OUT)
+            if down is None or tuple(down.shape) != (w.shape[1], w.shape[0]):
+                return None  # one layer's FFN is one width: gate, up and down grow together
+            out[n] = torch.cat([w.to(v.dtype), v[w.shape[0] :]], dim=0)
+        elif n.endswith(FFN_OUT) and w.dim() == 2 and w.shape[0] == v.shape[0] and w.shape[1] < v.shape[1]:
+            if any(tuple(init[n.rsplit("mlp.", 1)[0] + a].shape) != (w.shape[1], w.shape[0]) for a in FFN_IN):
+                return None  # (as above)
+            out[n] = torch.cat([w.to(v.dtype), torch.zeros_like(v[:, w.shape[1] :])], dim=1)
+        else:
+            return None
+    return out
 
 
 def position_weights(S: int, gamma: float, device=None) -> torch.Tensor:

@@ -77,23 +77,32 @@ def lr_at(progress: float, peak: float, warmup: float = 0.04, floor: float = 0.0
 def load_init(drafter, init: Path, log: Callable[[str], None]) -> int:
     """Loads ``init`` into ``drafter`` and returns how many layers it held: a drafter as users have it
     (q8_0 GGUF) or another sitting's f16 shards + drafter.json (<= 16 MB a file). Its configuration
-    must be the drafter's; one with fewer layers and otherwise the same deepens it (``deepen_state``:
-    the added layers start as the identity). Anything else is a ValueError naming what differs."""
+    must be the drafter's; one with fewer layers or a narrower FFN, and otherwise the same, grows into
+    it (``grow_state``: added layers start as the identity, added FFN units add nothing), so the grown
+    drafter drafts what ``init`` did. Anything else is a ValueError naming what differs."""
     import torch
 
     from .ckpt import load_sharded
-    from .drafter_model import deepen_state
+    from .drafter_model import grow_state
 
     run_cfg = drafter.c.to_dict()
 
-    def want(n: Any) -> dict:  # the run's configuration, with the init's layer count where that deepens
-        return {**run_cfg, "n_layer": n} if isinstance(n, int) and 0 < n < run_cfg["n_layer"] else run_cfg
+    def want(c: Any) -> dict:
+        """The run's configuration, with the init's layer count and FFN width where those grow."""
+        out = dict(run_cfg)
+        if not isinstance(c, dict):
+            return out
+        for key in ("n_layer", "n_ff"):
+            n = c.get(key)
+            if isinstance(n, int) and 0 < n < run_cfg[key]:
+                out[key] = n
+        return out
 
     if init.suffix == ".gguf":
         from .drafter_gguf import config_mismatch, read_drafter_gguf
 
         arrays, hdr = read_drafter_gguf(init)
-        expect = want(hdr["n_layer"])
+        expect = want(hdr)
         bad = config_mismatch(hdr, expect)
         if bad:
             raise ValueError(f"{init} holds a drafter of another configuration than this run's ({'; '.join(bad)})")
@@ -101,16 +110,18 @@ def load_init(drafter, init: Path, log: Callable[[str], None]) -> int:
     else:
         w, c0 = load_sharded(init, "drafter")
         c = (c0 or {}).get("config")
-        expect = want(c.get("n_layer") if isinstance(c, dict) else None)
+        expect = want(c)
         if c != expect:
             raise ValueError(f"{init} holds a drafter of another configuration than this run's")
     n_init, n_layer = expect["n_layer"], run_cfg["n_layer"]
-    state = deepen_state(drafter.state_dict(), w, n_init)
+    state = grow_state(drafter.state_dict(), w, n_init)
     if state is None:
         raise ValueError(f"{init} holds a drafter of another configuration than this run's (its tensors differ)")
     drafter.load_state_dict(state)
     if n_init < n_layer:
         log(f"train: deepened {init}: {n_init} layers loaded, {n_layer - n_init} added as identity")
+    if expect["n_ff"] < run_cfg["n_ff"]:
+        log(f"train: widened {init}: FFN {expect['n_ff']} -> {run_cfg['n_ff']}, the added units start silent")
     return n_init
 
 

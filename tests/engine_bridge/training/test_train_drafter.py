@@ -444,14 +444,14 @@ def shallow_drafters(tiny_target, tmp_path_factory):
     return out, functools.cache(drafter_gguf.read_drafter_gguf)
 
 
-def _draft_logits(d, seed=1):
+def _draft_logits(d, seed=1, grad=False):
     g = torch.Generator().manual_seed(seed)
     c = d.c
     feats = torch.randn(2, 12, len(c.target_layers) * c.n_embd, generator=g)
     anchors = torch.tensor([[3, 7], [5, 9]])
     block = torch.randint(0, 40, (2, 2, c.block_size), generator=g)
     embed = torch.randn(40, c.n_embd, generator=g)
-    with torch.no_grad():
+    with torch.set_grad_enabled(grad):
         return d(feats, anchors, block, embed)
 
 
@@ -497,7 +497,7 @@ def test_a_warm_start_deepens_a_shallower_drafter_to_the_same_drafts(shallow_dra
     "other, message",
     [
         ({"n_layer": 1}, "n_layer: file 2, run 1"),  # more layers than the run has
-        ({"n_ff": 48}, "n_ff: file 32, run 48"),
+        ({"n_ff": 16}, "n_ff: file 32, run 16"),  # a narrower FFN than the file's
         ({"n_embd": 32}, "n_embd: file 64, run 32"),
         ({"block_size": 8}, "block_size: file 4, run 8"),
         ({"target_layers": [1, 3]}, r"target_layers: file \[1, 2\], run \[1, 3\]"),
@@ -505,7 +505,8 @@ def test_a_warm_start_deepens_a_shallower_drafter_to_the_same_drafts(shallow_dra
     ],
 )
 def test_a_warm_start_refuses_any_other_difference(shallow_drafters, monkeypatch, other, message):
-    """Only the layer count may grow: any other field that differs (even alongside a deepening) is
+    """Only the layer count and the FFN width may grow: any other field that differs (even alongside a
+    deepening) is
     refused as before, naming the field for a GGUF; and the drafter keeps its own weights."""
     from engine_bridge.training import drafter_gguf
     from engine_bridge.training.drafter_model import DFlashDrafter
@@ -524,18 +525,59 @@ def test_a_warm_start_refuses_any_other_difference(shallow_drafters, monkeypatch
 
 
 @needs_torch
-def test_deepen_state_refuses_tensors_that_differ():
+def test_grow_state_refuses_tensors_that_differ():
     """The names and shapes must be those of the run's first layers: a missing or extra tensor, or one of
-    another shape, gives None (the caller's ValueError)."""
-    from engine_bridge.training.drafter_model import DFlashDrafter, deepen_state
+    another shape that is not a narrower FFN, gives None (the caller's ValueError)."""
+    from engine_bridge.training.drafter_model import DFlashDrafter, grow_state
 
     own = DFlashDrafter(_drafter_cfg(n_layer=3)).state_dict()
     init = DFlashDrafter(_drafter_cfg(n_layer=1)).state_dict()
-    assert deepen_state(own, init, 1) is not None
-    assert deepen_state(own, init, 2) is None  # layer 1 missing
-    assert deepen_state(own, {k: v for k, v in init.items() if k != "fc.weight"}, 1) is None
-    assert deepen_state(own, {**init, "layers.0.mlp.down_proj.weight": torch.zeros(64, 33)}, 1) is None
-    assert deepen_state(own, {**init, "layers.0.extra.weight": torch.zeros(1)}, 1) is None
+    assert grow_state(own, init, 1) is not None
+    assert grow_state(own, init, 2) is None  # layer 1 missing
+    assert grow_state(own, {k: v for k, v in init.items() if k != "fc.weight"}, 1) is None
+    assert grow_state(own, {**init, "layers.0.mlp.down_proj.weight": torch.zeros(64, 33)}, 1) is None
+    assert grow_state(own, {**init, "layers.0.extra.weight": torch.zeros(1)}, 1) is None
+    # a wider FFN grows only its own way: more gate/up rows with the same inputs, more down columns
+    assert grow_state(own, {**init, "layers.0.mlp.up_proj.weight": torch.zeros(16, 64)}, 1) is None  # alone
+    assert grow_state(own, {**init, "layers.0.mlp.up_proj.weight": torch.zeros(32, 48)}, 1) is None
+    assert grow_state(own, {**init, "layers.0.self_attn.q_proj.weight": torch.zeros(32, 64)}, 1) is None
+
+
+@needs_torch
+@pytest.mark.parametrize("n_init, added", [(1, 0), (2, 0), (1, 2)])
+def test_a_warm_start_widens_a_narrower_ffn_to_the_same_drafts(shallow_drafters, monkeypatch, n_init, added):
+    """--init with a narrower FFN (and maybe fewer layers), otherwise the same drafter: the old units are
+    copied, the added ones keep fresh gate/up rows and start with zero down columns, so the wider
+    drafter's logits are the narrow one's; from the f16 shards and from the GGUF alike. Training can
+    then move them: the added units' down columns get a gradient at once."""
+    from engine_bridge.training import drafter_gguf
+    from engine_bridge.training.drafter_model import DFlashDrafter
+    from engine_bridge.training.train_chat import load_init
+
+    saved, read_once = shallow_drafters
+    monkeypatch.setattr(drafter_gguf, "read_drafter_gguf", read_once)
+    narrow, folder, gguf = saved[n_init]
+    want = _draft_logits(narrow)
+    for init in (folder, gguf):
+        torch.manual_seed(7)
+        wide = DFlashDrafter(_drafter_cfg(n_layer=n_init + added, n_ff=48))
+        fresh = _draft_logits(wide)
+        lines: list[str] = []
+        assert load_init(wide, init, lines.append) == n_init
+        assert lines[-1] == f"train: widened {init}: FFN 32 -> 48, the added units start silent"
+        assert len(lines) == (2 if added else 1)
+        got = _draft_logits(wide)
+        assert torch.allclose(got, want, rtol=0, atol=1e-6), (init, (got - want).abs().max())
+        assert not torch.allclose(fresh, want, atol=1e-3)
+        for i in range(n_init):
+            mlp, old = wide.layers[i].mlp, narrow.layers[i].mlp
+            assert torch.equal(mlp.gate_proj.weight[:32], old.gate_proj.weight)
+            assert torch.equal(mlp.up_proj.weight[:32], old.up_proj.weight)
+            assert torch.equal(mlp.down_proj.weight[:, :32], old.down_proj.weight)
+            assert not mlp.down_proj.weight[:, 32:].any()
+            assert mlp.gate_proj.weight[32:].any() and mlp.up_proj.weight[32:].any()
+        _draft_logits(wide, grad=True).logsumexp(-1).sum().backward()
+        assert wide.layers[0].mlp.down_proj.weight.grad[:, 32:].abs().sum() > 0
 
 
 # -- the ablation's switches (issue 27: KL to the target, position weights, data scale) ------------------------
