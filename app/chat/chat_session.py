@@ -75,11 +75,14 @@ class ChatSession(QObject):
         self._live_saved_at = 0.0
         self._closed = False
         self._unsaved = ""  # why the streaming answer could not be stored, if it could not
+        self._generating_text = ""  # the status line of the running request
+        self._progress_shown = False  # the status line shows what runs before its first token
         self._stream = Throttle(self._drain, parent=self)
         self.budget = CpuBudget()  # stretches the redraw intervals if drawing gets dear
         engine.channel.ready.connect(self._on_stream_ready)
         engine.generated.connect(self._on_generated)
         engine.generateFailed.connect(self._on_generate_failed)
+        engine.generateProgress.connect(self._on_generate_progress)
 
     @property
     def transcript(self):
@@ -112,7 +115,9 @@ class ChatSession(QObject):
         except ValueError as exc:
             self.chat.show_status(str(exc), error=True)
             return
-        self.chat.show_status(f"generating ({settings.mode}, budget {settings.budget})…")
+        self._generating_text = f"generating ({settings.mode}, budget {settings.budget})…"
+        self._progress_shown = False
+        self.chat.show_status(self._generating_text)
         self._run = self.engine.generate(settings, messages=history)
         self.transcript.begin_assistant()
 
@@ -199,6 +204,9 @@ class ChatSession(QObject):
 
     def _take_stream(self) -> None:
         tokens, steps = self.engine.channel.drain()
+        if tokens and self._progress_shown:  # what ran before the first token is over
+            self._progress_shown = False
+            self.chat.show_status(self._generating_text)
         if tokens:
             self.transcript.append_tokens(tokens)
         if steps:
@@ -261,6 +269,18 @@ class ChatSession(QObject):
         self.answerFinished.emit(result)
 
     @Slot(int, object)
+    def _on_generate_progress(self, request_id: int, text: str) -> None:
+        """What the request does before its first token: auto's first request on a pair and machine
+        measures their step costs (seconds on a CPU), which would otherwise look like a hang."""
+        if request_id != self._run:
+            return
+        if text.startswith("calibrating"):
+            text = (
+                f"auto measures what a step costs here, once per pair and machine: {text.removeprefix('calibrating ')}"
+            )
+        self._progress_shown = True
+        self.chat.show_status(text + "…")
+
     def _on_generate_failed(self, request_id: int, exc) -> None:
         if self._closed:
             return

@@ -18,6 +18,7 @@ from PySide6.QtCore import QSettings
 
 from engine_bridge.common.placement import MAX_DEVICES, Placement
 from engine_bridge.runtime.config import KV_TYPES, EngineConfig, GenerationSettings, KVTypes
+from engine_bridge.runtime.default_mode import default_mode
 
 ORGANIZATION = "DFlashStudio"
 APPLICATION = "DFlash Studio"
@@ -84,8 +85,9 @@ class StudioSettings:
     # the engine in the app's process instead of a child (applies at the next load): no per-step IPC,
     # but a llama.cpp abort, a crash or the OOM killer then ends the window too (RPC always uses a child)
     engine_in_process: bool = False
-    # generation (applies to the next request)
-    mode: str = "chain"
+    # generation (applies to the next request). A first run's mode: chain on a GPU build, auto on a
+    # CPU-only one, where chain runs slower than the target alone (engine_bridge.runtime.default_mode)
+    mode: str = field(default_factory=lambda: default_mode(True))
     # chain 7, not 15: faster on every public suite and device measured (an H200, the full sets: 1.41 /
     # 1.33 / 0.97x AR against 1.17 / 1.07 / 0.85x; the 2-vCPU CPU: 0.26-0.46x against 0.16-0.31x;
     # docs/benchmarks.md "The full public sets on an H200"); the server's default already was 7

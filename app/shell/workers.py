@@ -79,6 +79,7 @@ class EngineWorker(QObject):
     loadFailed = Signal(object)  # exception
     generated = Signal(int, object)  # request id, GenerationResult
     generateFailed = Signal(int, object)  # request id, exception
+    generateProgress = Signal(int, str)  # request id, what runs before its first token (auto's calibration)
     drafterChanged = Signal(object)  # Loaded (after swap_drafter / set_adapters)
     drafterFailed = Signal(object)
     memoryChanged = Signal(object)  # Engine.memory()
@@ -155,6 +156,7 @@ class EngineWorker(QObject):
                 on_token=self._channel.push_token,
                 on_step=self._channel.push_step,
                 cancel=req.cancel,
+                on_progress=lambda text: self.generateProgress.emit(req.request_id, text),
             )
         except Exception as exc:  # noqa: BLE001
             self.generateFailed.emit(req.request_id, exc)
@@ -237,6 +239,7 @@ class EngineClient(QObject):
     loadFailed = Signal(object)
     generated = Signal(int, object)
     generateFailed = Signal(int, object)
+    generateProgress = Signal(int, str)  # request id, text (auto's first request calibrates first)
     drafterChanged = Signal(object)
     drafterFailed = Signal(object)
     memoryChanged = Signal(object)
@@ -273,6 +276,7 @@ class EngineClient(QObject):
         w.loadFailed.connect(self._on_load_failed)
         w.generated.connect(self._on_generated)
         w.generateFailed.connect(self._on_generate_failed)
+        w.generateProgress.connect(self.generateProgress)
         w.drafterChanged.connect(self._on_drafter_changed)
         w.drafterFailed.connect(self._on_drafter_failed)
         w.memoryChanged.connect(self.memoryChanged)

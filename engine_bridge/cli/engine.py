@@ -50,7 +50,8 @@ def register(sub) -> None:
         "--mode",
         choices=MODES,
         default=None,
-        help="ar | chain | tree | auto (auto: picks per step from measured costs; default: chain with a drafter)",
+        help="ar | chain | tree | auto (auto: picks per step from measured costs; default with a drafter: "
+        "chain on a GPU build, auto on a CPU-only one, where chain is slower than the target alone)",
     )
     g.add_argument(
         "--budget", type=int, default=7, help="draft tokens per step (tree: node budget; default 7, as serve's)"
@@ -294,7 +295,9 @@ def cmd_generate(args) -> int:
     try:
         prompt_text = read_prompt(args)
         cfg = config_from_args(args)
-        mode = args.mode or ("chain" if cfg.draft else "ar")
+        from ..runtime.default_mode import default_mode
+
+        mode = args.mode or default_mode(bool(cfg.draft))
         settings = GenerationSettings(
             mode=mode,
             budget=args.budget,
@@ -331,7 +334,13 @@ def cmd_generate(args) -> int:
             return EXIT_FAIL
         stream = None if args.json else (lambda ev: (sys.stdout.write(ev.piece), sys.stdout.flush()))
         try:
-            res = eng.generate(prompt, settings, on_token=stream, cancel=cancel)
+            # auto's first request on a pair and machine calibrates first (seconds on a CPU): said on stderr
+            said = (
+                (lambda text: print(f"dflash-studio generate: {text}", file=sys.stderr, flush=True))
+                if not args.json
+                else None
+            )
+            res = eng.generate(prompt, settings, on_token=stream, cancel=cancel, on_progress=said)
         except KeyboardInterrupt:
             cancel.set()
             raise

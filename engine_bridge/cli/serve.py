@@ -32,7 +32,12 @@ def register(sub) -> None:
         epilog=ENGINE_EXITS,
     )
     add_engine_args(p)
-    p.add_argument("--mode", choices=MODES, default=None, help="default mode (default: chain with a drafter, else ar)")
+    p.add_argument(
+        "--mode",
+        choices=MODES,
+        default=None,
+        help="default mode (default with a drafter: chain on a GPU build, auto on a CPU-only one; else ar)",
+    )
     p.add_argument("--budget", type=int, default=7, help="default draft tokens per step (tree: node budget; default 7)")
     p.add_argument("--p-min", type=float, default=0.0, help="stop drafting below this drafter probability")
     p.add_argument("--temp", type=float, default=0.0, help="temperature when a request names none (default 0: greedy)")
@@ -66,7 +71,9 @@ def cmd_serve(args) -> int:
         cfg = config_from_args(args)
         if args.queue < 1:
             raise ValueError("--queue must be at least 1")
-        mode = args.mode or ("chain" if cfg.draft else "ar")
+        from ..runtime.default_mode import default_mode
+
+        mode = args.mode or default_mode(bool(cfg.draft))
         GenerationSettings(mode=mode, budget=args.budget)  # the same checks generate makes
         defaults = Defaults(mode=mode, budget=args.budget, p_min=args.p_min, temperature=args.temp, top_k=args.top_k)
     except (ValueError, FileNotFoundError) as exc:

@@ -568,14 +568,14 @@ def recheck(engine, pol: AutoPolicy, progress=None) -> calibration.CostTable:
 class AutoGeneration(Generation):
     """A Generation whose every step runs the mode and budget the policy picks for it."""
 
-    def __init__(self, engine, settings, on_token, on_step, cancel):
+    def __init__(self, engine, settings, on_token, on_step, cancel, on_progress=None):
         pol = getattr(engine, "auto_policy", None)
         if pol is None or (
             engine.drafter is not None
             and isinstance(pol, AutoPolicy)
             and (pol.suspect or pol.key != calibration.calibration_key(engine.config))
         ):
-            pol = policy_for(engine)
+            pol = policy_for(engine, progress=on_progress)  # (a calibration, when one is due, reports here)
         self.policy = pol
         self.used: Counter = Counter()
         self._pending = None

@@ -252,10 +252,13 @@ def measure(
     walls: dict[tuple[str, int], list[float]] = {c: [] for c in cfgs}
     for mode, b in cfgs[:2]:  # untimed warm-up: first touches of weights and buffers
         _step_walls(engine, tokens, mode, b, 2)
+    total = rounds * len(cfgs)
     for r in range(rounds):
-        for c in cfgs:
+        for i, c in enumerate(cfgs):
             if progress is not None:
-                progress(f"calibrating {c[0]} {c[1] or ''} (round {r + 1}/{rounds})".replace("  ", " "))
+                # how far along the whole measurement is (a first auto request waits for all of it)
+                label = "AR" if c[0] == "ar" else f"{c[0]} {c[1]}"
+                progress(f"calibrating {label}: step costs {r * len(cfgs) + i + 1}/{total}")
             walls[c] += _step_walls(engine, tokens, c[0], c[1], steps)
     engine.reset()
     ms = {c: 1000.0 * lower_quartile(v) for c, v in walls.items() if v}

@@ -358,19 +358,26 @@ class Engine:
         on_token: Callable | None = None,
         on_step: Callable | None = None,
         cancel: threading.Event | None = None,
+        on_progress: Callable[[str], None] | None = None,
     ) -> GenerationResult:
         """Generates a continuation of ``prompt`` (text or token ids).
 
         ``on_token(TokenEvent)`` and ``on_step(StepRecord)`` are called from this thread as each
         step commits; ``cancel`` stops the run within one step (finish_reason 'cancelled') and
-        leaves the engine ready for the next request.
+        leaves the engine ready for the next request. ``on_progress(text)`` hears what runs before
+        the first token where that takes a while: auto's first request on a pair and machine
+        measures their step costs (calibration), some seconds on a CPU.
         """
         from . import auto_mode
 
         settings = settings or GenerationSettings()
         tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
-        runner = auto_mode.AutoGeneration if settings.mode == "auto" else Generation
-        res = runner(self, settings, on_token, on_step, cancel).run(tokens)
+        runner: Generation
+        if settings.mode == "auto":
+            runner = auto_mode.AutoGeneration(self, settings, on_token, on_step, cancel, on_progress=on_progress)
+        else:
+            runner = Generation(self, settings, on_token, on_step, cancel)
+        res = runner.run(tokens)
         auto_mode.after_run(self, settings, res)  # teaches the auto policy; notes the break-even
         return res
 

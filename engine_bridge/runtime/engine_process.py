@@ -404,8 +404,11 @@ class EngineProcess:
         on_token: Callable | None = None,
         on_step: Callable | None = None,
         cancel: threading.Event | None = None,
+        on_progress: Callable[[str], None] | None = None,
     ) -> GenerationResult:
-        return self._request(("generate", prompt, settings), on_token=on_token, on_step=on_step, cancel=cancel)
+        return self._request(
+            ("generate", prompt, settings), on_token=on_token, on_step=on_step, cancel=cancel, progress=on_progress
+        )
 
     def swap_drafter(self, path, **kwargs) -> None:
         self._request(("call", "swap_drafter", (path,), kwargs))
@@ -484,7 +487,14 @@ def _serve(fd: int) -> None:
                         flush()
 
                 try:
-                    res = engine.generate(prompt, settings, on_token=tokens.append, on_step=on_step, cancel=cancel)
+                    res = engine.generate(
+                        prompt,
+                        settings,
+                        on_token=tokens.append,
+                        on_step=on_step,
+                        cancel=cancel,
+                        on_progress=lambda m: send("progress", m),  # (auto's calibration; each also feeds the watchdog)
+                    )
                 finally:
                     flush()
                 send("ok", res)

@@ -181,11 +181,11 @@ def grow_state(own: dict, init: dict, n_init: int) -> dict | None:
             down = init.get(n.rsplit("mlp.", 1)[0] + FFN_OUT)
             if down is None or tuple(down.shape) != (w.shape[1], w.shape[0]):
                 return None  # one layer's FFN is one width: gate, up and down grow together
-            out[n] = torch.cat([w.to(v.dtype), v[w.shape[0] :]], dim=0)
+            out[n] = torch.cat([w.to(v.device, v.dtype), v[w.shape[0] :]], dim=0)
         elif n.endswith(FFN_OUT) and w.dim() == 2 and w.shape[0] == v.shape[0] and w.shape[1] < v.shape[1]:
             if any(tuple(init[n.rsplit("mlp.", 1)[0] + a].shape) != (w.shape[1], w.shape[0]) for a in FFN_IN):
                 return None  # (as above)
-            out[n] = torch.cat([w.to(v.dtype), torch.zeros_like(v[:, w.shape[1] :])], dim=1)
+            out[n] = torch.cat([w.to(v.device, v.dtype), torch.zeros_like(v[:, w.shape[1] :])], dim=1)
         else:
             return None
     return out

@@ -66,8 +66,13 @@ def make_window(qtbot, settings_file, store_file):
     """Builds a MainWindow on the test's settings and store; pytest-qt closes it at teardown."""
     from app.shell.main_window import MainWindow
 
-    def make(**settings):
+    def make(first_run: bool = False, **settings):
+        """``settings`` are saved before the window opens. The tests run a CPU build, whose first-run
+        mode is auto (engine_bridge.runtime.default_mode); they are written for a chosen mode, chain
+        unless they say, as a GPU build starts. ``first_run``: the window exactly as a new user gets it."""
         qs = open_settings(settings_file)
+        if not first_run and not qs.contains("studio/mode"):
+            settings.setdefault("mode", "chain")
         if settings:
             StudioSettings.load(qs).replace(**settings).save(qs)
         w = MainWindow(qsettings=qs, store=ConversationStore(store_file))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from engine_bridge.models import demo, registry_models, synth
+from engine_bridge.runtime.default_mode import default_mode
 
 from app_helpers import LOAD_TIMEOUT_MS, ask, load_pair
 
@@ -58,9 +59,12 @@ def test_a_first_start_with_the_default_pair_present_loads_it_without_a_click(
     models = private_dirs / "data" / "models"
     models.mkdir(parents=True, exist_ok=True)
     (models / smollm2_target.name).symlink_to(smollm2_target)
-    w = make_window()
+    w = make_window(first_run=True)
     qtbot.waitUntil(lambda: w.engine.state == "ready", timeout=LOAD_TIMEOUT_MS)
     assert not w.pairing.demo_offer.isVisible()
+    # the mode a new user starts in: auto on this CPU build (chain there runs slower than the target
+    # alone), chain on a GPU one; the settings panel shows it
+    assert w.settings.mode == default_mode(True) and w.settings_panel.mode.currentData() == w.settings.mode
     assert w.settings.target == str(models / smollm2_target.name)
     assert w.settings.drafter == str(demo.smollm2_drafter())
     assert smollm2_target.name in w.status.pair.text() and w.chat.send_button.isEnabled()

@@ -33,7 +33,7 @@ HOSTILE = {
     "draft_v": ("", "f16"),
     "flash_attn": ("maybe", "auto"),
     "split_mode": ("diagonal", "layer"),
-    "mode": ("warp", "chain"),
+    "mode": ("warp", StudioSettings().mode),  # the default: chain on a GPU build, auto on a CPU-only one
     "adapters": ('[["a.gguf"]]', []),
     "highlight_drafts": ("perhaps", True),
     "engine_in_process": ("sometimes", False),
@@ -83,7 +83,7 @@ def test_the_window_starts_on_a_hand_edited_file_and_says_what_was_reset(make_wi
     settings_file.write_text(
         "[studio]\nn_ctx=999999999999\ntarget_k=q9_9\nadapters=[[1]]\nbudget=100000\n[ui]\nconversation=not-a-number\n"
     )
-    w = make_window()
+    w = make_window(first_run=True)  # the file exactly as edited
     assert w.settings_panel.n_ctx.value() == INT_RANGES["n_ctx"][1]
     assert w.settings_panel.budget.value() == INT_RANGES["budget"][1]
     text = w.chat.status.text()

@@ -583,3 +583,38 @@ def test_auto_tells_the_policy_what_each_switch_cost(tiny_engine):
         assert len(res.steps) >= 12, res.summary.auto_note
         assert len(pol.switches) == 2, pol.switches  # two round trips, each told once
         assert all(sign * x > 0 for x in pol.switches), pol.switches
+
+
+def test_a_first_auto_request_says_how_far_its_calibration_is_and_a_cached_one_says_nothing(tiny_pair, monkeypatch):
+    """Auto's first request on a pair and machine measures their step costs before its first token
+    (seconds on a CPU): ``on_progress`` hears each configuration as it is measured, with how far along
+    the whole measurement is, all before the first token; the next request reads the cache and
+    hears nothing."""
+    import functools
+
+    monkeypatch.setattr(calibration, "ensure", functools.partial(calibration.ensure, **QUICK))
+    events: list[tuple[str, object]] = []
+    with _load(*tiny_pair) as eng:
+        settings = GenerationSettings(mode="auto", budget=4, max_tokens=8, stop_at_eog=False)
+        eng.generate(
+            "Hello world",
+            settings,
+            on_token=lambda ev: events.append(("token", ev)),
+            on_progress=lambda text: events.append(("progress", text)),
+        )
+        said = [v for k, v in events if k == "progress"]
+        n = len(calibration.configurations(eng, QUICK["chain_budgets"], QUICK["tree_budgets"]))
+        assert n >= 4 and len(said) == n  # one round (QUICK)
+        assert said[0] == f"calibrating AR: step costs 1/{n}"
+        assert said[1] == f"calibrating chain 1: step costs 2/{n}"
+        assert said[-1].endswith(f": step costs {n}/{n}")
+        kinds = [k for k, _ in events]
+        assert kinds.index("token") > max(i for i, k in enumerate(kinds) if k == "progress")
+        events.clear()
+        eng.generate(
+            "Hello world",
+            settings,
+            on_token=lambda ev: events.append(("token", ev)),
+            on_progress=lambda text: events.append(("progress", text)),
+        )
+        assert [k for k, _ in events if k == "progress"] == [] and events

@@ -158,3 +158,31 @@ def test_a_local_child_has_no_generation_watchdog(tiny_pair):
         assert eng.watchdog_s is None
     finally:
         eng.close()
+
+
+def test_what_runs_before_the_first_token_reaches_the_caller_from_the_child(tiny_pair, tmp_path, monkeypatch):
+    """Auto's first request calibrates in the child: each step of it comes back through on_progress
+    before any token (the app's chat shows it), and a plain chain request says nothing."""
+    monkeypatch.setenv("DFLASH_DATA_DIR", str(tmp_path / "data"))  # no cached table: it must measure
+    eng = EngineProcess.load(EngineConfig(target=tiny_pair[0], draft=tiny_pair[1], n_ctx=512), check=False)
+    try:
+        events: list[str] = []
+        eng.generate(
+            "Hello",
+            GenerationSettings(mode="auto", budget=4, **GREEDY),
+            on_token=lambda ev: events.append("token"),
+            on_progress=lambda text: events.append(text),
+        )
+        said = [e for e in events if e != "token"]
+        assert said and said[0].startswith("calibrating AR: step costs 1/")
+        assert events.index("token") > events.index(said[-1])
+        events.clear()
+        eng.generate(
+            "Hello",
+            GenerationSettings(mode="chain", budget=4, **GREEDY),
+            on_token=lambda ev: events.append("token"),
+            on_progress=events.append,
+        )
+        assert set(events) == {"token"}
+    finally:
+        eng.close()
