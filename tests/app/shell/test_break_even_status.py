@@ -75,7 +75,7 @@ def test_a_first_auto_answer_shows_its_calibration_in_the_chat_instead_of_a_sile
     qtbot, make_window, tiny_pair, monkeypatch
 ):
     """Auto's first answer on a pair and machine measures their step costs before its first token
-    (~14 s on a 2-core CPU with the default pair): the chat's status line says so, step by step, and
+    (6.4 s on a 2-vCPU machine with the default pair): the chat's status line says so, step by step, and
     goes back to "generating" once tokens come; the next answer (cached costs) says nothing of it."""
     w = make_window(n_ctx=2048, mode="auto", max_tokens=16)
     load_pair(qtbot, w, tiny_pair)
@@ -84,14 +84,11 @@ def test_a_first_auto_answer_shows_its_calibration_in_the_chat_instead_of_a_sile
     monkeypatch.setattr(w.chat, "show_status", lambda text, error=False: (shown.append(text), real(text, error)))
     ask(qtbot, w, "Hello")
     said = [t for t in shown if t.startswith("auto measures what a step costs here")]
-    assert (
-        said
-        and said[0]
-        == "auto measures what a step costs here, once per pair and machine: AR: step costs 1/"
-        + (said[0].rsplit("/", 1)[1])
+    assert said and said[0].startswith(
+        "auto measures what a step costs here, once per pair and machine: AR: step costs 1/"
     )
-    n = said[0].rsplit("/", 1)[1].rstrip("…")
-    assert said[-1].endswith(f"step costs {n}/{n}…") and len(said) == int(n)
+    done = [int(t.rsplit(" ", 1)[1].split("/")[0]) for t in said]
+    assert done == list(range(1, len(said) + 1))  # one line per configuration measured, in order
     last = shown.index(said[-1])
     assert any(t.startswith("generating (auto") for t in shown[last + 1 :])  # restored once tokens came
     assert not w.chat.status.text().startswith("auto measures")

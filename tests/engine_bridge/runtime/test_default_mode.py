@@ -15,7 +15,13 @@ from engine_bridge.runtime import llama_ffi
 
 @pytest.mark.parametrize(
     "backend, has_drafter, want",
-    [("cpu", True, "auto"), ("cuda", True, "chain"), ("metal", True, "chain"), ("cpu", False, "ar"), ("cuda", False, "ar")],
+    [
+        ("cpu", True, "auto"),
+        ("cuda", True, "chain"),
+        ("metal", True, "chain"),
+        ("cpu", False, "ar"),
+        ("cuda", False, "ar"),
+    ],
 )
 def test_the_default_follows_the_build(monkeypatch, backend, has_drafter, want):
     monkeypatch.setattr(llama_ffi, "build_info", lambda: {"backend": backend})
