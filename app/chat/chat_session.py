@@ -268,19 +268,22 @@ class ChatSession(QObject):
         self.stateChanged.emit()
         self.answerFinished.emit(result)
 
-    @Slot(int, object)
+    @Slot(int, str)
     def _on_generate_progress(self, request_id: int, text: str) -> None:
         """What the request does before its first token: auto's first request on a pair and machine
         measures their step costs (seconds on a CPU), which would otherwise look like a hang."""
         if request_id != self._run:
             return
-        if text.startswith("calibrating"):
+        if text.startswith("calibrating again: "):  # the steps disagreed with the cached costs
+            text = f"auto measures the step costs again ({text.removeprefix('calibrating again: ')})"
+        elif text.startswith("calibrating "):
             text = (
                 f"auto measures what a step costs here, once per pair and machine: {text.removeprefix('calibrating ')}"
             )
         self._progress_shown = True
         self.chat.show_status(text + "…")
 
+    @Slot(int, object)
     def _on_generate_failed(self, request_id: int, exc) -> None:
         if self._closed:
             return

@@ -95,3 +95,10 @@ def test_a_first_auto_answer_shows_its_calibration_in_the_chat_instead_of_a_sile
     shown.clear()
     ask(qtbot, w, "Hello again")
     assert not [t for t in shown if t.startswith("auto measures")]
+    # a re-check (the steps disagreed with the cached costs) says why; another request's lines are not shown
+    why = "AR steps take 2.00 ms here; the calibration says 1.00 ms"
+    shown.clear()
+    w.session._on_generate_progress(w.session._run + 1, f"calibrating again: {why}")
+    assert not shown
+    w.session._on_generate_progress(w.session._run, f"calibrating again: {why}")
+    assert shown == [f"auto measures the step costs again ({why})…"]
