@@ -10,7 +10,7 @@ priced by the machine:
   steps, more than the shipped drafter commits (1.6-2.8 tokens a step on public prompts there), and
   chain 7 ran at 0.39-0.70x AR where auto ran at 0.92-1.01x: it keeps the target alone where
   speculation does not pay (docs/benchmarks.md, "A CPU-only build starts in auto"). Its first
-  request on a pair and machine measures their step costs first (6.4-6.8 s there), and says so
+  request on a pair and machine measures their step costs first (6.8 s there), and says so
   (``Engine.generate``'s ``on_progress``).
 """
 

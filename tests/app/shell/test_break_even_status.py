@@ -75,7 +75,7 @@ def test_a_first_auto_answer_shows_its_calibration_in_the_chat_instead_of_a_sile
     qtbot, make_window, tiny_pair, monkeypatch
 ):
     """Auto's first answer on a pair and machine measures their step costs before its first token
-    (6.4 s on a 2-vCPU machine with the default pair): the chat's status line says so, step by step, and
+    (6.8 s on a 2-vCPU machine with the default pair): the chat's status line says so, step by step, and
     goes back to "generating" once tokens come; the next answer (cached costs) says nothing of it."""
     w = make_window(n_ctx=2048, mode="auto", max_tokens=16)
     load_pair(qtbot, w, tiny_pair)
