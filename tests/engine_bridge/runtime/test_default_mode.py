@@ -41,7 +41,8 @@ def test_this_cpu_build_defaults_to_auto_in_the_app_and_in_generate(tiny_pair, t
     without --mode runs auto, saying on stderr that it measures the step costs first."""
     from app.shell.app_settings import StudioSettings
 
-    assert llama_ffi.build_info().get("backend", "cpu") == "cpu"
+    if llama_ffi.build_info().get("backend", "cpu") != "cpu":
+        pytest.skip("a GPU build starts in chain (test_the_default_follows_the_build)")
     assert StudioSettings().mode == "auto"
     monkeypatch.setenv("DFLASH_DATA_DIR", str(tmp_path / "data"))
     t, d = map(str, tiny_pair)
