@@ -331,7 +331,7 @@ step_toggle() {
 # hostarg (where a tree step takes its drafter top-k and target argmax), seqold / noreuse (the
 # tree's varying output count; llama.cpp's graph reuse off), noout0 (patch 0008 off), fullblk
 # (whole drafter blocks, the GPU default since 2026-11-27; fullblk0: budget-sized), onerow0 (patch 0009
-# off), stay1 / stay0 (auto's opt-in stay band on / off), shape0 / stay1shape0 (patch 0010 off);
+# off), merge0 (dropped patch 0014 applied: a step's inject decoded on its own, not in the next block), stay1 / stay0 (auto's opt-in stay band on / off), shape0 / stay1shape0 (patch 0010 off);
 # sides alternate per suite,
 # one process each (REAL_REPS_SIDES=2 runs the list twice). (The first run, 2026-11-26, had patch 0007 too: its "off" also set DFLASH_LAYER_INP_RESERVE=1.)
 step_real() {
@@ -386,8 +386,11 @@ step_real() {
         sync1seed8) e="$e DFLASH_SYNC_INJECT=1 DFLASH_TREE_SEED_MAX=99";;
         # auto without the hold between speculative choices (the rule before 2026-11-28), and with
         # the per-position chain estimate (opt-in)
-        hold0) e="$e DFLASH_AUTO_HOLD=0";; posest) e="$e DFLASH_AUTO_EST=positions";; esac
-      timeout 300 env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $dfile --suite $suite \
+        hold0) e="$e DFLASH_AUTO_HOLD=0";; posest) e="$e DFLASH_AUTO_EST=positions";;
+        # a step's inject as a decode of its own, not in the next block's (dropped patch 0014: it
+        # and its engine diff must be applied from docs/design/dropped-patches/)
+        merge0) e="$e DFLASH_MERGE_INJECT=0";; esac
+      timeout ${REAL_TIMEOUT:-300} env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $dfile --suite $suite \
         --limit ${REAL_N:-10} --reps 2 --max-tokens 128 ${REAL_SWEEP:---sweep verify=chain,auto --sweep budget=7} \
         --json $R/real/${suite}-r${round}_$side$sfx.json > $R/real/${suite}-r${round}_$side$sfx.txt 2>&1
       echo "real $suite $side $tag rc=$?"; tail -n 6 $R/real/${suite}-r${round}_$side$sfx.txt | cut -c1-160
