@@ -63,6 +63,8 @@
 #            against 1 on the real target, as share does; swiglunc: its ncu of verify8/16, draft8
 #   calib    the cost tables auto measured in /tmp/dd and the policy simulation on each
 #   clocks   gpu_extract_cost.py --clocks: AR with extraction off / on, the GPU's clocks per run
+#   drift    issue 29: this GPU's near-tie bound (benchmarks/bench_drift.py, the real target on the
+#            GPU, DRIFT_N (4) validation prompts per category, DRIFT_TOKENS (64)) into $R/drift.json
 #   serve    issue 31: the server against headless generate on the real pair, chain 7 and AR
 #            (benchmarks/bench_server.py; its wheels carried and installed in the first call)
 #   (patch 0006, the engine already built in this sitting: STEPS="fuse fusencu" bash gpu/gpu_ncu.sh
@@ -299,6 +301,14 @@ step_clocks() {
   local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
   DFLASH_DATA_DIR=/tmp/dd timeout 400 python3 gpu/gpu_extract_cost.py --target $TREAL --draft $D --clocks \
     --rounds ${CLOCK_ROUNDS:-3} ${CLOCK_ARGS:-} 2>&1 | grep -v "^ggml_cuda_init\|^  Device"
+}
+
+# issue 29: the near-tie bound of this GPU (benchmarks/bench_drift.py on the real target, all
+# layers offloaded; prompts: the validation split of resources/prompts/train, which must be carried)
+step_drift() {
+  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  timeout ${DRIFT_TIMEOUT:-500} python3 benchmarks/bench_drift.py --target $TREAL --draft $D --gpu-layers 99 \
+    --per-category ${DRIFT_N:-4} --tokens ${DRIFT_TOKENS:-64} --json $R/drift.json 2>&1 | grep -v "^ggml_cuda_init\|^  Device"
 }
 
 # patch 0006 (one greedy argmax for all rows): upstream's per-row argmax (0) against the patch (1)
