@@ -56,6 +56,9 @@
 #            against 1 on the real target, as fuse does (gpu_fuse_ab.py: phases, logits, greedy tokens)
 #   sharencu ncu of ar, verify8, verify16, draft8 on the real target, both sides, with the report
 #            (kernels per family) and the shared / quantised counts of DFLASH_GRAPH_STATS=1
+#   outrows  patch 0015 (a drafter block's head only on the drafts read): DFLASH_DRAFT_OUT_ROWS=0
+#            (every row, upstream's graph) against 1 on the real target, as share does;
+#            outrowsncu: its ncu of draft8 / draft16
 #   addnorm  patch 0012 (residual add + RMS norm + weight in one kernel at 2-16 rows):
 #            DFLASH_ADD_RMS_NORM=0 against 1 on the real target, as share does
 #   addnormncu ncu of verify8, verify16, draft8 on both sides of 0012, with the report
@@ -274,6 +277,11 @@ step_sharencu() {
   done
 }
 
+# patch 0015 (a drafter block's head only on the drafts read): every row an output, upstream's graph
+# (0), against the drafts only (1); the target's decodes are unchanged, the drafter's block is not
+step_outrows() { real_ab DFLASH_DRAFT_OUT_ROWS outrows; }
+step_outrowsncu() { real_abncu DFLASH_DRAFT_OUT_ROWS outrows "draft8 draft16"; }
+
 # patch 0012 (the residual add, the next RMS norm and its weight in one kernel at 2-16 rows): upstream's
 # three kernels (0) against the fusion (1)
 step_addnorm() { real_ab DFLASH_ADD_RMS_NORM addnorm; }
@@ -341,7 +349,8 @@ step_toggle() {
 # hostarg (where a tree step takes its drafter top-k and target argmax), seqold / noreuse (the
 # tree's varying output count; llama.cpp's graph reuse off), noout0 (patch 0008 off), fullblk
 # (whole drafter blocks, the GPU default since 2026-11-27; fullblk0: budget-sized), onerow0 (patch 0009
-# off), merge0 (dropped patch 0014 applied: a step's inject decoded on its own, not in the next block), stay1 / stay0 (auto's opt-in stay band on / off), shape0 / stay1shape0 (patch 0010 off);
+# off), merge0 (dropped patch 0014 applied: a step's inject decoded on its own, not in the next block), outrows0
+# (patch 0015 unused: the drafter's head on every block row), stay1 / stay0 (auto's opt-in stay band on / off), shape0 / stay1shape0 (patch 0010 off);
 # sides alternate per suite,
 # one process each (REAL_REPS_SIDES=2 runs the list twice). (The first run, 2026-11-26, had patch 0007 too: its "off" also set DFLASH_LAYER_INP_RESERVE=1.)
 step_real() {
@@ -399,7 +408,9 @@ step_real() {
         hold0) e="$e DFLASH_AUTO_HOLD=0";; posest) e="$e DFLASH_AUTO_EST=positions";;
         # a step's inject as a decode of its own, not in the next block's (dropped patch 0014: it
         # and its engine diff must be applied from docs/design/dropped-patches/)
-        merge0) e="$e DFLASH_MERGE_INJECT=0";; esac
+        merge0) e="$e DFLASH_MERGE_INJECT=0";;
+        # every row of a drafter block an output, the head on all of them (patch 0015 unused)
+        outrows0) e="$e DFLASH_DRAFT_OUT_ROWS=0";; esac
       timeout ${REAL_TIMEOUT:-300} env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $dfile --suite $suite \
         --limit ${REAL_N:-10} --reps 2 --max-tokens 128 ${REAL_SWEEP:---sweep verify=chain,auto --sweep budget=7} \
         --json $R/real/${suite}-r${round}_$side$sfx.json > $R/real/${suite}-r${round}_$side$sfx.txt 2>&1

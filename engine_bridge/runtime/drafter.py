@@ -106,6 +106,21 @@ def full_block_on(on_gpu: bool) -> bool:
     return v == "1" if v in ("0", "1") else on_gpu
 
 
+#: Environment variable: "0" marks every row of a drafter block as an output (upstream's graph:
+#: the head on every row) for A/B measurements; anything else, or unset, marks only the drafts read
+#: where the engine carries patch 0015.
+OUT_ROWS_ENV = "DFLASH_DRAFT_OUT_ROWS"
+#: The patch that lets a DFlash block's head run only on its output rows.
+OUT_ROWS_PATCH = "0015-dflash-output-rows.patch"
+
+
+def out_rows_on() -> bool:
+    """Whether drafter blocks mark only the drafts read as outputs: this build carries patch 0015
+    and $DFLASH_DRAFT_OUT_ROWS != "0". Without the patch llama.cpp's DFlash graph computes the head
+    on every row and returns them all, so marking fewer would return the wrong rows."""
+    return os.environ.get(OUT_ROWS_ENV, "").strip() != "0" and ffi.has_patch(OUT_ROWS_PATCH)
+
+
 def no_output_scheduler_on() -> bool:
     """Whether drafter contexts get patch 0008's second scheduler: $DFLASH_NO_OUTPUT_SCHED != "0"."""
     return os.environ.get(NO_OUTPUT_SCHED_ENV, "").strip() != "0"
@@ -145,7 +160,12 @@ class Drafter:
         ids_ptr = ffi.llama_model_target_layer_ids(m.ptr)
         self.target_layers = [int(ids_ptr[i]) for i in range(n_ids)]
         self.block_size = int(m.meta("dflash.block_size") or 16)
-        self.is_dspark = m.meta("dflash.sample_from_anchor") is not None and _has_markov_head(m)
+        tensors = _tensor_names(m)
+        self.is_dspark = m.meta("dflash.sample_from_anchor") is not None and "markov_w1.weight" in tensors
+        # patch 0015: the head only on the drafts read. DSpark's Markov head and DFlash2's selector
+        # read every row, so the graph keeps them whole and the engine marks every row.
+        every_row_heads = {"markov_w1.weight", "selector_hidden.weight"} & tensors
+        self.out_rows = out_rows_on() and not every_row_heads
         self.sample_from_anchor = (m.meta("dflash.sample_from_anchor") or "true") == "true"
         self.causal = (m.meta("dflash.attention.causal") or "false") == "true"
         self.has_confidence = (m.meta("dflash.has_confidence_head") or "true") == "true"
@@ -254,11 +274,18 @@ class Drafter:
             self.t_native += time.perf_counter() - t0
 
     # -- drafting ---------------------------------------------------------------------------------
-    def _decode_block(self, last: int, pos: int, n: int) -> tuple[int, int]:
-        """Queues the non-causal decode of the noise block for ``n`` drafts; returns (rows, first draft row)."""
+    def _decode_block(self, last: int, pos: int, n: int, every_row: bool = False) -> tuple[int, int, int]:
+        """Queues the non-causal decode of the noise block for ``n`` drafts.
+
+        Returns (output rows, batch index of the first draft, logits row of the first draft). With
+        ``out_rows`` (patch 0015) only the n drafts are outputs, so the head runs on n rows and the
+        logits hold just them; otherwise (or with ``every_row``) every block row is an output, as
+        upstream marks them, and the drafts are read from the first draft's row on.
+        """
         anchor_first = self.is_dspark and self.sample_from_anchor
         b = self.batch
         b.clear()
+        n_read = n
         # a whole block whatever n where full_block (a GPU drafter, or DFLASH_DRAFT_FULL_BLOCK=1):
         # the rows attend to each other, so its length shapes every draft, and the drafter was
         # trained on whole blocks; the first n drafts are read
@@ -266,15 +293,17 @@ class Drafter:
             n = max(n, self.max_draft)
         n_block = n if anchor_first else n + 1
         first_out = 0 if anchor_first else 1
-        # dflash.cpp selects no output rows: its logits hold every block row in order, so every
-        # entry is marked as an output (as upstream does) and the draft is read from first_out on.
-        # Marking only the mask slots would make row k hold slot k, not slot k + 1.
+        # Without patch 0015 dflash.cpp selects no output rows: its logits hold every block row in
+        # order, so every entry is marked as an output and the draft is read from first_out on
+        # (marking only the mask slots would make row k hold slot k, not slot k + 1).
+        select = self.out_rows and not every_row
         for i in range(n_block):
-            b.add_token(last if i == 0 else self.mask_token, pos + i, 0, True)
+            out = not select or first_out <= i < first_out + n_read
+            b.add_token(last if i == 0 else self.mask_token, pos + i, 0, out)
         t0 = time.perf_counter()
         self.ctx.process(b)
         self.t_native += time.perf_counter() - t0
-        return n_block, first_out
+        return (n_read, first_out, 0) if select else (n_block, first_out, first_out)
 
     def draft(self, last: int, pos: int, n: int, p_min: float = 0.0):
         """Drafts up to ``n`` tokens after ``last`` (which sits at ``pos``).
@@ -282,7 +311,7 @@ class Drafter:
         Returns (tokens, logits_view) where logits_view holds the n rows the draft was read from
         (None when the argmax ran on the backend); tokens stops early below ``p_min``.
         """
-        n_block, first_out = self._decode_block(last, pos, n)
+        n_rows, first_out, row0 = self._decode_block(last, pos, n)
         t0 = time.perf_counter()
         if self.ctx.backend_greedy:
             # argmax ran on the device; reading a token synchronises: the end of the draft decode
@@ -290,7 +319,7 @@ class Drafter:
             self.ctx.seq_rm(0, pos, -1)
             self.t_native += time.perf_counter() - t0
             return tokens, None
-        logits = self.ctx.logits(n_block)[first_out : first_out + n]  # synchronises: the end of the draft decode
+        logits = self.ctx.logits(n_rows)[row0 : row0 + n]  # synchronises: the end of the draft decode
         tokens = logits.argmax(axis=1)
         if p_min > 0.0:
             # probability of the greedy token: 1 / sum(exp(l - l_max)), row by row
@@ -313,14 +342,14 @@ class Drafter:
         then normalised over those candidates (the rest of the vocabulary is left out of the sum).
         Otherwise the host reads the logits and normalises over the whole vocabulary.
         """
-        n_block, first_out = self._decode_block(last, pos, n)
+        n_rows, first_out, row0 = self._decode_block(last, pos, n)
         t0 = time.perf_counter()
         if self.ctx.backend_top_k >= k:
             ids, lg = self.ctx.sampled_top_k(first_out, n)  # synchronises
             t1 = time.perf_counter()
             tokens, logp = tree_mod.rank_candidates(ids, lg, k)
         else:
-            logits = self.ctx.logits(n_block)[first_out : first_out + n]  # synchronises
+            logits = self.ctx.logits(n_rows)[row0 : row0 + n]  # synchronises
             t1 = time.perf_counter()
             tokens, logp = tree_mod.top_candidates(logits, k)
         t2 = time.perf_counter()
@@ -354,13 +383,13 @@ def _gpu_build() -> bool:
     return llama_ffi.build_info().get("backend", "cpu") != "cpu"
 
 
-def _has_markov_head(model: Model) -> bool:
-    # DSpark = DFlash + a Markov head; llama.cpp tells them apart by the markov_w1 tensor, which the
-    # C API cannot list, so the GGUF header is read (cheap: metadata only).
+def _tensor_names(model: Model) -> set[str]:
+    # DSpark (a Markov head) and DFlash2 (a selector) are told apart from DFlash by their tensors,
+    # which the C API cannot list, so the GGUF header is read (cheap: metadata only).
     from gguf import GGUFReader
 
     try:
         reader = GGUFReader(model.path)
     except Exception:
-        return False
-    return any(t.name == "markov_w1.weight" for t in reader.tensors)
+        return set()
+    return {t.name for t in reader.tensors}

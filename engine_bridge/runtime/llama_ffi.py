@@ -198,6 +198,17 @@ def build_info() -> dict:
     return info
 
 
+@functools.lru_cache(maxsize=1)
+def _patch_names() -> frozenset[str]:
+    return frozenset(p.get("name", "") for p in build_info().get("patches", []))
+
+
+def has_patch(name: str) -> bool:
+    """Whether the installed engine was built with ``name`` (a file of packaging/patches), as its
+    build record lists; a patch that changes a graph's meaning without a symbol is known only so."""
+    return name in _patch_names()
+
+
 def set_batch_invariant(ctx, on: bool) -> bool:
     """Patch 0005's ``llama_set_batch_invariant``: the context's CPU kernels compute every batch row
     as a one-token decode does (the exact verify). False when this build lacks the patch or the
@@ -241,6 +252,7 @@ __all__ = [
     "C",
     "EngineUnavailableError",
     "build_info",
+    "has_patch",
     "llama_set_embeddings_layer_inp",
     "llama_get_embeddings_layer_inp",
     "llama_model_target_layer_ids",

@@ -53,20 +53,20 @@ def _child(target: str, draft: str, out: str) -> None:
             # the full logits of every block row (no sampler attached), read on the host
             d.ctx.set_backend_top_k(0)
             d.ctx.set_backend_greedy(False)
-            n_block, _ = d._decode_block(last, pos, n)
+            n_block, _, _ = d._decode_block(last, pos, n, every_row=True)
             host = d.ctx.logits(n_block).copy()
             d.ctx.seq_rm(0, pos, -1)
             tag = f"p{p_i}_n{n}"
             arrays[f"{tag}_host"] = host
             # 0006 (the greedy argmax over all rows) still gives every row's argmax
             assert d.ctx.set_backend_greedy(True)
-            d._decode_block(last, pos, n)
+            d._decode_block(last, pos, n, every_row=True)
             arrays[f"{tag}_greedy"] = np.array([d.ctx.sampled_token(i) for i in range(n_block)], np.int64)
             d.ctx.seq_rm(0, pos, -1)
             d.ctx.set_backend_greedy(False)
             for k in KS:
                 assert d.ctx.set_backend_top_k(k) and d.ctx.backend_top_k == k
-                d._decode_block(last, pos, n)
+                d._decode_block(last, pos, n, every_row=True)
                 ids, lg = d.ctx.sampled_top_k(0, n_block)  # every row, the anchor's included
                 arrays[f"{tag}_k{k}_ids"] = np.array(ids, np.int64)
                 arrays[f"{tag}_k{k}_logits"] = np.array(lg, np.float32)

@@ -77,7 +77,8 @@ def test_a_whole_block_drafts_more_of_what_the_target_keeps_and_changes_no_token
         for full, rows in ((False, 4), (True, d.max_draft + 1)):
             monkeypatch.setattr(d, "full_block", full)
             pos = len(toks) + 1
-            assert d._decode_block(toks[-1], pos, 3) == (rows, 1)
+            # every row an output (upstream's marking): the drafts from row 1 of the block's rows
+            assert d._decode_block(toks[-1], pos, 3, every_row=True) == (rows, 1, 1)
             d.ctx.synchronize()
             d.ctx.seq_rm(0, pos, -1)
         runs = {}
