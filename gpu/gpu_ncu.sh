@@ -412,7 +412,7 @@ step_real() {
         # every row of a drafter block an output, the head on all of them (patch 0015 unused)
         outrows0) e="$e DFLASH_DRAFT_OUT_ROWS=0";; esac
       timeout ${REAL_TIMEOUT:-300} env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $dfile --suite $suite \
-        --limit ${REAL_N:-10} --reps 2 --max-tokens 128 ${REAL_SWEEP:---sweep verify=chain,auto --sweep budget=7} \
+        --limit ${REAL_N:-10} --reps ${REAL_REPS:-2} --max-tokens 128 ${REAL_SWEEP:---sweep verify=chain,auto --sweep budget=7} \
         --json $R/real/${suite}-r${round}_$side$sfx.json > $R/real/${suite}-r${round}_$side$sfx.txt 2>&1
       echo "real $suite $side $tag rc=$?"; tail -n 6 $R/real/${suite}-r${round}_$side$sfx.txt | cut -c1-160
     done

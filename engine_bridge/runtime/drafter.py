@@ -112,6 +112,11 @@ def full_block_on(on_gpu: bool) -> bool:
 OUT_ROWS_ENV = "DFLASH_DRAFT_OUT_ROWS"
 #: The patch that lets a DFlash block's head run only on its output rows.
 OUT_ROWS_PATCH = "0015-dflash-output-rows.patch"
+#: A block marks only its drafts when that leaves at least this many rows out of the head: a whole
+#: block read at chain 7 leaves 9 (H200: draft phase 0.539 -> 0.403 ms); a budget-sized block leaves
+#: only the anchor row, and on the 2-vCPU CPU its head on 7 rows instead of 8 ran slower (3.40 ->
+#: 3.60 ms; docs/benchmarks.md, "The drafter's head on the drafts alone (patch 0015)").
+OUT_ROWS_MIN_SAVED = 2
 
 
 def out_rows_on() -> bool:
@@ -278,7 +283,8 @@ class Drafter:
         """Queues the non-causal decode of the noise block for ``n`` drafts.
 
         Returns (output rows, batch index of the first draft, logits row of the first draft). With
-        ``out_rows`` (patch 0015) only the n drafts are outputs, so the head runs on n rows and the
+        ``out_rows`` (patch 0015) and a block that has OUT_ROWS_MIN_SAVED rows more than the drafts
+        read (a whole block), only the n drafts are outputs, so the head runs on n rows and the
         logits hold just them; otherwise (or with ``every_row``) every block row is an output, as
         upstream marks them, and the drafts are read from the first draft's row on.
         """
@@ -296,7 +302,7 @@ class Drafter:
         # Without patch 0015 dflash.cpp selects no output rows: its logits hold every block row in
         # order, so every entry is marked as an output and the draft is read from first_out on
         # (marking only the mask slots would make row k hold slot k, not slot k + 1).
-        select = self.out_rows and not every_row
+        select = self.out_rows and not every_row and n_block - n_read >= OUT_ROWS_MIN_SAVED
         for i in range(n_block):
             out = not select or first_out <= i < first_out + n_read
             b.add_token(last if i == 0 else self.mask_token, pos + i, 0, out)
