@@ -9,11 +9,12 @@ so the transcript, plots and table redraw at most 20 times a second however fast
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QIcon, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget, QWidget
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QScrollArea, QSplitter, QTabWidget, QWidget
 
 from engine_bridge.common.resources import resource
 from engine_bridge.runtime.config import KVTypes
@@ -525,7 +526,9 @@ class MainWindow(QMainWindow):
         self.train.shutdown()
         self.local_server.shutdown()  # before the engine: its requests run on the engine's thread
         if not self.engine.shutdown():
-            QMessageBox.warning(self, "DFlash Studio", "The engine did not stop in time.")
+            # the window is closing: a modal box here held the exit until someone clicked, and hung
+            # a run nobody watches (--screenshot, under Xvfb in make test) for good
+            print("DFlash Studio: the engine did not stop within 30 s; closing anyway", file=sys.stderr)
         self.session.close()  # the generation stopped with the thread: keep what it committed
         self.tasks.shutdown()
         self.store.close()

@@ -524,22 +524,23 @@ def position_commits(pos: np.ndarray, budgets) -> dict[int, float] | None:
     return {b: float(totals[b]) for b in budgets}
 
 
-def policy_for(engine, progress=None) -> AutoPolicy | None:
+def policy_for(engine, progress=None, cancel=None) -> AutoPolicy | None:
     """The engine's policy for its current pair and machine, calibrating first if needed, and
-    measuring the calibration again when the steps run since disagreed with it."""
+    measuring the calibration again when the steps run since disagreed with it. ``cancel`` stops a
+    calibration (calibration.CalibrationCancelled)."""
     if engine.drafter is None:
         return None
-    table = calibration.ensure(engine, progress=progress)
+    table = calibration.ensure(engine, progress=progress, cancel=cancel)
     pol = getattr(engine, "auto_policy", None)
     if pol is None or getattr(pol, "key", None) != table.key:
         pol = AutoPolicy(table, engine.drafter.max_draft)
         engine.auto_policy = pol
     elif isinstance(pol, AutoPolicy) and pol.suspect and time.time() - pol.recheck_at >= RECHECK_MIN_S:
-        recheck(engine, pol, progress)
+        recheck(engine, pol, progress, cancel)
     return pol
 
 
-def recheck(engine, pol: AutoPolicy, progress=None) -> calibration.CostTable:
+def recheck(engine, pol: AutoPolicy, progress=None, cancel=None) -> calibration.CostTable:
     """Measures the calibration again (one round) because ``pol.suspect`` says the steps disagree
     with it; the new table replaces the cached one. When it agrees with the old one after all (the
     steps differed for another reason: a long context, a short burst of load), the policy asks for
@@ -548,7 +549,7 @@ def recheck(engine, pol: AutoPolicy, progress=None) -> calibration.CostTable:
     why = pol.suspect
     if progress is not None:
         progress(f"calibrating again: {why}")
-    new = calibration.measure(engine, rounds=1, progress=progress)
+    new = calibration.measure(engine, rounds=1, progress=progress, cancel=cancel)
     calibration.save(new)
     engine.calibration = new
     f = pol.recheck_factor
@@ -575,7 +576,10 @@ class AutoGeneration(Generation):
             and isinstance(pol, AutoPolicy)
             and (pol.suspect or pol.key != calibration.calibration_key(engine.config))
         ):
-            pol = policy_for(engine, progress=on_progress)  # (a calibration, when one is due, reports here)
+            try:  # (a calibration, when one is due, reports here)
+                pol = policy_for(engine, progress=on_progress, cancel=cancel)
+            except calibration.CalibrationCancelled:
+                pol = None  # stopped before any step: the run ends at once as cancelled
         self.policy = pol
         self.used: Counter = Counter()
         self._pending = None
@@ -595,8 +599,12 @@ class AutoGeneration(Generation):
         self._kind_seen, self._kind_run = None, 0
         # whether any step may speculate (else the drafter is never fed: no features at prefill,
         # extraction off throughout, as plain AR); and how AR steps keep its context (_feature_path)
-        self.feed_drafter = engine.drafter is not None and (
-            not hasattr(pol, "needs_drafter") or pol.needs_drafter() or not getattr(engine, "span_rollback", False)
+        self.feed_drafter = (
+            engine.drafter is not None
+            and pol is not None
+            and (
+                not hasattr(pol, "needs_drafter") or pol.needs_drafter() or not getattr(engine, "span_rollback", False)
+            )
         )
         path = feature_path(engine)
         self.lazy_features = path == "redecode" or (not self.feed_drafter and path != "host-only")
@@ -626,7 +634,7 @@ class AutoGeneration(Generation):
         return "ar", 0
 
     def _step_function(self):
-        return self._auto_step if self.e.drafter is not None else self._ar_step
+        return self._auto_step if self.e.drafter is not None and self.policy is not None else self._ar_step
 
     def _auto_step(self, last: int, t0: float):
         if self._pending is not None:

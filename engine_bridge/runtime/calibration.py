@@ -238,8 +238,14 @@ def measure(
     rounds: int = ROUNDS,
     prompt: str = PROMPT,
     progress=None,
+    cancel=None,
 ) -> CostTable:
-    """Measures the cost table on a loaded engine (its KV caches are reset afterwards)."""
+    """Measures the cost table on a loaded engine (its KV caches are reset afterwards).
+
+    ``cancel`` (a threading.Event): checked before each configuration; once set, the measurement
+    stops there with CalibrationCancelled and nothing is kept. (A first auto request waits for the
+    whole measurement, seconds on a CPU and far longer on a busy one; a user's stop, or the app
+    closing, must not wait for it.)"""
     t0 = time.perf_counter()
     key = calibration_key(engine.config)
     cfgs = configurations(engine, chain_budgets, tree_budgets)
@@ -250,11 +256,19 @@ def measure(
     if len(tokens) + (steps + 2) * longest >= n_ctx:
         tokens = tokens[: max(2, n_ctx - (steps + 2) * longest - 2)]
     walls: dict[tuple[str, int], list[float]] = {c: [] for c in cfgs}
+
+    def stop_if_cancelled() -> None:
+        if cancel is not None and cancel.is_set():
+            engine.reset()
+            raise CalibrationCancelled("the calibration was cancelled; nothing was kept")
+
     for mode, b in cfgs[:2]:  # untimed warm-up: first touches of weights and buffers
+        stop_if_cancelled()
         _step_walls(engine, tokens, mode, b, 2)
     total = rounds * len(cfgs)
     for r in range(rounds):
         for i, c in enumerate(cfgs):
+            stop_if_cancelled()
             if progress is not None:
                 # how far along the whole measurement is (a first auto request waits for all of it)
                 label = "AR" if c[0] == "ar" else f"{c[0]} {c[1]}"
@@ -271,6 +285,10 @@ def measure(
         seconds=time.perf_counter() - t0,
     )
     return table
+
+
+class CalibrationCancelled(Exception):
+    """A measurement stopped by its cancel event (``measure``); no table was made."""
 
 
 def ensure(engine, *, force: bool = False, progress=None, **measure_kw) -> CostTable:

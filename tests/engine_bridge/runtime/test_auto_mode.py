@@ -618,3 +618,33 @@ def test_a_first_auto_request_says_how_far_its_calibration_is_and_a_cached_one_s
             on_progress=lambda text: events.append(("progress", text)),
         )
         assert [k for k, _ in events if k == "progress"] == [] and events
+
+
+def test_a_stop_during_auto_s_first_calibration_ends_the_request_at_once_and_keeps_no_table(tiny_pair, monkeypatch):
+    """A first auto request waits for the whole calibration (seconds on a CPU, far longer on a busy
+    one). A stop then (the user's, or the app closing) must not wait for it: the measurement stops at
+    the next configuration, the request ends as cancelled with no token, no table is cached, and
+    the next request calibrates and answers as usual."""
+    import functools
+    import threading
+
+    monkeypatch.setattr(calibration, "ensure", functools.partial(calibration.ensure, **QUICK))
+    cancel = threading.Event()
+    said: list[str] = []
+
+    def progress(text: str) -> None:
+        said.append(text)
+        if len(said) == 2:
+            cancel.set()  # during the measurement, as the stop signal's handler would
+
+    with _load(*tiny_pair) as eng:
+        settings = GenerationSettings(mode="auto", budget=4, max_tokens=8, stop_at_eog=False)
+        res = eng.generate("Hello world", settings, cancel=cancel, on_progress=progress)
+        assert res.summary.finish_reason == "cancelled" and res.tokens == []
+        assert len(said) == 2  # it stopped at the next configuration
+        key = calibration.calibration_key(eng.config)
+        assert calibration.load_cached(key) is None and eng.calibration is None
+        with pytest.raises(calibration.CalibrationCancelled):
+            calibration.measure(eng, cancel=cancel, **QUICK)
+        res = eng.generate("Hello world", settings)
+        assert len(res.tokens) == 8 and calibration.load_cached(key) is not None
