@@ -183,6 +183,9 @@ class AutoPolicy:
         self.kind = text_kind.PROSE
         self._kinds: dict[str, dict] = {}  # the other kinds' statistics (_PER_KIND)
         self._best: breakeven.Choice | None = None  # best() until the next observation (cache)
+        #: the estimates best() chose from, read again by _alternative in the same step (each
+        #: observation resets _best, and with it these)
+        self._est: dict[tuple[str, int], float | None] | None = None
         self._probe_target: tuple[str, int] | None | bool = False  # False: not computed yet
         self._walls: dict[tuple[str, int], deque] = {}  # recent step walls (s) per configuration
         self.suspect = ""  # why the cost table disagrees with the steps measured ("" if it does not)
@@ -271,16 +274,25 @@ class AutoPolicy:
             if by_pos is not None:
                 out[k] = by_pos[b]
             else:
-                out[k] = commit.get(k, breakeven.geometric_commit(a, b) if a is not None else None)
+                v = commit.get(k)  # (the model's figure only where none was measured)
+                out[k] = v if v is not None else (breakeven.geometric_commit(a, b) if a is not None else None)
         for b in self.tree_budgets:
             out[("tree", b)] = commit.get(("tree", b))
         return out
+
+    def _estimates_now(self) -> dict[tuple[str, int], float | None]:
+        """The estimates of the statistics as they are: best()'s while it is cached (every
+        observation resets both), else computed."""
+        if self._best is not None and self._est is not None:
+            return self._est
+        return self.estimates()
 
     def best(self) -> breakeven.Choice:
         """The choice the statistics favour now (no probing); kept until the statistics change, so
         a long stretch of AR steps asks for it in well under a microsecond per step."""
         if self._best is None:
-            self._best = breakeven.choose(self.costs, self.estimates(), self.margin)
+            self._est = self.estimates()
+            self._best = breakeven.choose(self.costs, self._est, self.margin)
         return self._best
 
     @property
@@ -343,7 +355,7 @@ class AutoPolicy:
         it still pays, and the other's speedup is not HOLD_MARGIN above its own."""
         if self.current is None or self.hold_margin <= 0.0 or self.current == (best.mode, best.budget):
             return False
-        cost, commit = self.costs.get(self.current), self.estimates().get(self.current)
+        cost, commit = self.costs.get(self.current), self._estimates_now().get(self.current)
         if cost is None or commit is None or commit < cost * (1.0 + self.margin):
             return False
         return best.speedup <= (commit / cost) * (1.0 + self.hold_margin)
@@ -353,7 +365,7 @@ class AutoPolicy:
         its estimate is still within STAY_MARGIN below break-even (a step or two of bad luck)."""
         if self.current is None or self.stay_margin <= 0.0:
             return False
-        cost, commit = self.costs.get(self.current), self.estimates().get(self.current)
+        cost, commit = self.costs.get(self.current), self._estimates_now().get(self.current)
         return cost is not None and commit is not None and commit >= cost * (1.0 - self.stay_margin)
 
     def _start_probe(self, target: tuple[str, int]) -> tuple[str, int]:
@@ -401,14 +413,19 @@ class AutoPolicy:
         """While speculating: another (mode, budget) worth a probe -- one whose optimistic estimate
         (the larger of its measured commit length and the acceptance model's) would beat the current
         choice, and whose last probes' back-off has run out (each failed probe doubles its wait)."""
-        est = self.estimates()
+        if self.since_probe < SPEC_PROBE_EVERY:
+            return None  # every key's wait is at least this (the check below, with no failed probe)
+        est = self._estimates_now()
         best, ratio = None, current.speedup * (1.0 + self.margin)
+        fails, a, geo = self.fails, self.alpha, breakeven.geometric_commit
         for key, cost in self.costs.items():
             if key == (current.mode, current.budget):
                 continue
-            if self.since_probe < SPEC_PROBE_EVERY * 2 ** min(self.fails[key], 5):
+            if self.since_probe < SPEC_PROBE_EVERY * 2 ** min(fails.get(key, 0), 5):
                 continue
-            opt = max(est.get(key) or 0.0, self.prior(*key) or 0.0)
+            # the prior() of the key, inline: this loop runs at every step of a long speculative stretch
+            prior = None if a is None else geo(a, key[1] if key[0] == "chain" else min(key[1], self.max_draft))
+            opt = max(est.get(key) or 0.0, prior or 0.0)
             if opt / cost > ratio:
                 best, ratio = key, opt / cost
         return best
@@ -429,11 +446,13 @@ class AutoPolicy:
                     self._update(("chain", b), min(accepted, b) + 1, w)
             tested = min(accepted + 1, drafted)
             self._acc = [(1 - w) * self._acc[0] + w * accepted, (1 - w) * self._acc[1] + w * tested]
-            # positions 1..tested were tested, 1..accepted accepted: each tested position's EMA moves
-            n = min(tested, self._pos.shape[0])
-            hit = (np.arange(n) < accepted).astype(float)
-            self._pos[:n, 0] += w * (hit - self._pos[:n, 0])
-            self._pos[:n, 1] += w * (1.0 - self._pos[:n, 1])
+            if self.estimator == "positions":
+                # positions 1..tested were tested, 1..accepted accepted: each tested position's EMA
+                # moves (only this estimator reads them: the numpy work cost ~10 us a step)
+                n = min(tested, self._pos.shape[0])
+                hit = (np.arange(n) < accepted).astype(float)
+                self._pos[:n, 0] += w * (hit - self._pos[:n, 0])
+                self._pos[:n, 1] += w * (1.0 - self._pos[:n, 1])
             self._probe_target = False  # it follows the acceptance (_ar_probe_target)
             # the budgets deeper than this step drafted learn through the acceptance model: without
             # it their measured EMA kept the value of their last run, so after a bad stretch a cheap

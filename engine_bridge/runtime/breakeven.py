@@ -65,11 +65,27 @@ def choose(
     costs: dict[tuple[str, int], float], commits: dict[tuple[str, int], float | None], margin: float = DEFAULT_MARGIN
 ) -> Choice:
     """The fastest choice: the speculative (mode, budget) with the highest commit / cost among those
-    that pay (commit > cost * (1 + margin)), else autoregressive."""
-    for ch in candidates(costs, commits):
+    that pay (commit > cost * (1 + margin)), else autoregressive.
+
+    The first of ``candidates`` in one pass, without building and sorting them all: auto asks at
+    every speculative step (ties go to the cheaper step, then to the first in ``costs``, as the
+    stable sort does)."""
+    best: tuple[str, int, float, float] | None = None
+    best_s = 0.0
+    for (m, b), c in costs.items():
+        if m == "ar" or c <= 0:
+            continue
+        k = commits.get((m, b))
+        if k is None:
+            continue
+        c, k = float(c), float(k)
+        s = k / c
+        if best is None or s > best_s or (s == best_s and c < best[2]):
+            best, best_s = (m, b, c, k), s
+    if best is not None:
+        ch = Choice(*best)
         if ch.pays(margin):
             return ch
-        break  # the best one does not pay: none does
     return Choice("ar", 0, 1.0, 1.0)
 
 

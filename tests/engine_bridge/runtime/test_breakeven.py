@@ -187,3 +187,25 @@ def test_bench_report_advice_line_uses_the_rows_own_speeds():
     assert lines[-1].startswith("advice: speculation pays: c1 budget=7")
     report["rows"][2]["avg_ts"] = 90.0
     assert "does not pay" in advice_lines(report)[-1]
+
+
+def test_the_one_pass_choice_is_the_first_paying_candidate_of_the_sorted_list():
+    """breakeven.choose finds the best in one pass (auto asks at every speculative step); it must
+    pick what sorting every candidate picked: the highest commit / cost, ties to the cheaper step,
+    then to the first in the table, and AR when that one does not pay."""
+    import random
+
+    def by_sorting(costs, commits, margin):
+        for ch in breakeven.candidates(costs, commits):
+            return ch if ch.pays(margin) else breakeven.Choice("ar", 0, 1.0, 1.0)
+        return breakeven.Choice("ar", 0, 1.0, 1.0)
+
+    rng = random.Random(7)
+    for _ in range(3000):
+        keys = [("chain", b) for b in rng.sample(range(1, 16), rng.randint(1, 8))]
+        keys += [("tree", b) for b in rng.sample((4, 8, 12, 16, 32), rng.randint(0, 3))]
+        costs = {("ar", 0): 1.0} | {k: rng.choice((1.5, 2.0, 2.5, 3.0, 0.0, -1.0)) for k in keys}
+        # commit lengths on a coarse grid, so that equal speed-ups (ties) are frequent
+        commits = {k: rng.choice((None, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0)) for k in keys}
+        margin = rng.choice((0.0, 0.05, 0.2))
+        assert breakeven.choose(costs, commits, margin) == by_sorting(costs, commits, margin), (costs, commits, margin)
