@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from engine_bridge.bench.suites import load_suite
 from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
@@ -40,7 +41,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     cfg = EngineConfig(target=a.target, draft=a.draft, n_ctx=2048, n_threads=a.threads, n_gpu_layers=a.gpu_layers)
     with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
-        table = calibration.CostTable.from_json(json.loads(open(a.table).read()))
+        table = calibration.CostTable.from_json(json.loads(Path(a.table).read_text()))
         table.key = calibration.calibration_key(eng.config)  # this engine's: auto reads it, no calibration
         eng.calibration = table
         toks = []
