@@ -11,6 +11,7 @@ benchmark prompts.
 
     python benchmarks/bench_drift.py --per-category 4 --tokens 64 --json docs/runs/drift-cpu.json
     python benchmarks/bench_drift.py --target T.gguf --draft D.gguf --gpu-layers 99 --json out.json
+    python benchmarks/bench_drift.py ... --gpu-layers 99 --exact     # patch 0016: every row exactly a one-row decode
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu-layers", type=int, default=0)
     ap.add_argument("--threads", type=int)
     ap.add_argument("--kv", default="f16", help="KV cache type (k and v)")
+    ap.add_argument(
+        "--exact", action="store_true", help="the exact verify's batch-invariant kernels: every drift must be 0"
+    )
     ap.add_argument("--json", help="write the report here")
     a = ap.parse_args(argv)
     target = a.target or registry_models.cached()
@@ -53,6 +57,7 @@ def main(argv=None) -> int:
         n_gpu_layers=a.gpu_layers,
         n_threads=a.threads,
         target_kv=KVTypes(a.kv, a.kv),
+        exact=a.exact,
     )
     eng = Engine.load(cfg, preflight=PAIR_PREFLIGHT)
     prompts = []

@@ -5,7 +5,8 @@ For each public prompt (MT-Bench, GSM8K test, HumanEval; the chat template, gree
 target's own top-2 gap at the first differing token is at most the bound measured for this device
 and precision (benchmarks/bench_drift.py; ``--bound`` or ``--drift FILE``), and a bug otherwise.
 With ``--exact``, a second engine with the exact verify (EngineConfig.exact, patch 0005) runs the
-same prompts, interleaved prompt by prompt with the fast one, so their tok/s compare in one run.
+same prompts, interleaved prompt by prompt with the fast one, so their tok/s compare in one run
+(``--no-fast``: the exact engine alone). On a GPU the exact verify needs patch 0016.
 
     python benchmarks/bench_lossless.py --per-suite 24 --tokens 96 --drift docs/runs/drift-cpu.json --exact \
         --json docs/runs/lossless-cpu.json
@@ -48,6 +49,7 @@ def main(argv=None) -> int:
     ap.add_argument("--bound", type=float, help="the near-tie bound (default: --drift's)")
     ap.add_argument("--drift", help="a bench_drift.py JSON report: its bound")
     ap.add_argument("--exact", action="store_true", help="also run an exact-verify engine, interleaved")
+    ap.add_argument("--no-fast", action="store_true", help="with --exact: the exact engine alone")
     ap.add_argument("--gpu-layers", type=int, default=0)
     ap.add_argument("--threads", type=int)
     ap.add_argument("--json")
@@ -58,7 +60,10 @@ def main(argv=None) -> int:
         return 2
     target, draft = a.target or registry_models.cached(), a.draft or smollm2_drafter()
     cfg = EngineConfig(target=target, draft=draft, n_ctx=2048, n_gpu_layers=a.gpu_layers, n_threads=a.threads)
-    engines = {"fast": Engine.load(cfg, preflight=PAIR_PREFLIGHT)}
+    if a.no_fast and not a.exact:
+        print("--no-fast needs --exact", file=sys.stderr)
+        return 2
+    engines = {} if a.no_fast else {"fast": Engine.load(cfg, preflight=PAIR_PREFLIGHT)}
     if a.exact:
         engines["exact"] = Engine.load(cfg.replace(exact=True), preflight=PAIR_PREFLIGHT)
     modes = [(m.split(":")[0], int(m.split(":")[1])) for m in a.modes.split(",")]

@@ -68,6 +68,12 @@
 #   clocks   gpu_extract_cost.py --clocks: AR with extraction off / on, the GPU's clocks per run
 #   drift    issue 29: this GPU's near-tie bound (benchmarks/bench_drift.py, the real target on the
 #            GPU, DRIFT_N (4) validation prompts per category, DRIFT_TOKENS (64)) into $R/drift.json
+#   exact    issue 29, patch 0016: the exact verify's drift on the real target (bench_drift.py --exact,
+#            every width and shape must read 0) into $R/drift-exact.json (and, if not, again without fusion)
+#   exactab  the fast (DFLASH_EXACT=0) against the exact verify (1): phases, as share does
+#   exactloss the fast and exact engines on the first EXACT_N (24) prompts per public suite
+#            (bench_lossless.py --exact: divergences, tok/s, exact / fast), then the exact one alone on
+#            the full sets (EXACT_FULL=0 skips it)
 #   serve    issue 31: the server against headless generate on the real pair, chain 7 and AR
 #            (benchmarks/bench_server.py; its wheels carried and installed in the first call)
 #   (patch 0006, the engine already built in this sitting: STEPS="fuse fusencu" bash gpu/gpu_ncu.sh
@@ -319,6 +325,37 @@ step_drift() {
     --per-category ${DRIFT_N:-4} --tokens ${DRIFT_TOKENS:-64} --json $R/drift.json 2>&1 | grep -v "^ggml_cuda_init\|^  Device"
 }
 
+# issue 29, patch 0016: the exact verify on the GPU. Its drift must be 0 at every width and shape
+# (bench_drift.py --exact); then DFLASH_EXACT_FUSION=0 (no op fusion) as a second reading when not
+step_exact() {
+  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  timeout ${DRIFT_TIMEOUT:-500} python3 benchmarks/bench_drift.py --target $TREAL --draft $D --gpu-layers 99 --exact \
+    --per-category ${DRIFT_N:-4} --tokens ${DRIFT_TOKENS:-64} --json $R/drift-exact.json 2>&1 | grep -v "^ggml_cuda_init\|^  Device"
+  if ! python3 -c "import json, sys; sys.exit(json.load(open(sys.argv[1]))['bound'] != 0.0)" $R/drift-exact.json; then
+    DFLASH_EXACT_FUSION=0 timeout ${DRIFT_TIMEOUT:-500} python3 benchmarks/bench_drift.py --target $TREAL --draft $D \
+      --gpu-layers 99 --exact --per-category ${DRIFT_N:-4} --tokens ${DRIFT_TOKENS:-64} \
+      --json $R/drift-exact-nofusion.json 2>&1 | grep -v "^ggml_cuda_init\|^  Device"
+  fi
+}
+
+# ...what it costs a phase: the fast verify (DFLASH_EXACT=0) against the exact one (1), as share does
+# (phases alternating, twice each; the target's logits then differ between the sides by design)
+step_exactab() { real_ab DFLASH_EXACT exactab; }
+
+# ...and the public prompts: the fast and the exact engine interleaved on the first EXACT_N (24)
+# prompts per suite (divergences, x AR, exact / fast), then the exact engine alone on all of them
+step_exactloss() {
+  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  local bound=${EXACT_BOUND:-4.637}
+  timeout ${EXACT_TIMEOUT:-900} python3 benchmarks/bench_lossless.py --target $TREAL --draft $D --gpu-layers 99 \
+    --per-suite ${EXACT_N:-24} --tokens 128 --modes ${EXACT_MODES:-chain:7,tree:15,auto:7} --bound $bound --exact \
+    --json $R/lossless-exact-n${EXACT_N:-24}.json 2>&1 | grep -v "^ggml_cuda_init\|^  Device\|^  [a-z-]* "
+  [ "${EXACT_FULL:-1}" = 1 ] || return 0
+  timeout ${EXACT_TIMEOUT:-900} python3 benchmarks/bench_lossless.py --target $TREAL --draft $D --gpu-layers 99 \
+    --per-suite 0 --tokens 128 --modes ${EXACT_MODES:-chain:7,tree:15,auto:7} --bound $bound --exact --no-fast \
+    --json $R/lossless-exact-full.json 2>&1 | grep -v "^ggml_cuda_init\|^  Device\|^  [a-z-]* "
+}
+
 # patch 0006 (one greedy argmax for all rows): upstream's per-row argmax (0) against the patch (1)
 step_argmax() {
   mkdir -p $R/argmax; [ -f $R/env.txt ] && cp $R/env.txt $R/argmax/
@@ -410,7 +447,9 @@ step_real() {
         # and its engine diff must be applied from docs/design/dropped-patches/)
         merge0) e="$e DFLASH_MERGE_INJECT=0";;
         # every row of a drafter block an output, the head on all of them (patch 0015 unused)
-        outrows0) e="$e DFLASH_DRAFT_OUT_ROWS=0";; esac
+        outrows0) e="$e DFLASH_DRAFT_OUT_ROWS=0";;
+        # the exact verify (patch 0016's batch-invariant kernels) off / on, whatever the config says
+        exact0) e="$e DFLASH_EXACT=0";; exact1) e="$e DFLASH_EXACT=1";; esac
       timeout ${REAL_TIMEOUT:-300} env $e python3 -m engine_bridge.cli bench --target $TREAL --draft $dfile --suite $suite \
         --limit ${REAL_N:-10} --reps ${REAL_REPS:-2} --max-tokens 128 ${REAL_SWEEP:---sweep verify=chain,auto --sweep budget=7} \
         --json $R/real/${suite}-r${round}_$side$sfx.json > $R/real/${suite}-r${round}_$side$sfx.txt 2>&1

@@ -70,7 +70,7 @@ class StudioSettings:
     n_ctx: int = 0  # 0: the target's own context length, capped by memory
     n_gpu_layers: int = -1
     flash_attn: str = "auto"
-    exact_verify: bool = False  # batch-invariant CPU kernels: greedy output token-identical to AR
+    exact_verify: bool = False  # batch-invariant kernels (CPU; CUDA with patch 0016): greedy output = AR
     target_k: str = "f16"
     target_v: str = "f16"
     draft_k: str = "f16"

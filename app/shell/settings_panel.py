@@ -160,8 +160,9 @@ class SettingsPanel(QScrollArea):
             "exactVerifyCheck",
             "token-identical to the target alone",
             "The exact verify: every verified row is computed as a one-token decode computes it "
-            "(batch-invariant CPU kernels), so greedy speculative output is the target's own, "
-            "token for token. CPU only (GPU layers 0); a little slower: docs/benchmarks.md.",
+            "(batch-invariant kernels, on CPU and on CUDA GPUs), so greedy chain and auto output is "
+            "the target's own, token for token. On a GPU a tree may still part at a near-tie, and "
+            "long prompts prefill slower: docs/benchmarks.md.",
         )
         self.kv = {}
         for which in ("target", "drafter"):

@@ -137,7 +137,8 @@ def add_engine_args(p) -> None:
         "--exact",
         action="store_true",
         help="exact verify: batch-invariant kernels, so greedy speculative output is the target's own "
-        "token for token (CPU only; costs some speed: docs/benchmarks.md)",
+        "token for token (CPU, and CUDA GPUs with patch 0016, where a tree may still part at a "
+        "near-tie; docs/benchmarks.md)",
     )
     p.add_argument("--kv-k", default="f16", metavar="TYPE", help=f"target K cache type: {KV_CHOICES} (default f16)")
     p.add_argument("--kv-v", default="f16", metavar="TYPE", help=f"target V cache type: {KV_CHOICES} (default f16)")

@@ -53,18 +53,48 @@ class TargetSnapshot:
     state: bytes
 
 
+EXACT_CUDA_PATCH = "0016-batch-invariant-cuda.patch"
+#: "1" / "0" turns the exact verify on / off whatever the config says, for A/B runs of one script
+#: (gpu/gpu_fuse_ab.py --env DFLASH_EXACT); unset: the config's choice
+EXACT_ENV = "DFLASH_EXACT"
+
+
+def exact_from_env(config: EngineConfig) -> EngineConfig:
+    """``config`` with ``exact`` as $DFLASH_EXACT says ("1" on, "0" off; anything else: unchanged)."""
+    v = os.environ.get(EXACT_ENV, "").strip()
+    if v in ("0", "1") and (v == "1") != config.exact:
+        return config.replace(exact=v == "1")
+    return config
+
+
 def _make_exact(config: EngineConfig, ctx: Context) -> None:
-    """Switches the target context to batch-invariant kernels (EngineConfig.exact) or says why not."""
+    """Switches the target context to batch-invariant kernels (EngineConfig.exact) or says why not.
+
+    On CPU they are ggml's reference kernels (patch 0005). A GPU-offloaded target needs patch 0016
+    as well: its CUDA backend then runs every verify row with a one-row decode's matmul order and
+    attention split. RPC devices cannot switch, so an RPC split is refused."""
     from . import llama_ffi
 
-    if offload_gpus(config):
+    gpus = offload_gpus(config) if config.n_gpu_layers != 0 else []
+    if any(g.get("type") == "rpc" for g in gpus):
         ctx.free()
         raise UnsupportedSettingError(
-            "the exact verify is CPU-only in this build (its batch-invariant kernels are the CPU "
-            "backend's); set GPU layers to 0 for it, or turn exact off"
+            "the exact verify cannot run on RPC devices (their kernels are not batch-invariant); "
+            "drop the RPC servers, or turn exact off"
+        )
+    if gpus and not llama_ffi.has_patch(EXACT_CUDA_PATCH):
+        ctx.free()
+        raise UnsupportedSettingError(
+            "this engine build has no exact verify on a GPU (llama.cpp patch 0016): run `make setup` "
+            "to rebuild it, set GPU layers to 0, or turn exact off"
         )
     if not llama_ffi.set_batch_invariant(ctx.ptr, True):
         ctx.free()
+        if gpus:
+            raise UnsupportedSettingError(
+                "a device of this target cannot run batch-invariant kernels (only CUDA GPUs and the "
+                "CPU can); set GPU layers to 0 for the exact verify, or turn exact off"
+            )
         raise UnsupportedSettingError(
             "this engine build lacks the exact verify (llama.cpp patch 0005): run `make setup` to rebuild it"
         )
@@ -174,6 +204,7 @@ class Engine:
         """``preflight``: the pairing checks from the layer above (models.pair_preflight.PAIR_PREFLIGHT),
         run unless ``check`` is False; asking for checks without handing them over is an error."""
         say = progress or (lambda msg: None)
+        config = exact_from_env(config)
         report = None
         pins: dict[str, FilePin] = {}
         if check:

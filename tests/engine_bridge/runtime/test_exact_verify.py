@@ -116,3 +116,19 @@ def test_cli_exact_flag(tmp_path, pair):
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert '"exact": true' in out.stdout
+
+
+def test_dflash_exact_switches_the_exact_verify_whatever_the_config_says(pair, monkeypatch):
+    """$DFLASH_EXACT (gpu/gpu_fuse_ab.py --env DFLASH_EXACT, the A/B of patch 0016) turns the kernels
+    on or off, not only the config's flag: past 512 cells only the exact kernels keep the drift at 0."""
+    toks = None
+    for value, configured, want in (("1", False, True), ("0", True, False)):
+        monkeypatch.setenv("DFLASH_EXACT", value)
+        with Engine.load(pair.replace(exact=configured), preflight=PAIR_PREFLIGHT) as eng:
+            assert eng.describe()["exact"] is want
+            toks = toks or eng.tokenize_chat([{"role": "user", "content": LONG}])
+            gen, ref = eng.greedy_logits(toks, 24)
+            got = np.concatenate(
+                eng.replay_verify(toks, gen, drift.chain_batches(len(toks), gen, toks, 2), every_batch=True)
+            )
+            assert (float(np.abs(got - ref).max()) == 0.0) is want

@@ -9,6 +9,7 @@ import threading
 
 import pytest
 
+from engine_bridge.common.errors import UnsupportedSettingError
 from engine_bridge.runtime import rpc
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
@@ -219,6 +220,12 @@ def test_a_server_that_freezes_trips_the_watchdog(tiny_pair, tmp_path):
     finally:
         eng.close()
         srv.stop()
+
+
+def test_the_exact_verify_refuses_rpc_devices_and_says_why(server, tiny_pair):
+    """RPC devices cannot switch to batch-invariant kernels (patch 0016 is CUDA's): refused at load."""
+    with pytest.raises(UnsupportedSettingError, match="RPC devices"):
+        EngineProcess.load(_config(tiny_pair, rpc_servers=(server.endpoint,), exact=True), preflight=PAIR_PREFLIGHT)
 
 
 def test_an_unreachable_server_refuses_the_load_and_nothing_aborts(tiny_pair):
