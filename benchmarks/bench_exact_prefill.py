@@ -3,7 +3,8 @@
 A batch-invariant CUDA context runs every attention row through the vector kernel, one row per
 block, prompts included (their rows never take the tensor-core kernel there). This times the first
 token of an AR request (prefill + one decode) for prompts of several lengths on a fast and an exact
-engine in one process, alternating, and prints the medians and exact / fast.
+engine in one process, alternating, and prints the medians and exact / fast; then whether the two
+engines' greedy AR answers to those prompts are the same tokens.
 
     python benchmarks/bench_exact_prefill.py --target T.gguf --draft D.gguf --gpu-layers 99 \
         --lengths 64,256,1024,2048 --reps 5
@@ -33,6 +34,7 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu-layers", type=int, default=99)
     ap.add_argument("--lengths", default="64,256,1024,2048", help="prompt lengths in tokens")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--ar-tokens", type=int, default=64, help="AR tokens compared between the engines")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
     lengths = [int(x) for x in a.lengths.split(",")]
@@ -59,11 +61,22 @@ def main(argv=None) -> int:
         e = statistics.median(times[("exact", n)][1:]) * 1e3
         rows.append({"tokens": n, "fast_ms": round(f, 3), "exact_ms": round(e, 3), "ratio": round(e / f, 3)})
         print(f"| {n} | {f:.2f} | {e:.2f} | {e / f:.3f} |")
+    # the two engines' AR on the same prompts: equal where the exact engine's one-row decodes and
+    # prompt kernels are the fast engine's (the exact verify only changes batches of 2-16 rows)
+    same = {}
+    greedy = GenerationSettings(mode="ar", max_tokens=a.ar_tokens, stop_at_eog=False)
+    for n in lengths:
+        outs = []
+        for eng in engines.values():
+            eng.reset()
+            outs.append(list(eng.generate(base[:n], greedy).tokens))
+        same[n] = outs[0] == outs[1]
+    print("exact AR == fast AR (" + str(a.ar_tokens) + " tokens): " + ", ".join(f"{n}: {same[n]}" for n in lengths))
     for eng in engines.values():
         eng.close()
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump({"reps": a.reps, "rows": rows}, fh, indent=1)
+            json.dump({"reps": a.reps, "rows": rows, "ar_equal": {str(n): v for n, v in same.items()}}, fh, indent=1)
     return 0
 
 

@@ -70,6 +70,8 @@
 #            GPU, DRIFT_N (4) validation prompts per category, DRIFT_TOKENS (64)) into $R/drift.json
 #   exact    issue 29, patch 0016: the exact verify's drift on the real target (bench_drift.py --exact,
 #            every width and shape must read 0) into $R/drift-exact.json (and, if not, again without fusion)
+#   exactquick an AR request's first token, fast against exact, by prompt length (bench_exact_prefill.py),
+#            then the exact engine alone, chain 7 and auto 7, first EXACT_N (40) prompts per suite
 #   exactab  the fast (DFLASH_EXACT=0) against the exact verify (1): phases, as share does
 #   exactloss the fast and exact engines on the first EXACT_N (24) prompts per public suite
 #            (bench_lossless.py --exact: divergences, tok/s, exact / fast), then the exact one alone on
@@ -354,6 +356,17 @@ step_exactloss() {
   timeout ${EXACT_TIMEOUT:-900} python3 benchmarks/bench_lossless.py --target $TREAL --draft $D --gpu-layers 99 \
     --per-suite 0 --tokens 128 --modes ${EXACT_MODES:-chain:7,tree:15,auto:7} --bound $bound --exact --no-fast \
     --json $R/lossless-exact-full.json 2>&1 | grep -v "^ggml_cuda_init\|^  Device\|^  [a-z-]* "
+}
+
+# ...its prompt cost (an AR request's first token, fast against exact, and whether the two engines'
+# AR agree), then chain 7 and auto 7 of the exact engine alone on the first EXACT_N (40) prompts per suite
+step_exactquick() {
+  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  timeout 300 python3 benchmarks/bench_exact_prefill.py --target $TREAL --draft $D --gpu-layers 99 \
+    --lengths 16,64,256,1024,2048,3840 --reps 7 --json $R/prefill.json 2>&1 | grep -v "^ggml_cuda_init\|^  Device"
+  timeout ${EXACT_TIMEOUT:-900} python3 benchmarks/bench_lossless.py --target $TREAL --draft $D --gpu-layers 99 \
+    --per-suite ${EXACT_N:-40} --tokens 128 --modes chain:7,auto:7 --bound ${EXACT_BOUND:-4.637} --exact --no-fast \
+    --json $R/lossless-exact-quick.json 2>&1 | grep -v "^ggml_cuda_init\|^  Device\|^  [a-z-]* "
 }
 
 # patch 0006 (one greedy argmax for all rows): upstream's per-row argmax (0) against the patch (1)

@@ -161,8 +161,8 @@ class SettingsPanel(QScrollArea):
             "token-identical to the target alone",
             "The exact verify: every verified row is computed as a one-token decode computes it "
             "(batch-invariant kernels, on CPU and on CUDA GPUs), so greedy chain and auto output is "
-            "the target's own, token for token. On a GPU a tree may still part at a near-tie, and "
-            "long prompts prefill slower: docs/benchmarks.md.",
+            "the target's own, token for token. On a GPU a tree may still part at a near-tie: "
+            "docs/benchmarks.md.",
         )
         self.kv = {}
         for which in ("target", "drafter"):
