@@ -52,6 +52,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-fast", action="store_true", help="with --exact: the exact engine alone")
     ap.add_argument("--gpu-layers", type=int, default=0)
     ap.add_argument("--threads", type=int)
+    ap.add_argument("--suites", default=",".join(PUBLIC_SUITES), help="which public suites (comma-separated)")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
     bound = a.bound if a.bound is not None else (drift.load(a.drift).bound if a.drift else None)
@@ -79,7 +80,7 @@ def main(argv=None) -> int:
             "seconds": 0.0,
         }
     )
-    for suite_name in PUBLIC_SUITES:
+    for suite_name in a.suites.split(","):
         suite = load_suite(suite_name)
         prompts = suite.prompts if a.per_suite <= 0 else suite.prompts[: a.per_suite]
         for p in prompts:

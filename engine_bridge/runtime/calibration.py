@@ -152,6 +152,8 @@ def calibration_key(config: EngineConfig) -> dict:
         "target_kv": str(config.target_kv),
         "draft_kv": str(config.draft_kv),
         "n_ubatch": config.n_ubatch,
+        # the exact verify's batch-invariant kernels cost a verify otherwise (patch 0016: less on an H200)
+        "exact": config.exact,
         # DFLASH_DRAFT_FULL_BLOCK changes the drafter's block (its default follows the GPU layers)
         "draft_full_block": os.environ.get("DFLASH_DRAFT_FULL_BLOCK", "").strip(),
     }

@@ -90,6 +90,8 @@ def test_calibration_measures_a_sane_table_and_caches_it(tiny_pair, tmp_path):
         assert not third.from_cache and spy.calls > 0 and third.key != table.key
         # other threads: another key too
         assert calibration.calibration_key(eng.config.replace(n_threads=1)) != third.key
+        # the exact verify's kernels: another key (they cost a verify otherwise)
+        assert calibration.calibration_key(eng.config.replace(exact=not eng.config.exact)) != third.key
         # the engine's patches and its step code are part of the key: a new release measures again
         assert third.key["build"]["patches"] and all(":" in p for p in third.key["build"]["patches"])
         assert third.key["step_code"] == calibration.STEP_CODE
