@@ -1,7 +1,8 @@
 """What the exact verify costs a prompt's prefill (issue 29, patch 0016).
 
-A batch-invariant CUDA context runs every attention row through the vector kernel, one row per
-block, prompts included (their rows never take the tensor-core kernel there). This times the first
+A batch-invariant CUDA context runs the attention of batches of up to 16 rows through the vector
+kernel, one row per block (the first version did so at every row count, prompts included, and
+cost long prompts 1.4-2.1x; docs/benchmarks.md). This times the first
 token of an AR request (prefill + one decode) for prompts of several lengths on a fast and an exact
 engine in one process, alternating, and prints the medians and exact / fast; then whether the two
 engines' greedy AR answers to those prompts are the same tokens.

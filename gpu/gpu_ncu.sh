@@ -121,6 +121,10 @@ wait_done() {   # wait_done LOG: until LOG's last line is "done rc=..."; 0 if rc
   tail -n 1 "$1" | grep -q "^done rc=0"
 }
 
+wait_real() {   # until the real target is joined ("$TREAL.ok"), 600 s at most
+  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+}
+
 vrows() {   # vrows TAG "VAR=VALUE ..." ROWS [TARGET DRAFT]: one gpu_verify_rows.py run into $R/TAG.json
   timeout 120 env $2 python3 gpu/gpu_verify_rows.py --target "${4:-$T}" --draft "${5:-$D}" \
     --rows "$3" --iters 20 --rounds 2 --label "$1" --json $R/$1.json > $R/$1.txt 2>&1
@@ -259,7 +263,7 @@ step_fusencu() {
 # a patch's switch on the real target (waits for it): ENV=0 (upstream) against ENV=1, alternating, by
 # gpu_fuse_ab.py (phases, logits bit-identity, greedy tokens) into $R/TAG
 real_ab() {   # real_ab ENV TAG
-  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  wait_real
   mkdir -p $R/$2
   timeout 500 python3 gpu/gpu_fuse_ab.py --env $1 --tag $2 --sides 0,1 --target $TREAL --draft $D --out $R/$2
   echo "$2 rc=$?"
@@ -314,7 +318,7 @@ step_calib() {
 
 # the slow one-row state (issue 29): AR runs with extraction off and on, the GPU's clocks sampled
 step_clocks() {
-  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  wait_real
   DFLASH_DATA_DIR=/tmp/dd timeout 400 python3 gpu/gpu_extract_cost.py --target $TREAL --draft $D --clocks \
     --rounds ${CLOCK_ROUNDS:-3} ${CLOCK_ARGS:-} 2>&1 | grep -v "^ggml_cuda_init\|^  Device"
 }
@@ -322,7 +326,7 @@ step_clocks() {
 # issue 29: the near-tie bound of this GPU (benchmarks/bench_drift.py on the real target, all
 # layers offloaded; prompts: the validation split of resources/prompts/train, which must be carried)
 step_drift() {
-  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  wait_real
   timeout ${DRIFT_TIMEOUT:-500} python3 benchmarks/bench_drift.py --target $TREAL --draft $D --gpu-layers 99 \
     --per-category ${DRIFT_N:-4} --tokens ${DRIFT_TOKENS:-64} --json $R/drift.json 2>&1 | grep -v "^ggml_cuda_init\|^  Device"
 }
@@ -330,7 +334,7 @@ step_drift() {
 # issue 29, patch 0016: the exact verify on the GPU. Its drift must be 0 at every width and shape
 # (bench_drift.py --exact); then DFLASH_EXACT_FUSION=0 (no op fusion) as a second reading when not
 step_exact() {
-  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  wait_real
   timeout ${DRIFT_TIMEOUT:-500} python3 benchmarks/bench_drift.py --target $TREAL --draft $D --gpu-layers 99 --exact \
     --per-category ${DRIFT_N:-4} --tokens ${DRIFT_TOKENS:-64} --json $R/drift-exact.json 2>&1 | grep -v "^ggml_cuda_init\|^  Device"
   if ! python3 -c "import json, sys; sys.exit(json.load(open(sys.argv[1]))['bound'] != 0.0)" $R/drift-exact.json; then
@@ -347,7 +351,7 @@ step_exactab() { real_ab DFLASH_EXACT exactab; }
 # ...and the public prompts: the fast and the exact engine interleaved on the first EXACT_N (24)
 # prompts per suite (divergences, x AR, exact / fast), then the exact engine alone on all of them
 step_exactloss() {
-  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  wait_real
   local bound=${EXACT_BOUND:-4.637}
   timeout ${EXACT_TIMEOUT:-900} python3 benchmarks/bench_lossless.py --target $TREAL --draft $D --gpu-layers 99 \
     --per-suite ${EXACT_N:-24} --tokens 128 --modes ${EXACT_MODES:-chain:7,tree:15,auto:7} --bound $bound --exact \
@@ -361,7 +365,7 @@ step_exactloss() {
 # ...its prompt cost (an AR request's first token, fast against exact, and whether the two engines'
 # AR agree), then chain 7 and auto 7 of the exact engine alone on the first EXACT_N (40) prompts per suite
 step_exactquick() {
-  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  wait_real
   timeout 300 python3 benchmarks/bench_exact_prefill.py --target $TREAL --draft $D --gpu-layers 99 \
     --lengths 16,64,256,1024,2048,3840 --reps 7 --json $R/prefill.json 2>&1 | grep -v "^ggml_cuda_init\|^  Device"
   timeout ${EXACT_TIMEOUT:-900} python3 benchmarks/bench_lossless.py --target $TREAL --draft $D --gpu-layers 99 \
@@ -404,8 +408,7 @@ step_toggle() {
 # sides alternate per suite,
 # one process each (REAL_REPS_SIDES=2 runs the list twice). (The first run, 2026-11-26, had patch 0007 too: its "off" also set DFLASH_LAYER_INP_RESERVE=1.)
 step_real() {
-  local t0=$SECONDS
-  while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  wait_real
   [ -f "$TREAL.ok" ] || { echo "no real target at $TREAL"; return 1; }
   mkdir -p $R/real
   local suite side
@@ -476,7 +479,7 @@ step_real() {
 # patch 0010: what each graph shape ran (replayed, captured, direct) with the CUDA graph key per shape
 # (1) and upstream's (0), DFLASH_GRAPH_STATS=1, in gpu/gpu_auto_diag.py (AR, auto, its variants)
 step_gstats() {
-  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  wait_real
   mkdir -p $R/gstats; local v
   for v in 0 1; do
     DFLASH_CUDA_GRAPH_PER_SHAPE=$v DFLASH_GRAPH_STATS=1 DFLASH_DATA_DIR=/tmp/dd timeout 200 python3 gpu/gpu_auto_diag.py \
@@ -488,7 +491,7 @@ step_gstats() {
 
 # auto's host time between AR steps against plain AR's (benchmarks/bench_auto_gap.py), twice
 step_gap() {
-  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  wait_real
   local i
   for i in 1 2; do
     DFLASH_DATA_DIR=/tmp/dd timeout 200 python3 benchmarks/bench_auto_gap.py --target $TREAL --draft $D 2>&1 | grep "gap between"
@@ -498,7 +501,7 @@ step_gap() {
 # patch 0010 and the tree: what each graph shape of a tree-15 run ran (replayed, captured, direct)
 # with the key per shape (1) and upstream's (0), DFLASH_GRAPH_STATS=1, one bench process each
 step_gstree() {
-  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  wait_real
   mkdir -p $R/gstree; local v
   for v in 0 1; do
     DFLASH_CUDA_GRAPH_PER_SHAPE=$v DFLASH_GRAPH_STATS=1 DFLASH_DATA_DIR=/tmp/dd timeout 200 python3 -m engine_bridge.cli bench \
@@ -511,7 +514,7 @@ step_gstree() {
 
 # which switch moves the tree's commit length on the real pair (mt-bench, 6 prompts, 64 tokens)
 step_treeab() {
-  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  wait_real
   mkdir -p $R/treeab; local e
   for e in X=1 DFLASH_LAYER_INP_RESERVE=1 DFLASH_BATCHED_ARGMAX=0 "DFLASH_LAYER_INP_RESERVE=1 DFLASH_BATCHED_ARGMAX=0"; do
     local tag; tag=$(echo "$e" | tr ' =' '__')
@@ -524,7 +527,7 @@ step_treeab() {
 
 # the real pair on the first SPEED_N (24) prompts of each public suite: chain and tree at budgets 7, 15
 step_speed() {
-  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  wait_real
   mkdir -p $R/speed; local s
   for s in mt-bench gsm8k humaneval; do
     DFLASH_DATA_DIR=/tmp/dd timeout 400 python3 -m engine_bridge.cli bench --target $TREAL --draft $D --suite $s \
@@ -553,7 +556,7 @@ step_pure() {
 # bundle: carry a folder of cp312 wheels and install it into /tmp/site in the first call, e.g.
 # pip install --no-index --no-deps --target /tmp/site .gpu-carry/whl-serve/*.whl), chain 7 and AR
 step_serve() {
-  local t0=$SECONDS; while [ ! -f "$TREAL.ok" ] && [ $((SECONDS - t0)) -lt 600 ]; do sleep 5; done
+  wait_real
   mkdir -p $R/serve; local m
   for m in ${SERVE_MODES:-chain ar}; do
     timeout 300 python3 benchmarks/bench_server.py --target $TREAL --draft $D --mode $m --prompts ${SERVE_N:-8} \

@@ -67,15 +67,15 @@ def exact_from_env(config: EngineConfig) -> EngineConfig:
     return config
 
 
-def _make_exact(config: EngineConfig, ctx: Context) -> None:
-    """Switches the target context to batch-invariant kernels (EngineConfig.exact) or says why not.
+def _make_exact(ctx: Context, gpus: list[dict]) -> None:
+    """Switches the target context to batch-invariant kernels (EngineConfig.exact) or says why not;
+    ``gpus``: the devices the target's layers go to (offload_gpus; none with GPU layers 0).
 
     On CPU they are ggml's reference kernels (patch 0005). A GPU-offloaded target needs patch 0016
     as well: its CUDA backend then runs every verify row with a one-row decode's matmul order and
     attention split. RPC devices cannot switch, so an RPC split is refused."""
     from . import llama_ffi
 
-    gpus = offload_gpus(config) if config.n_gpu_layers != 0 else []
     if any(g.get("type") == "rpc" for g in gpus):
         ctx.free()
         raise UnsupportedSettingError(
@@ -218,7 +218,8 @@ class Engine:
         if "target" in pins:
             pins["target"].verify()
         devices = device_handles(config)
-        gpus = offload_gpus(config) if config.draft is not None else []
+        # the devices layers go to: the drafter's placement and the exact verify read them (one probe)
+        gpus = offload_gpus(config) if (config.draft is not None or config.exact) else []
         target = Model(config.target, config.n_gpu_layers, config.target_placement, devices)
         try:
             if "target" in pins:
@@ -243,7 +244,7 @@ class Engine:
                 kv_unified=True,
             )
             if config.exact:
-                _make_exact(config, ctx)
+                _make_exact(ctx, gpus if config.n_gpu_layers != 0 else [])
         except Exception:
             target.free()
             raise
