@@ -72,6 +72,8 @@
 #            every width and shape must read 0) into $R/drift-exact.json (and, if not, again without fusion)
 #   exactquick an AR request's first token, fast against exact, by prompt length (bench_exact_prefill.py),
 #            then the exact engine alone, chain 7 and auto 7, first EXACT_N (40) prompts per suite
+#   exactlong what the exact verify costs after long prompts (256-7,800 cells): the verify phase and
+#            ms per token, AR and chain 7, fast against exact (bench_exact_prefill.py --decode-lengths)
 #   exactab  the fast (DFLASH_EXACT=0) against the exact verify (1): phases, as share does
 #   exactloss the fast and exact engines on the first EXACT_N (24) prompts per public suite
 #            (bench_lossless.py --exact: divergences, tok/s, exact / fast), then the exact one alone on
@@ -371,6 +373,15 @@ step_exactquick() {
   timeout ${EXACT_TIMEOUT:-900} python3 benchmarks/bench_lossless.py --target $TREAL --draft $D --gpu-layers 99 \
     --per-suite ${EXACT_N:-40} --tokens 128 --modes chain:7,auto:7 --bound ${EXACT_BOUND:-4.637} --exact --no-fast \
     --json $R/lossless-exact-quick.json 2>&1 | grep -v "^ggml_cuda_init\|^  Device\|^  [a-z-]* "
+}
+
+# ...and after long prompts: the vector kernel reads the cache once per row of a verify (MMA once
+# per batch), so the decode's verify phase is timed fast against exact up to 7,800 cells
+step_exactlong() {
+  wait_real
+  timeout ${EXACT_TIMEOUT:-540} python3 benchmarks/bench_exact_prefill.py --target $TREAL --draft $D --gpu-layers 99 \
+    --lengths 1024 --reps ${EXACT_REPS:-5} --decode-lengths ${EXACT_LENGTHS:-256,1024,2048,4096,7800} \
+    --decode-tokens 64 --json $R/exact-long.json 2>&1 | grep -v "^ggml_cuda_init\|^  Device"
 }
 
 # patch 0006 (one greedy argmax for all rows): upstream's per-row argmax (0) against the patch (1)

@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
-# Two drafter trainings side by side on one several-GPU machine, on one pool: an A/B of a training
-# change with everything else equal (the pool, the warm start, the steps' clock, the held-out answers).
-# The pool is generated once on all GPUs (train_chat --gpus N --stage generate), then arm A trains on
-# the first half of the GPUs and arm B on the second (train_chat --gpus N/2 --stage train, each under
-# its own torchrun), both from the same `gen/`. Needs python3 with torch (CUDA) + numpy and the gguf
+# Drafter trainings side by side on one several-GPU machine, on one pool: an A/B (or A/B/C...) of a
+# training change with everything else equal (the pool, the warm start, the steps' clock, the
+# held-out answers). The pool is generated once on all GPUs (train_chat --gpus N --stage generate),
+# then every arm trains at once on its own GPUs (train_chat --gpus ARM_GPUS --stage train, each under
+# its own torchrun), all from the same `gen/`. GPUs left over (e.g. GPU 3 with three one-GPU arms)
+# are free for a bench beside the training. Needs python3 with torch (CUDA) + numpy and the gguf
 # wheel from the bundle; no llama.cpp.
 #
 # Usage, from the project root on the GPU machine:
 #   bash gpu/gpu_train_ab.sh start TARGET.gguf DATA_DIR   # both stages in the background (setsid)
 #   bash gpu/gpu_train_ab.sh follow [N]                   # progress for up to N s (default 500)
-#   bash gpu/gpu_train_ab.sh pack A|B                     # that arm's f16 shards + logs into $OUT
+#   bash gpu/gpu_train_ab.sh pack ARM                     # that arm's f16 shards + logs into $OUT
 #   bash gpu/gpu_train_ab.sh status | stop
-# Environment: GPUS (4), GEN_SECONDS (240), TRAIN_SECONDS (600), COMMON (train_chat flags of both arms),
-#   ARM_A / ARM_B (each arm's own flags, e.g. ARM_B="--ffn 4608"), RUN (/tmp/dflash-ab), BUNDLE.
+# Environment: GPUS (4), ARMS ("A B"), ARM_GPUS (GPUs per arm; default GPUS / arms), GEN_SECONDS
+#   (240), TRAIN_SECONDS (600), COMMON (train_chat flags of every arm), ARM_A / ARM_B / ARM_C ...
+#   (each arm's own flags, e.g. ARM_B="--ffn 4608"), RUN (/tmp/dflash-ab), BUNDLE.
 # $OUT after `pack X` (<= 8 files): drafter-NN.safetensors, drafter.json, train-log.txt,
-#   run-summary.json, and (arm A) gen-stats.json + logs.tgz. A wide drafter's shards may take 4-5
-#   files, so each arm is packed by its own call.
+#   run-summary.json, and (the first arm) gen-stats.json + logs.tgz. A wide drafter's shards may take
+#   4-5 files, so each arm is packed by its own call.
 set -u
 B=${BUNDLE:-.gpu-bundle}; RUN=${RUN:-/tmp/dflash-ab}; OUT=${OUT:-/tmp/out}
-G=${GPUS:-4}; H=$((G / 2))
+G=${GPUS:-4}
+# the arms of a started run are remembered, so that status and pack need not be told again
+[ -z "${ARMS:-}" ] && [ -f "$RUN/arms" ] && ARMS=$(cat "$RUN/arms"); ARMS=${ARMS:-A B}
+NA=$(echo $ARMS | wc -w); H=${ARM_GPUS:-$((G / NA))}
 here=$(pwd)
 export PYTHONPATH=/tmp/site:$here PYTHONUNBUFFERED=1
 
@@ -29,31 +34,34 @@ case "${1:-}" in
     target=${2:?target GGUF}; data=${3:?prepared data folder}
     [ -f "$target" ] || { echo "no target $target"; exit 2; }
     [ -f "$data/meta.json" ] || { echo "no prepared data in $data (meta.json)"; exit 2; }
-    [ "$H" -ge 1 ] && [ $((H * 2)) -eq "$G" ] || { echo "GPUS must be even (two equal arms): $G"; exit 2; }
+    [ "$H" -ge 1 ] && [ $((H * NA)) -le "$G" ] || { echo "$NA arms of $H GPUs do not fit in $G GPUs"; exit 2; }
     python3 -c "import gguf" 2>/dev/null || python3 -m pip install -q --no-index --no-deps --no-compile \
       --no-cache-dir --target /tmp/site "$B"/whl/*.whl || { say "wheel install failed"; exit 1; }
-    mkdir -p "$RUN"
+    mkdir -p "$RUN"; echo "$ARMS" > "$RUN/arms"
     cp -r "$data" "$RUN/data.tmp" && rm -rf "$RUN/data" && mv "$RUN/data.tmp" "$RUN/data"
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee -a "$RUN/progress.log"
     say "start: $G GPUs, gen ${GEN_SECONDS:-240} s, train ${TRAIN_SECONDS:-600} s per arm on $H GPUs"
-    say "common: ${COMMON:-}; A: ${ARM_A:-}; B: ${ARM_B:-}"
-    lo=$(seq -s, 0 $((H - 1))); hi=$(seq -s, "$H" $((G - 1)))
-    # one background job: the pool, then both arms at once; each step's exit status goes to the log
-    cat > "$RUN/job.sh" <<EOF
-set -u
-cd "$here"
-tc="python3 -m engine_bridge.training.train_chat --target $target --data $RUN/data"
-\$tc --out $RUN/pool --gpus $G --stage generate --gen-seconds ${GEN_SECONDS:-240} ${COMMON:-} > $RUN/pool.log 2>&1
-echo "pool exit \$?" >> $RUN/progress.log
-for a in A B; do mkdir -p $RUN/\$a && ln -sfn $RUN/pool/gen $RUN/\$a/gen; done
-CUDA_VISIBLE_DEVICES=$lo \$tc --out $RUN/A --gpus $H --stage train --seconds ${TRAIN_SECONDS:-600} ${COMMON:-} ${ARM_A:-} > $RUN/A.log 2>&1 &
-pa=\$!
-CUDA_VISIBLE_DEVICES=$hi \$tc --out $RUN/B --gpus $H --stage train --seconds ${TRAIN_SECONDS:-600} ${COMMON:-} ${ARM_B:-} > $RUN/B.log 2>&1 &
-pb=\$!
-wait \$pa; echo "A exit \$?" >> $RUN/progress.log
-wait \$pb; echo "B exit \$?" >> $RUN/progress.log
-echo done >> $RUN/progress.log
-EOF
+    say "common: ${COMMON:-}"
+    # one background job: the pool, then every arm at once; each step's exit status goes to the log
+    {
+      echo "set -u"
+      echo "cd \"$here\""
+      echo "tc=\"python3 -m engine_bridge.training.train_chat --target $target --data $RUN/data\""
+      echo "\$tc --out $RUN/pool --gpus $G --stage generate --gen-seconds ${GEN_SECONDS:-240} ${COMMON:-} > $RUN/pool.log 2>&1"
+      echo "echo \"pool exit \$?\" >> $RUN/progress.log"
+      k=0
+      for a in $ARMS; do
+        v=ARM_$a; flags=${!v:-}
+        devs=$(seq -s, $((k * H)) $((k * H + H - 1)))
+        say "arm $a on GPUs $devs: $flags" >&2
+        echo "mkdir -p $RUN/$a && ln -sfn $RUN/pool/gen $RUN/$a/gen"
+        echo "CUDA_VISIBLE_DEVICES=$devs \$tc --out $RUN/$a --gpus $H --stage train --seconds ${TRAIN_SECONDS:-600} ${COMMON:-} $flags > $RUN/$a.log 2>&1 &"
+        echo "p_$a=\$!"
+        k=$((k + 1))
+      done
+      for a in $ARMS; do echo "wait \$p_$a; echo \"$a exit \$?\" >> $RUN/progress.log"; done
+      echo "echo done >> $RUN/progress.log"
+    } > "$RUN/job.sh"
     setsid nohup bash "$RUN/job.sh" > "$RUN/job.log" 2>&1 < /dev/null &
     echo $! > "$RUN/pid"
     sleep 20; tail -3 "$RUN/pool.log" 2>/dev/null | cut -c1-200
@@ -61,7 +69,7 @@ EOF
   status)
     pid=$(cat "$RUN/pid" 2>/dev/null); if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo "running (pid $pid)"; else echo "not running"; fi
     cat "$RUN/progress.log" 2>/dev/null | tail -5
-    for f in pool A B; do echo "-- $f"; grep -v "^W1\|OMP_NUM_THREADS\|^\*\*\*" "$RUN/$f.log" 2>/dev/null | tail -3 | cut -c1-220; done
+    for f in pool $ARMS; do echo "-- $f"; grep -v "^W1\|OMP_NUM_THREADS\|^\*\*\*" "$RUN/$f.log" 2>/dev/null | tail -3 | cut -c1-220; done
     ;;
   stop)
     pid=$(cat "$RUN/pid" 2>/dev/null); [ -n "$pid" ] && kill -- -"$pid" 2>/dev/null; pkill -f "engine_bridge.training.train_chat" ; echo stopped
@@ -72,13 +80,13 @@ EOF
     bash "$0" status
     ;;
   pack)
-    arm=${2:?A or B}; mkdir -p "$OUT"
+    arm=${2:?an arm: one of $ARMS}; mkdir -p "$OUT"
     cp "$RUN/$arm"/drafter-*.safetensors "$RUN/$arm"/drafter.json "$OUT"/ 2>/dev/null
     cp "$RUN/$arm"/train-log.txt "$OUT"/ 2>/dev/null
     cp "$RUN/$arm"/run-summary.json "$OUT"/ 2>/dev/null
-    if [ "$arm" = A ]; then
+    if [ "$arm" = "${ARMS%% *}" ]; then
       cp "$RUN"/pool/gen/gen-stats.json "$OUT"/ 2>/dev/null
-      tar czf "$OUT"/logs.tgz -C "$RUN" $(cd "$RUN" && ls progress.log job.sh pool.log A.log B.log B/train-log.txt pool/shard-*/gen/gen-stats.json 2>/dev/null) 2>/dev/null
+      tar czf "$OUT"/logs.tgz -C "$RUN" $(cd "$RUN" && ls progress.log job.sh pool.log $(for a in $ARMS; do echo $a.log $a/train-log.txt $a/run-summary.json; done) pool/shard-*/gen/gen-stats.json 2>/dev/null) 2>/dev/null
     fi
     ls -l "$OUT"
     ;;

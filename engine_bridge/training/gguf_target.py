@@ -167,14 +167,19 @@ class GGUFTarget(nn.Module):
         caches=None,
         pos0: int = 0,
         last_only: bool = False,
+        full: bool = False,
     ):
+        """Logits (or, with ``logits=False``, the final normed hidden state) and the inputs of the
+        layers in ``layer_inputs``. Features only (``logits=False``) stop after the last layer asked
+        for, and the hidden state returned is then that layer's input normed, not the final one;
+        ``full=True`` runs every layer, for callers that project the hidden state through the head."""
         B, T = tokens.shape
         if positions is None:
             positions = torch.arange(pos0, pos0 + T, device=tokens.device)[None].expand(B, T)
         cos, sin = self.rope(positions)
         x = self.embed_tokens(tokens)
         feats = {}
-        stop = max(layer_inputs) if (layer_inputs and not logits) else self.c.n_layer
+        stop = max(layer_inputs) if (layer_inputs and not logits and not full) else self.c.n_layer
         for i, layer in enumerate(self.layers):
             if i in layer_inputs:
                 feats[i] = x

@@ -55,6 +55,7 @@ FLAGS: dict[str, str] = {
     "gamma": "--gamma",
     "kl": "--kl",
     "train_frac": "--train-frac",
+    "labels": "--labels",
     "every_temperature": "--every-temperature",
     "init": "--init",
 }

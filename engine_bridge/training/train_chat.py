@@ -249,6 +249,42 @@ def target_slot_logits(target, hidden, anchors, S: int):
     return F.linear(h, target.lm_head_weight).view(B, anchors.shape[1], S - 1, -1)
 
 
+LABEL_MODES = ("tokens", "argmax", "rollout")
+
+
+def target_labels(t_next, anchors, labels, valid, mode: str):
+    """Labels for a block's slots 1..S-1 from the target's own argmax rather than the response.
+
+    ``t_next`` (B, L): the target's argmax after each position of the sequence (what it would
+    decode next there). ``mode``:
+    - "tokens": the response's own tokens (sampled answers carry one draw each);
+    - "argmax": slot j's label is the target's argmax after the response up to anchor + j - 1;
+    - "rollout": those labels, and slot j counts only while the response's tokens at slots
+      1..j-1 are the target's argmax too, so that every label is the target's greedy continuation
+      from the anchor, which is what a greedy verify accepts.
+    Returns (labels, valid)."""
+    import torch
+
+    if mode == "tokens":
+        return labels, valid
+    if mode not in LABEL_MODES:
+        raise ValueError(f"label mode {mode!r}: one of {', '.join(LABEL_MODES)}")
+    B, L = t_next.shape
+    S = labels.shape[2]
+    prev = (anchors[:, :, None] + torch.arange(S, device=anchors.device) - 1).clamp(0, L - 1)
+    greedy = torch.gather(t_next, 1, prev.reshape(B, -1)).view_as(labels)
+    out = labels.clone()
+    out[:, :, 1:] = greedy[:, :, 1:]
+    if mode == "argmax":
+        return out, valid
+    same = (labels[:, :, 1:] == greedy[:, :, 1:]).to(valid.dtype)
+    # slot j (j >= 2) keeps its weight only if slots 1..j-1 were the target's greedy tokens
+    before = torch.cumprod(torch.cat([torch.ones_like(same[:, :, :1]), same[:, :, :-1]], dim=-1), dim=-1)
+    valid = valid.clone()
+    valid[:, :, 1:] = valid[:, :, 1:] * before
+    return out, valid
+
+
 def train_subset(tr_idx: np.ndarray, pidx: np.ndarray, frac: float) -> np.ndarray:
     """The training sequences of a ``frac`` share of the training prompts (whole prompts, by a hash
     of the prompt index, so every answer and follow-up of a kept prompt stays): the data-scale
@@ -290,9 +326,11 @@ def train(
     kl: float = 0.0,
     train_frac: float = 1.0,
     n_ff: int | None = None,
+    labels: str = "tokens",
     group=None,
 ) -> dict:
     import torch
+    import torch.nn.functional as F
 
     from .multi_gpu import Group, summary_fields
 
@@ -386,13 +424,22 @@ def train(
     # validation, on rank 0 alone, through the drafter itself
     net = group.wrap(drafter)
 
-    def step_loss(idx, S, g, model=drafter):
+    if labels not in LABEL_MODES:
+        raise ValueError(f"label mode {labels!r}: one of {', '.join(LABEL_MODES)}")
+
+    def step_loss(idx, S, g, model=drafter, mode=labels):
         x, anc, blk, lab, val = make_batch(seqs, plen, idx, anchors, S, cfg.mask_token_id, pad, g)
         x, anc, blk, lab, val = (t.to(dev, non_blocking=True) for t in (x, anc, blk, lab, val))
+        # the target's head is read (KL, argmax labels) only from its final hidden state: without
+        # full=True the forward stops at the last feature layer
+        need_head = kl > 0 or mode != "tokens"
         with torch.no_grad(), torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
-            hidden, feats = target(x, layer_inputs=target_layers, logits=False)
+            hidden, feats = target(x, layer_inputs=target_layers, logits=False, full=need_head)
             feats = torch.cat(feats, dim=-1)
             t_logits = target_slot_logits(target, hidden, anc, S) if kl > 0 else None
+            if mode != "tokens":
+                t_next = F.linear(hidden, target.lm_head_weight).argmax(-1)
+                lab, val = target_labels(t_next, anc, lab, val, mode)
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
             logits = model(feats, anc, blk, embed_w, head_w)
         return block_loss(logits, lab, val, weights[S], t_logits, kl)
@@ -403,7 +450,7 @@ def train(
         parts = []
         with torch.no_grad():
             for i in range(0, min(len(va_idx), 256), batch):
-                parts.append(step_loss(va_idx[i : i + batch].tolist(), block_size, g))
+                parts.append(step_loss(va_idx[i : i + batch].tolist(), block_size, g, mode="tokens"))
         drafter.train()
         return (
             torch.stack([p[0] for p in parts]).mean().item(),
@@ -558,6 +605,7 @@ def train(
         "gamma": gamma,
         "kl": kl,
         "train_frac": train_frac,
+        "labels": labels,
         "weight_decay": weight_decay,
         "best_step": state["best_step"],
         "val_loss": round(vl, 4),
@@ -619,6 +667,7 @@ def run(
     kl: float = 0.0,
     train_frac: float = 1.0,
     n_ff: int | None = None,
+    labels: str = "tokens",
     threads: int | None = None,
     shard: tuple[int, int] = (0, 1),
     gpus: int = 1,
@@ -749,6 +798,7 @@ def run(
                 kl=kl,
                 train_frac=train_frac,
                 n_ff=n_ff,
+                labels=labels,
                 resume=resume,
                 log=log_,
                 progress=progress,
@@ -868,6 +918,13 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         default=1.0,
         help="train on this share of the training prompts (whole prompts; the data-scale ablation)",
     )
+    ap.add_argument(
+        "--labels",
+        choices=LABEL_MODES,
+        default="tokens",
+        help="slot labels: the responses' own tokens (default), the target's argmax after each prefix, "
+        "or that argmax only along the target's greedy continuation from the anchor (rollout)",
+    )
 
 
 def _checked(cast, ok: Callable[[Any], bool], what: str):
@@ -941,6 +998,7 @@ def kwargs_from(a) -> dict:
         gamma=a.gamma,
         kl=a.kl,
         train_frac=a.train_frac,
+        labels=a.labels,
         every_temperature=a.every_temperature,
         init=a.init,
         shard=a.shard,

@@ -230,6 +230,7 @@ def write_card(path: Path, target: Path, out: Path, data: Path, rdir: Path, res:
         f"batch {tr.get('batch')} x {tr.get('anchors_per_seq')} blocks, lr {tr.get('lr')}, gamma {tr.get('gamma')}"
         + (f", + {tr['kl']} x KL to the target's softmax" if tr.get("kl") else "")
         + (f", {tr['train_frac']:.0%} of the training prompts" if tr.get("train_frac", 1.0) < 1.0 else "")
+        + (f", labels: the target's {tr['labels']}" if tr.get("labels", "tokens") != "tokens" else "")
         + f"; held-out accepted drafts per block {tr.get('val_accepted_per_block')}.",
         "",
         "## Held-out mean commit length (llama.cpp, greedy)",

@@ -629,6 +629,55 @@ def test_target_slot_logits_are_the_targets_next_token_logits():
     assert torch.allclose(out[1, 1, 2], hidden[1, 9] @ Head.lm_head_weight.T)
 
 
+@needs_torch
+def test_target_labels_take_the_targets_argmax_and_rollout_stops_at_the_first_sampled_detour():
+    from engine_bridge.training.train_chat import target_labels
+
+    # one sequence; the target would decode t_next[p] after position p
+    t_next = torch.tensor([[10, 11, 12, 13, 14, 15, 16, 17]])
+    anchors = torch.tensor([[1, 4]])
+    # the response's tokens at the slots: block 1 (positions 1-4) left the greedy path at position 3
+    labels = torch.tensor([[[1, 11, 99, 13], [4, 14, 15, 16]]])
+    valid = torch.ones(1, 2, 4)
+    lab, val = target_labels(t_next, anchors, labels, valid, "tokens")
+    assert lab is labels and val is valid
+    lab, val = target_labels(t_next, anchors, labels, valid, "argmax")
+    # slot j's label is the argmax after position anchor + j - 1; slot 0 (the anchor's own token) stays
+    assert lab.tolist() == [[[1, 11, 12, 13], [4, 14, 15, 16]]]
+    assert torch.equal(val, valid)
+    lab, val = target_labels(t_next, anchors, labels, valid, "rollout")
+    assert lab.tolist() == [[[1, 11, 12, 13], [4, 14, 15, 16]]]
+    # block 1: slot 3 follows the sampled 99 at slot 2, so it is not the greedy continuation
+    assert val.tolist() == [[[1, 1, 1, 0], [1, 1, 1, 1]]]
+    # padding stays padding; positions past the sequence are clamped, not read out of range
+    pad = valid.clone()
+    pad[0, 1, 3] = 0
+    _, val = target_labels(t_next, torch.tensor([[1, 6]]), labels, pad, "rollout")
+    assert val[0, 1, 3] == 0
+    with pytest.raises(ValueError, match="label mode"):
+        target_labels(t_next, anchors, labels, valid, "soft")
+
+
+@needs_torch
+def test_full_hidden_state_through_the_head_is_the_targets_logits(tiny_target):
+    """The trainer reads the target's head (KL, argmax labels) from its features-only forward: that
+    hidden state must be the final one, not the last feature layer's input."""
+    import torch.nn.functional as F
+
+    from engine_bridge.training.gguf_target import load_gguf_target
+
+    model = load_gguf_target(tiny_target)
+    n = model.c.n_layer
+    x = torch.randint(5, 100, (2, 12), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        logits, _ = model(x)
+        early, _ = model(x, layer_inputs=[1], logits=False)
+        full, feats = model(x, layer_inputs=[1], logits=False, full=True)
+    assert n > 2 and len(feats) == 1
+    assert torch.allclose(F.linear(full, model.lm_head_weight), logits, atol=1e-4)
+    assert not torch.allclose(F.linear(early, model.lm_head_weight), logits, atol=1e-2)
+
+
 def test_train_subset_keeps_whole_prompts_and_shrinks_with_the_share():
     from engine_bridge.training.train_chat import train_subset
 
@@ -662,6 +711,12 @@ def test_kl_and_data_share_flags_reach_the_run(tiny_run, tiny_target, tmp_path):
         tiny_target, work / "data", tmp_path / "run2", **kw, **{**TINY, "max_steps": 2, "train_frac": 0.3}
     )["train"]
     assert part["train_sequences"] < full["train_sequences"] and part["train_frac"] == 0.3
+    (tmp_path / "run3").mkdir()
+    (tmp_path / "run3" / "gen").symlink_to(work / "run" / "gen")
+    roll = train_chat.run(
+        tiny_target, work / "data", tmp_path / "run3", **kw, **{**TINY, "max_steps": 2, "labels": "rollout"}
+    )["train"]
+    assert roll["labels"] == "rollout" and roll["steps"] == 2 and np.isfinite(roll["val_loss"])
 
 
 @needs_torch
@@ -672,10 +727,10 @@ def test_ablation_flags_are_checked():
 
     ap = argparse.ArgumentParser()
     train_chat.add_arguments(ap)
-    a = ap.parse_args(["--kl", "0.5", "--train-frac", "0.25", "--gamma", "4"])
+    a = ap.parse_args(["--kl", "0.5", "--train-frac", "0.25", "--gamma", "4", "--labels", "argmax"])
     kw = train_chat.kwargs_from(a)
-    assert (kw["kl"], kw["train_frac"], kw["gamma"]) == (0.5, 0.25, 4.0)
-    for bad in (["--train-frac", "0"], ["--train-frac", "1.5"], ["--kl", "-1"], ["--kl", "x"]):
+    assert (kw["kl"], kw["train_frac"], kw["gamma"], kw["labels"]) == (0.5, 0.25, 4.0, "argmax")
+    for bad in (["--train-frac", "0"], ["--train-frac", "1.5"], ["--kl", "-1"], ["--kl", "x"], ["--labels", "soft"]):
         with pytest.raises(SystemExit):
             ap.parse_args(bad)
 
