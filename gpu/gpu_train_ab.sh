@@ -12,6 +12,10 @@
 #   bash gpu/gpu_train_ab.sh follow [N]                   # progress for up to N s (default 500)
 #   bash gpu/gpu_train_ab.sh pack ARM                     # that arm's f16 shards + logs into $OUT
 #   bash gpu/gpu_train_ab.sh status | stop
+#   bash gpu/gpu_train_ab.sh eval [NAME=DRAFTER.gguf ...]  # every arm exported (q8_0) and benched on
+#       the public prompts, one drafter per GPU at once, the extra drafters too (e.g. the warm start);
+#       needs the CUDA engine in /tmp/lcp_site (gpu_ncu.sh restore); EVAL_LIMIT (24) prompts per suite,
+#       EVAL_SWEEP ("--sweep verify=chain,tree --sweep budget=7,15"); bench JSON + summary in $OUT
 # Environment: GPUS (4), ARMS ("A B"), ARM_GPUS (GPUs per arm; default GPUS / arms), GEN_SECONDS
 #   (240), TRAIN_SECONDS (600), COMMON (train_chat flags of every arm), ARM_A / ARM_B / ARM_C ...
 #   (each arm's own flags, e.g. ARM_B="--ffn 4608"), RUN (/tmp/dflash-ab), BUNDLE.
@@ -89,6 +93,40 @@ case "${1:-}" in
       tar czf "$OUT"/logs.tgz -C "$RUN" $(cd "$RUN" && ls progress.log job.sh pool.log $(for a in $ARMS; do echo $a.log $a/train-log.txt $a/run-summary.json; done) pool/shard-*/gen/gen-stats.json 2>/dev/null) 2>/dev/null
     fi
     ls -l "$OUT"
+    ;;
+  eval)
+    shift; mkdir -p "$OUT" "$RUN/eval"; k=0; pids=""
+    T=$(sed -n 's/.*--target \([^ ]*\) .*/\1/p' "$RUN/job.sh" | head -n 1)
+    [ -f "$T" ] || { echo "no started run in $RUN (its job.sh names the target)"; exit 2; }
+    for a in $ARMS "$@"; do
+      case "$a" in
+        *=*) name=${a%%=*}; d=${a#*=} ;;
+        *) name=$a; d=$RUN/eval/$a.gguf
+           PYTHONPATH=/tmp/lcp_site:/tmp/site:$here python3 -m engine_bridge.cli train-drafter --target "$T" --out "$d" \
+             --data-dir "$RUN/data" --run-dir "$RUN/$a" --work "$RUN/eval/ex$a" --stage export > "$RUN/eval/export-$a.log" 2>&1 \
+             || { echo "export of $a failed: $(tail -n 3 $RUN/eval/export-$a.log)"; continue; } ;;
+      esac
+      ( for S in mt-bench gsm8k humaneval; do
+          CUDA_VISIBLE_DEVICES=$k PYTHONPATH=/tmp/lcp_site:/tmp/site:$here DFLASH_FA_ALL_QUANTS=0 timeout 500 \
+            python3 -m engine_bridge.cli bench --target "$T" --draft "$d" --ngl 99 --suite $S --limit ${EVAL_LIMIT:-24} \
+            --reps 1 --max-tokens 128 ${EVAL_SWEEP:---sweep verify=chain,tree --sweep budget=7,15} --quiet \
+            --out "$RUN/eval/$name-$S.json" > "$RUN/eval/$name-$S.log" 2>&1
+        done ) &
+      pids="$pids $!"; k=$((k + 1))
+    done
+    for p in $pids; do wait $p; done
+    python3 - "$RUN/eval" <<'PY' | tee "$OUT/eval.md"
+import glob, json, os, sys
+rows = {}
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    name, suite = os.path.basename(f)[:-5].split("-", 1)
+    d = json.load(open(f))
+    for r in d.get("rows", []):
+        rows.setdefault((name, suite), []).append(f"{r.get('label', '?')}: {r.get('mean_commit_len', 0):.2f} ({r.get('speedup', 0):.2f}x)")
+for (name, suite), cells in sorted(rows.items()):
+    print(f"| {name} | {suite} | " + " | ".join(cells) + " |")
+PY
+    tar czf "$OUT/eval.tgz" --exclude='*.gguf' --exclude='ex*' -C "$RUN" eval
     ;;
   *)
     sed -n 2,20p "$0"; exit 2
