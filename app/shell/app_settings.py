@@ -17,7 +17,14 @@ from pathlib import Path
 from PySide6.QtCore import QSettings
 
 from engine_bridge.common.placement import MAX_DEVICES, Placement
-from engine_bridge.runtime.config import KV_TYPES, EngineConfig, GenerationSettings, KVTypes
+from engine_bridge.runtime.config import (
+    DEFAULT_DRAFT_WINDOW,
+    KV_TYPES,
+    MIN_DRAFT_WINDOW,
+    EngineConfig,
+    GenerationSettings,
+    KVTypes,
+)
 from engine_bridge.runtime.default_mode import default_mode
 
 ORGANIZATION = "DFlashStudio"
@@ -27,6 +34,7 @@ APPLICATION = "DFlash Studio"
 # and load() holds a hand-edited file to them, so a value the panel cannot show never reaches it.
 INT_RANGES: dict[str, tuple[int, int]] = {
     "n_ctx": (0, 1 << 20),
+    "draft_window": (0, 1 << 20),
     "n_gpu_layers": (-1, 1000),
     "main_gpu": (0, MAX_DEVICES - 1),
     "draft_gpu": (-1, MAX_DEVICES - 1),
@@ -71,6 +79,8 @@ class StudioSettings:
     n_gpu_layers: int = -1
     flash_attn: str = "auto"
     exact_verify: bool = False  # batch-invariant kernels (CPU; CUDA with patch 0016): greedy output = AR
+    # the drafter sees only the last N context cells (0: all): it fades in long chats otherwise
+    draft_window: int = DEFAULT_DRAFT_WINDOW
     target_k: str = "f16"
     target_v: str = "f16"
     draft_k: str = "f16"
@@ -126,6 +136,7 @@ class StudioSettings:
             draft_placement=None if self.draft_gpu < 0 else Placement(split_mode="none", main_gpu=self.draft_gpu),
             rpc_servers=self.rpc_endpoints(),
             exact=self.exact_verify,
+            draft_window=self.draft_window,
         )
 
     def rpc_endpoints(self) -> tuple[str, ...]:
@@ -226,6 +237,8 @@ def _checked(name: str, value):
     """(value held to the field's range or choices, a note when it changed)."""
     if name == "n_ctx" and 0 < value < MIN_CTX:  # EngineConfig refuses these: no pair would load
         return MIN_CTX, f"{value} is below the smallest context {MIN_CTX}; {MIN_CTX} used"
+    if name == "draft_window" and 0 < value < MIN_DRAFT_WINDOW:
+        return MIN_DRAFT_WINDOW, f"{value} is below the smallest window {MIN_DRAFT_WINDOW}; {MIN_DRAFT_WINDOW} used"
     if name in INT_RANGES or name in FLOAT_RANGES:
         lo, hi = INT_RANGES.get(name) or FLOAT_RANGES[name]
         if value < lo:

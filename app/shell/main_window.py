@@ -455,6 +455,7 @@ class MainWindow(QMainWindow):
                 "draft_kv",
                 "adapters",
                 "exact",
+                "draft_window",
             )
         }
         self.bench.set_pair(cfg.target, cfg.draft, fields)

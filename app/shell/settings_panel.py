@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine_bridge.common.placement import Placement
-from engine_bridge.runtime.config import KV_TYPES, EngineConfig
+from engine_bridge.runtime.config import KV_TYPES, MIN_DRAFT_WINDOW, EngineConfig
 
 from .app_settings import FLOAT_RANGES, INT_RANGES, StudioSettings
 
@@ -164,6 +164,17 @@ class SettingsPanel(QScrollArea):
             "the target's own, token for token. On a GPU a tree may still part at a near-tie: "
             "docs/benchmarks.md.",
         )
+        self.draft_window = _spin(
+            load,
+            "draftWindowSpin",
+            *INT_RANGES["draft_window"],
+            "The drafter sees only the last N cells of the conversation. The shipped drafter was "
+            "trained on short conversations: over a whole long chat it drafts less and less, and "
+            "with a window it keeps drafting (docs/benchmarks.md). 0 = the whole context. The "
+            "target always sees everything, so the output does not change.",
+        )
+        self.draft_window.setSpecialValueText("whole context")
+        self.draft_window.setSingleStep(128)
         self.kv = {}
         for which in ("target", "drafter"):
             for part in ("k", "v"):
@@ -175,6 +186,7 @@ class SettingsPanel(QScrollArea):
         lf.addRow("GPU layers", self.gpu_layers)
         lf.addRow("Flash attention", self.flash_attn)
         lf.addRow("Exact verify", self.exact)
+        lf.addRow("Drafter window", self.draft_window)
         lf.addRow("Target K cache", self.kv[("target", "k")])
         lf.addRow("Target V cache", self.kv[("target", "v")])
         lf.addRow("Drafter K cache", self.kv[("drafter", "k")])
@@ -280,6 +292,7 @@ class SettingsPanel(QScrollArea):
         for w in (self.mode, self.flash_attn, self.variant, self.split_mode, *self.kv.values()):
             w.currentIndexChanged.connect(self._edited)
         self.exact.toggled.connect(self._edited)
+        self.draft_window.valueChanged.connect(self._edited)
         self.margins.toggled.connect(self._edited)
         self.exact_phases.toggled.connect(self._edited)
 
@@ -299,6 +312,7 @@ class SettingsPanel(QScrollArea):
             self.gpu_layers.setValue(s.n_gpu_layers)
             _select(self.flash_attn, s.flash_attn)
             self.exact.setChecked(s.exact_verify)
+            self.draft_window.setValue(s.draft_window)
             self.margins.setChecked(s.token_margins)
             self.exact_phases.setChecked(s.exact_phases)
             _select(self.kv[("target", "k")], s.target_k)
@@ -515,6 +529,7 @@ class SettingsPanel(QScrollArea):
             n_gpu_layers=self.gpu_layers.value(),
             flash_attn=self.flash_attn.currentData(),
             exact_verify=self.exact.isChecked(),
+            draft_window=_window(self.draft_window.value()),
             token_margins=self.margins.isChecked(),
             exact_phases=self.exact_phases.isChecked(),
             target_k=self.kv[("target", "k")].currentData(),
@@ -580,6 +595,7 @@ FIELD_NAMES = {
     "draft_n_gpu_layers": "GPU layers",
     "flash_attn": "flash attention",
     "exact": "exact verify",
+    "draft_window": "drafter window",
     "target_kv": "target K/V cache",
     "draft_kv": "drafter K/V cache",
     "draft": "drafter",
@@ -605,6 +621,12 @@ def _check(parent, name: str, text: str, tip: str) -> QCheckBox:
     w = QCheckBox(text, parent, objectName=name)
     w.setToolTip(tip)
     return w
+
+
+def _window(v: int) -> int:
+    """A window the engine takes: 0 (the whole context) or at least MIN_DRAFT_WINDOW cells (a spin
+    box cannot leave out 1..127)."""
+    return v if v == 0 else max(v, MIN_DRAFT_WINDOW)
 
 
 def _spin(parent, name: str, lo: int, hi: int, tip: str) -> QSpinBox:

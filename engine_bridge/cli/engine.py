@@ -8,7 +8,16 @@ import threading
 from pathlib import Path
 
 from ..common.placement import SPLIT_MODES, Placement
-from ..runtime.config import KV_TYPES, MODES, THREADS_PER_CORE, EngineConfig, GenerationSettings, KVTypes, thread_cap
+from ..runtime.config import (
+    DEFAULT_DRAFT_WINDOW,
+    KV_TYPES,
+    MODES,
+    THREADS_PER_CORE,
+    EngineConfig,
+    GenerationSettings,
+    KVTypes,
+    thread_cap,
+)
 
 EXIT_OK, EXIT_FAIL, EXIT_UNREADABLE = 0, 1, 2
 
@@ -140,6 +149,14 @@ def add_engine_args(p) -> None:
         "token for token (CPU, and CUDA GPUs with patch 0016, where a tree may still part at a "
         "near-tie; docs/benchmarks.md)",
     )
+    p.add_argument(
+        "--draft-window",
+        type=int,
+        default=DEFAULT_DRAFT_WINDOW,
+        metavar="CELLS",
+        help="the drafter sees only the last CELLS of the context (0: all of it; default "
+        f"{DEFAULT_DRAFT_WINDOW}): the shipped drafter was trained on short conversations and fades in long ones",
+    )
     p.add_argument("--kv-k", default="f16", metavar="TYPE", help=f"target K cache type: {KV_CHOICES} (default f16)")
     p.add_argument("--kv-v", default="f16", metavar="TYPE", help=f"target V cache type: {KV_CHOICES} (default f16)")
     p.add_argument("--draft-kv-k", default=None, metavar="TYPE", help="drafter K cache type (default: the target's)")
@@ -245,6 +262,7 @@ def config_from_args(args) -> EngineConfig:
         draft_placement=dpl,
         rpc_servers=parse_endpoints(getattr(args, "rpc", None)),
         exact=bool(getattr(args, "exact", False)),
+        draft_window=getattr(args, "draft_window", DEFAULT_DRAFT_WINDOW),
     )
 
 

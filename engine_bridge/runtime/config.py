@@ -51,6 +51,12 @@ class KVTypes:
         return f"{self.k}/{self.v}"
 
 
+#: the drafter's context window by default, chosen on a long chat of the training sources'
+#: validation split (benchmarks/bench_long_chat.py); 0 keeps the whole context
+DEFAULT_DRAFT_WINDOW = 512
+MIN_DRAFT_WINDOW = 128
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Everything that needs a (re)load when it changes."""
@@ -81,6 +87,11 @@ class EngineConfig:
     # one-token decode does and greedy speculative output is the target's own, token for token
     # (patch 0005; CPU kernels only: a GPU-offloaded target is refused)
     exact: bool = False
+    # the drafter's context window in cells (0: the whole context). The shipped drafter was trained on
+    # conversations of at most ~700 tokens; in a long chat its commit fades as the context grows, and
+    # a window keeps its attention on the span it learned (docs/benchmarks.md, "A window on the
+    # drafter's context"). DFLASH_DRAFT_WINDOW overrides it.
+    draft_window: int = DEFAULT_DRAFT_WINDOW
 
     def __post_init__(self):
         object.__setattr__(self, "target", Path(self.target))
@@ -91,6 +102,10 @@ class EngineConfig:
         object.__setattr__(self, "rpc_servers", tuple(self.rpc_servers))
         if self.n_ctx and self.n_ctx < 16:
             raise ValueError("n_ctx must be 0 (the model's own) or at least 16")
+        if self.draft_window < 0 or 0 < self.draft_window < MIN_DRAFT_WINDOW:
+            raise ValueError(
+                f"draft window must be 0 (the whole context) or at least {MIN_DRAFT_WINDOW} cells, got {self.draft_window}"
+            )
         if self.n_threads is not None and self.n_threads < 1:
             raise ValueError(f"threads must be at least 1 (or left out: all cores), got {self.n_threads}")
 

@@ -723,6 +723,7 @@ class Engine:
                 max_draft=dr.max_draft,
                 target_layers=dr.target_layers,
                 mask_token=dr.mask_token,
+                draft_window=dr.window,
                 dspark=dr.is_dspark,
                 draft_kv=str(self.config.draft_kv),
                 adapters=[(str(a.path), s) for a, s in dr.adapters],

@@ -328,6 +328,10 @@ class Context(_Handle):
     def seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
         C.llama_memory_seq_cp(self.mem, src, dst, p0, p1)
 
+    def seq_pos_min(self, seq: int) -> int:
+        """The smallest position ``seq`` holds in the KV cache, -1 when it holds none."""
+        return int(C.llama_memory_seq_pos_min(self.mem, seq))
+
     def seq_keep(self, seq: int) -> None:
         C.llama_memory_seq_keep(self.mem, seq)
 

@@ -149,3 +149,23 @@ def test_the_exact_verify_is_a_load_setting_and_reaches_the_engine(qtbot, make_w
         p.apply_button.click()
     assert loaded.args[0].describe["exact"] is True
     assert not p.banner.isVisible()
+
+
+def test_the_drafter_window_is_a_load_setting_held_to_what_the_engine_takes(qtbot, make_window, tiny_pair):
+    """The drafter's window: 512 cells by default, 0 for the whole context; a value the engine
+    would refuse (1-127) is raised to 128; a change needs a reload, and the reloaded drafter runs
+    with it."""
+    w = make_window(n_ctx=2048)
+    load_pair(qtbot, w, tiny_pair)
+    p = w.settings_panel
+    w.side_tabs.setCurrentWidget(p)
+    assert p.draft_window.value() == 512 and w.settings.engine_config().draft_window == 512
+    p.draft_window.setValue(100)
+    assert w.settings.draft_window == 128 and w.settings.engine_config().draft_window == 128
+    assert p.banner.isVisible() and "drafter window" in p.banner_text.text()
+    p.draft_window.setValue(0)
+    assert w.settings.draft_window == 0
+    with qtbot.waitSignal(w.pairLoaded, timeout=LOAD_TIMEOUT_MS) as loaded:
+        p.apply_button.click()
+    assert loaded.args[0].describe["draft_window"] == 0
+    assert not p.banner.isVisible()

@@ -1,0 +1,152 @@
+"""Does the drafter hold up as a chat grows long, and does a window on its context help?
+
+One long conversation: each turn a new user request, answered by the engine (chain speculation,
+greedy), the answer kept in the history, so that the context grows turn by turn as in a user's
+long chat. The same conversation is replayed once per drafter window (``DFLASH_DRAFT_WINDOW``; 0 =
+the whole context). With ``--exact`` (the default; batch-invariant verify) every replay commits
+the target's own tokens, so every window sees the same contexts and only the drafts differ.
+
+Requests come from the training sources' validation split (``--prompts val``: the split used for
+choices) or from MT-Bench's first turns (``--prompts mt-bench``: a public set, for reporting only).
+
+    python benchmarks/bench_long_chat.py --target T.gguf --draft D.gguf --windows 0,512,1024 \
+        --turns 24 --tokens 128 [--prompts val|mt-bench] [--gpu-layers 99] [--json out.json]
+
+Prints the commit length per turn and window, then its mean over context bands; with ``--ar``
+the target alone replays the conversation too, and each band gives chain tok/s over AR's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+from engine_bridge.common.resources import resource
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
+from engine_bridge.runtime import drafter as drafter_mod
+from engine_bridge.runtime.config import EngineConfig, GenerationSettings
+from engine_bridge.runtime.engine import Engine
+from engine_bridge.training import real_prompts
+
+BANDS = (0, 1024, 2048, 4096, 8192, 1 << 30)
+
+
+def requests(which: str, n: int, max_chars: int) -> list[str]:
+    if which == "val":
+        rows = [r["text"] for r in real_prompts.load("val")]
+    elif which == "mt-bench":
+        with open(resource("prompts", "public", "mt_bench.jsonl"), encoding="utf-8") as f:
+            rows = [json.loads(line)["messages"][0]["content"] for line in f if line.strip()]
+    else:
+        raise ValueError(f"--prompts {which!r}: val or mt-bench")
+    rows = [t for t in rows if len(t) <= max_chars]
+    if len(rows) < n:
+        raise ValueError(f"only {len(rows)} requests of at most {max_chars} characters in {which}")
+    return rows[:n]
+
+
+def replay(cfg: EngineConfig, window: int, reqs: list[str], settings: GenerationSettings) -> list[dict]:
+    os.environ[drafter_mod.WINDOW_ENV] = str(window)
+    eng = Engine.load(cfg, preflight=PAIR_PREFLIGHT)
+    try:
+        messages: list[dict] = []
+        turns = []
+        for text in reqs:
+            messages.append({"role": "user", "content": text})
+            toks = eng.tokenize_chat(messages)
+            if len(toks) + settings.max_tokens + 32 >= eng.target_ctx.n_ctx:
+                break
+            t0 = time.perf_counter()
+            res = eng.generate(toks, settings)
+            wall = time.perf_counter() - t0
+            s = res.summary
+            assert s is not None
+            turns.append(
+                {
+                    "context": len(toks),
+                    "commit": round(s.mean_commit_len, 4),
+                    "tok_s": round(s.tok_per_s, 2),
+                    "wall_s": round(wall, 3),
+                    "tokens": list(res.tokens),
+                }
+            )
+            messages.append({"role": "assistant", "content": res.text})
+        return turns
+    finally:
+        eng.close()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--draft", required=True)
+    ap.add_argument("--gpu-layers", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--n-ctx", type=int, default=8192)
+    ap.add_argument("--windows", default="0,512,1024", help="drafter windows in cells (0: the whole context)")
+    ap.add_argument("--prompts", default="val", help="val (the training sources' validation split) or mt-bench")
+    ap.add_argument("--turns", type=int, default=24)
+    ap.add_argument("--tokens", type=int, default=128, help="answer length cap per turn")
+    ap.add_argument("--budget", type=int, default=7)
+    ap.add_argument("--max-chars", type=int, default=1200, help="skip longer requests")
+    ap.add_argument("--fast", action="store_true", help="the fast verify (default: exact, same contexts)")
+    ap.add_argument("--ar", action="store_true", help="replay with the target alone too (x AR per band)")
+    ap.add_argument("--json")
+    a = ap.parse_args(argv)
+    windows = [int(x) for x in a.windows.split(",") if x.strip()]
+    reqs = requests(a.prompts, a.turns, a.max_chars)
+    cfg = EngineConfig(target=a.target, draft=a.draft, n_ctx=a.n_ctx, n_gpu_layers=a.gpu_layers, exact=not a.fast)
+    if a.threads:
+        cfg = cfg.replace(n_threads=a.threads)
+    settings = GenerationSettings(mode="chain", budget=a.budget, max_tokens=a.tokens)
+    runs = {w: replay(cfg, w, reqs, settings) for w in windows}
+    ar = replay(cfg, 0, reqs, settings.replace(mode="ar")) if a.ar else None
+    n = min(len(t) for t in [*runs.values(), *([ar] if ar else [])])
+    same = all(runs[w][i]["tokens"] == runs[windows[0]][i]["tokens"] for w in windows for i in range(n))
+    if ar:
+        same = same and all(ar[i]["tokens"] == runs[windows[0]][i]["tokens"] for i in range(n))
+    print("| turn | context | " + " | ".join(f"window {w or 'off'}" for w in windows) + " |")
+    print("|---|---|" + "---|" * len(windows))
+    for i in range(n):
+        ctx = runs[windows[0]][i]["context"]
+        print(f"| {i + 1} | {ctx} | " + " | ".join(f"{runs[w][i]['commit']:.2f}" for w in windows) + " |")
+    print()
+    print(
+        "| context cells | turns | "
+        + (" AR tok/s | " if ar else "")
+        + " | ".join(f"window {w or 'off'}: commit, tok/s" + (", x AR" if ar else "") for w in windows)
+        + " |"
+    )
+    print("|---|---|" + ("---|" if ar else "") + "---|" * len(windows))
+    bands = []
+    for lo, hi in zip(BANDS, BANDS[1:]):
+        idx = [i for i in range(n) if lo <= runs[windows[0]][i]["context"] < hi]
+        if not idx:
+            continue
+        cells = []
+        row: dict = {"from": lo, "to": hi, "turns": len(idx)}
+        t_ar = statistics.fmean(ar[i]["tok_s"] for i in idx) if ar else 0.0
+        if ar:
+            row["ar_tok_s"] = round(t_ar, 2)
+            cells.append(f"{t_ar:.1f}")
+        for w in windows:
+            c = statistics.fmean(runs[w][i]["commit"] for i in idx)
+            t = statistics.fmean(runs[w][i]["tok_s"] for i in idx)
+            row[str(w)] = {"commit": round(c, 3), "tok_s": round(t, 2)}
+            cells.append(f"{c:.2f}, {t:.1f}" + (f", {t / t_ar:.2f}x" if ar else ""))
+        bands.append(row)
+        print(f"| {lo}-{min(hi, 1 << 20)} | {len(idx)} | " + " | ".join(cells) + " |")
+    print(f"every window's answers identical{' (and AR' + chr(39) + 's)' if ar else ''}: {same}")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump(
+                {"windows": windows, "prompts": a.prompts, "bands": bands, "same": same, "runs": runs, "ar": ar}, fh
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
