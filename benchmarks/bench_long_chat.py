@@ -1,7 +1,7 @@
 """Does the drafter hold up as a chat grows long, and does a window on its context help?
 
-One long conversation: each turn a new user request, answered by the engine (chain speculation,
-greedy), the answer kept in the history, so that the context grows turn by turn as in a user's
+One long conversation: each turn a new user request, answered by the engine (``--mode``: chain,
+tree or auto; greedy), the answer kept in the history, so that the context grows turn by turn as in a user's
 long chat. The same conversation is replayed once per drafter window (``DFLASH_DRAFT_WINDOW``; 0 =
 the whole context). With ``--exact`` (the default; batch-invariant verify) every replay commits
 the target's own tokens, so every window sees the same contexts and only the drafts differ.
@@ -91,6 +91,7 @@ def main(argv=None) -> int:
     ap.add_argument("--turns", type=int, default=24)
     ap.add_argument("--tokens", type=int, default=128, help="answer length cap per turn")
     ap.add_argument("--budget", type=int, default=7)
+    ap.add_argument("--mode", default="chain", choices=("chain", "tree", "auto"), help="speculative mode replayed")
     ap.add_argument("--max-chars", type=int, default=1200, help="skip longer requests")
     ap.add_argument("--fast", action="store_true", help="the fast verify (default: exact, same contexts)")
     ap.add_argument("--ar", action="store_true", help="replay with the target alone too (x AR per band)")
@@ -101,7 +102,7 @@ def main(argv=None) -> int:
     cfg = EngineConfig(target=a.target, draft=a.draft, n_ctx=a.n_ctx, n_gpu_layers=a.gpu_layers, exact=not a.fast)
     if a.threads:
         cfg = cfg.replace(n_threads=a.threads)
-    settings = GenerationSettings(mode="chain", budget=a.budget, max_tokens=a.tokens)
+    settings = GenerationSettings(mode=a.mode, budget=a.budget, max_tokens=a.tokens)
     runs = {w: replay(cfg, w, reqs, settings) for w in windows}
     ar = replay(cfg, 0, reqs, settings.replace(mode="ar")) if a.ar else None
     n = min(len(t) for t in [*runs.values(), *([ar] if ar else [])])
