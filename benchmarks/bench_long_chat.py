@@ -3,8 +3,8 @@
 One long conversation: each turn a new user request, answered by the engine (``--mode``: chain,
 tree or auto; greedy), the answer kept in the history, so that the context grows turn by turn as in a user's
 long chat. The same conversation is replayed once per drafter window (``DFLASH_DRAFT_WINDOW``; 0 =
-the whole context). With ``--exact`` (the default; batch-invariant verify) every replay commits
-the target's own tokens, so every window sees the same contexts and only the drafts differ.
+the whole context). The verify is exact (batch-invariant) unless ``--fast``: every replay then
+commits the target's own tokens, so every window sees the same contexts and only the drafts differ.
 
 Requests come from the training sources' validation split (``--prompts val``: the split used for
 choices) or from MT-Bench's first turns (``--prompts mt-bench``: a public set, for reporting only).

@@ -45,6 +45,20 @@ INT_RANGES: dict[str, tuple[int, int]] = {
 }
 #: the smallest explicit context EngineConfig takes (0 means the model's own)
 MIN_CTX = 16
+#: fields where 0 means "the model's own" / "all of it" and any other value must reach a smallest one
+#: that EngineConfig takes (a spin box cannot leave out 1..smallest-1)
+SMALLEST_NONZERO: dict[str, tuple[int, str]] = {
+    "n_ctx": (MIN_CTX, "context"),
+    "draft_window": (MIN_DRAFT_WINDOW, "window"),
+}
+
+
+def nonzero_floor(name: str, value: int) -> int:
+    """``value`` raised to the field's smallest explicit value, 0 kept (SMALLEST_NONZERO)."""
+    floor = SMALLEST_NONZERO.get(name, (0, ""))[0]
+    return value if value == 0 else max(value, floor)
+
+
 FLOAT_RANGES: dict[str, tuple[float, float]] = {
     "temperature": (0.0, 2.0),
     "top_p": (0.0, 1.0),
@@ -235,10 +249,9 @@ def _decode(raw, default):
 
 def _checked(name: str, value):
     """(value held to the field's range or choices, a note when it changed)."""
-    if name == "n_ctx" and 0 < value < MIN_CTX:  # EngineConfig refuses these: no pair would load
-        return MIN_CTX, f"{value} is below the smallest context {MIN_CTX}; {MIN_CTX} used"
-    if name == "draft_window" and 0 < value < MIN_DRAFT_WINDOW:
-        return MIN_DRAFT_WINDOW, f"{value} is below the smallest window {MIN_DRAFT_WINDOW}; {MIN_DRAFT_WINDOW} used"
+    if name in SMALLEST_NONZERO and nonzero_floor(name, value) != value:  # EngineConfig refuses these
+        floor, what = SMALLEST_NONZERO[name]
+        return floor, f"{value} is below the smallest {what} {floor}; {floor} used"
     if name in INT_RANGES or name in FLOAT_RANGES:
         lo, hi = INT_RANGES.get(name) or FLOAT_RANGES[name]
         if value < lo:

@@ -36,9 +36,9 @@ from PySide6.QtWidgets import (
 )
 
 from engine_bridge.common.placement import Placement
-from engine_bridge.runtime.config import KV_TYPES, MIN_DRAFT_WINDOW, EngineConfig
+from engine_bridge.runtime.config import KV_TYPES, EngineConfig
 
-from .app_settings import FLOAT_RANGES, INT_RANGES, StudioSettings
+from .app_settings import FLOAT_RANGES, INT_RANGES, StudioSettings, nonzero_floor
 
 MODE_LABELS = {
     "chain": "chain (DFlash)",
@@ -525,11 +525,11 @@ class SettingsPanel(QScrollArea):
             top_p=self.top_p.value(),
             max_tokens=self.max_tokens.value(),
             seed=self.seed.value(),
-            n_ctx=self.n_ctx.value(),
+            n_ctx=nonzero_floor("n_ctx", self.n_ctx.value()),
             n_gpu_layers=self.gpu_layers.value(),
             flash_attn=self.flash_attn.currentData(),
             exact_verify=self.exact.isChecked(),
-            draft_window=_window(self.draft_window.value()),
+            draft_window=nonzero_floor("draft_window", self.draft_window.value()),
             token_margins=self.margins.isChecked(),
             exact_phases=self.exact_phases.isChecked(),
             target_k=self.kv[("target", "k")].currentData(),
@@ -621,12 +621,6 @@ def _check(parent, name: str, text: str, tip: str) -> QCheckBox:
     w = QCheckBox(text, parent, objectName=name)
     w.setToolTip(tip)
     return w
-
-
-def _window(v: int) -> int:
-    """A window the engine takes: 0 (the whole context) or at least MIN_DRAFT_WINDOW cells (a spin
-    box cannot leave out 1..127)."""
-    return v if v == 0 else max(v, MIN_DRAFT_WINDOW)
 
 
 def _spin(parent, name: str, lo: int, hi: int, tip: str) -> QSpinBox:

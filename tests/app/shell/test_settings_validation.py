@@ -21,6 +21,7 @@ def _ini(path, lines: dict[str, str], group: str = "studio") -> None:
 
 HOSTILE = {
     "n_ctx": ("999999999999", INT_RANGES["n_ctx"][1]),
+    "draft_window": ("50", 128),  # EngineConfig takes 0 or at least 128
     "budget": ("-5", INT_RANGES["budget"][0]),
     "seed": ("99999999999999999999", INT_RANGES["seed"][1]),
     "max_tokens": ("1e9", StudioSettings().max_tokens),  # not an integer: the default
@@ -51,6 +52,15 @@ def test_each_out_of_range_or_unknown_value_is_reset_and_named(tmp_path, name):
     assert settings.target == "/m/t.gguf"
     settings.engine_config()  # builds: no ValueError from a reset field
     settings.generation_settings()
+
+
+def test_a_context_or_window_below_its_smallest_is_raised_and_zero_is_kept(tmp_path):
+    path = tmp_path / "s.ini"
+    _ini(path, {"n_ctx": "5", "draft_window": "0", "target": "/m/t.gguf"})
+    settings, resets = StudioSettings.load_checked(open_settings(path))
+    assert (settings.n_ctx, settings.draft_window) == (16, 0)
+    assert resets == ["n_ctx: 5 is below the smallest context 16; 16 used"]
+    assert settings.engine_config().draft_window == 0
 
 
 @pytest.mark.parametrize("adapters", ['{"a": 1}', '[["a.gguf", "half"]]', '[["a.gguf", NaN]]', "[[1, 2]]", "nope"])
