@@ -12,8 +12,10 @@ choices) or from MT-Bench's first turns (``--prompts mt-bench``: a public set, f
     python benchmarks/bench_long_chat.py --target T.gguf --draft D.gguf --windows 0,512,1024 \
         --turns 24 --tokens 128 [--prompts val|mt-bench] [--gpu-layers 99] [--json out.json]
 
-Prints the commit length per turn and window, then its mean over context bands; with ``--ar``
-the target alone replays the conversation too, and each band gives chain tok/s over AR's.
+Prints the commit length per turn and window, then its mean over context bands and the whole chat
+(its tokens over its wall time); with ``--ar`` the target alone replays the conversation too, and
+each band gives tok/s over AR's. ``--rounds N`` replays every side N times in rounds (windows, then
+AR) and gives the range of x AR over the rounds: speed moves between replays, commit does not.
 """
 
 from __future__ import annotations
@@ -95,6 +97,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-chars", type=int, default=1200, help="skip longer requests")
     ap.add_argument("--fast", action="store_true", help="the fast verify (default: exact, same contexts)")
     ap.add_argument("--ar", action="store_true", help="replay with the target alone too (x AR per band)")
+    ap.add_argument(
+        "--rounds", type=int, default=1, help="replay every window (and AR) this many times, in rounds, for speed"
+    )
     ap.add_argument("--json")
     a = ap.parse_args(argv)
     windows = [int(x) for x in a.windows.split(",") if x.strip()]
@@ -103,48 +108,86 @@ def main(argv=None) -> int:
     if a.threads:
         cfg = cfg.replace(n_threads=a.threads)
     settings = GenerationSettings(mode=a.mode, budget=a.budget, max_tokens=a.tokens)
-    runs = {w: replay(cfg, w, reqs, settings) for w in windows}
-    ar = replay(cfg, 0, reqs, settings.replace(mode="ar")) if a.ar else None
-    n = min(len(t) for t in [*runs.values(), *([ar] if ar else [])])
-    same = all(runs[w][i]["tokens"] == runs[windows[0]][i]["tokens"] for w in windows for i in range(n))
-    if ar:
-        same = same and all(ar[i]["tokens"] == runs[windows[0]][i]["tokens"] for i in range(n))
+    if a.rounds < 1:
+        raise SystemExit("--rounds: at least 1")
+    # rounds: windows then AR, again and again, so that a machine's slow spell falls on every side
+    rounds: list[dict] = []
+    for _ in range(a.rounds):
+        r = {str(w): replay(cfg, w, reqs, settings) for w in windows}
+        if a.ar:
+            r["ar"] = replay(cfg, 0, reqs, settings.replace(mode="ar"))
+        rounds.append(r)
+    runs = {w: rounds[0][str(w)] for w in windows}
+    ar = rounds[0].get("ar")
+    n = min(len(t) for r in rounds for t in r.values())
+    first = runs[windows[0]]
+    same = all(r[k][i]["tokens"] == first[i]["tokens"] for r in rounds for k in r for i in range(n))
     print("| turn | context | " + " | ".join(f"window {w or 'off'}" for w in windows) + " |")
     print("|---|---|" + "---|" * len(windows))
     for i in range(n):
-        ctx = runs[windows[0]][i]["context"]
-        print(f"| {i + 1} | {ctx} | " + " | ".join(f"{runs[w][i]['commit']:.2f}" for w in windows) + " |")
+        print(
+            f"| {i + 1} | {first[i]['context']} | " + " | ".join(f"{runs[w][i]['commit']:.2f}" for w in windows) + " |"
+        )
     print()
+    spread = a.rounds > 1
     print(
         "| context cells | turns | "
         + (" AR tok/s | " if ar else "")
-        + " | ".join(f"window {w or 'off'}: commit, tok/s" + (", x AR" if ar else "") for w in windows)
+        + " | ".join(
+            f"window {w or 'off'}: commit, tok/s" + (", x AR" + (" (rounds' range)" if spread else "") if ar else "")
+            for w in windows
+        )
         + " |"
     )
     print("|---|---|" + ("---|" if ar else "") + "---|" * len(windows))
     bands = []
-    for lo, hi in zip(BANDS, BANDS[1:]):
-        idx = [i for i in range(n) if lo <= runs[windows[0]][i]["context"] < hi]
+    spans = [(lo, hi) for lo, hi in zip(BANDS, BANDS[1:])] + [(None, None)]
+    for lo, hi in spans:
+        # the last row is the whole chat: its tokens over its wall time, prefills included
+        idx = [i for i in range(n) if lo is None or lo <= first[i]["context"] < hi]
         if not idx:
             continue
+
+        def speed(turns: list[dict], idx: list[int] = idx, whole: bool = lo is None) -> float:
+            if whole:
+                return sum(len(turns[i]["tokens"]) for i in idx) / sum(turns[i]["wall_s"] for i in idx)
+            return statistics.fmean(turns[i]["tok_s"] for i in idx)
+
         cells = []
         row: dict = {"from": lo, "to": hi, "turns": len(idx)}
-        t_ar = statistics.fmean(ar[i]["tok_s"] for i in idx) if ar else 0.0
+        t_ar = [speed(r["ar"]) for r in rounds] if ar else []
         if ar:
-            row["ar_tok_s"] = round(t_ar, 2)
-            cells.append(f"{t_ar:.1f}")
+            row["ar_tok_s"] = round(statistics.fmean(t_ar), 2)
+            cells.append(f"{row['ar_tok_s']:.1f}")
         for w in windows:
             c = statistics.fmean(runs[w][i]["commit"] for i in idx)
-            t = statistics.fmean(runs[w][i]["tok_s"] for i in idx)
-            row[str(w)] = {"commit": round(c, 3), "tok_s": round(t, 2)}
-            cells.append(f"{c:.2f}, {t:.1f}" + (f", {t / t_ar:.2f}x" if ar else ""))
+            t = [speed(r[str(w)]) for r in rounds]
+            row[str(w)] = {"commit": round(c, 3), "tok_s": round(statistics.fmean(t), 2)}
+            cell = f"{c:.2f}, {statistics.fmean(t):.1f}"
+            if ar:
+                x = [tw / ta for tw, ta in zip(t, t_ar)]
+                row[str(w)]["x_ar"] = [round(v, 3) for v in x]
+                cell += f", {statistics.fmean(x):.2f}x" + (f" ({min(x):.2f}-{max(x):.2f})" if spread else "")
+            cells.append(cell)
         bands.append(row)
-        print(f"| {lo}-{min(hi, 1 << 20)} | {len(idx)} | " + " | ".join(cells) + " |")
-    print(f"every window's answers identical{' (and AR' + chr(39) + 's)' if ar else ''}: {same}")
+        label = "whole chat" if lo is None else f"{lo}-{min(hi, 1 << 20)}"
+        print(f"| {label} | {len(idx)} | " + " | ".join(cells) + " |")
+    print(f"every replay's answers identical{' (and AR' + chr(39) + 's)' if ar else ''}: {same}")
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(
-                {"windows": windows, "prompts": a.prompts, "bands": bands, "same": same, "runs": runs, "ar": ar}, fh
+                {
+                    "windows": windows,
+                    "prompts": a.prompts,
+                    "mode": a.mode,
+                    "fast": a.fast,
+                    "bands": bands,
+                    "same": same,
+                    "runs": runs,
+                    "ar": ar,
+                    "rounds": rounds,
+                },
+                fh,
             )
     return 0
 

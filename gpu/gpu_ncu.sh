@@ -74,6 +74,8 @@
 #            then the exact engine alone, chain 7 and auto 7, first EXACT_N (40) prompts per suite
 #   exactlong what the exact verify costs after long prompts (256-7,800 cells): the verify phase and
 #            ms per token, AR and chain 7, fast against exact (bench_exact_prefill.py --decode-lengths)
+#   longchat the drafter window in a long chat (MT-Bench's and the validation split's first turns as
+#            one conversation), chain 7 window off / 512 and auto, against AR (bench_long_chat.py)
 #   exactab  the fast (DFLASH_EXACT=0) against the exact verify (1): phases, as share does
 #   exactloss the fast and exact engines on the first EXACT_N (24) prompts per public suite
 #            (bench_lossless.py --exact: divergences, tok/s, exact / fast), then the exact one alone on
@@ -382,6 +384,24 @@ step_exactlong() {
   timeout ${EXACT_TIMEOUT:-540} python3 benchmarks/bench_exact_prefill.py --target $TREAL --draft $D --gpu-layers 99 \
     --lengths 1024 --reps ${EXACT_REPS:-5} --decode-lengths ${EXACT_LENGTHS:-256,1024,2048,4096,7800} \
     --decode-tokens 64 --json $R/exact-long.json 2>&1 | grep -v "^ggml_cuda_init\|^  Device"
+}
+
+# the drafter window in a long chat on the real pair (benchmarks/bench_long_chat.py): MT-Bench's first
+# LONG_TURNS (30) first turns as one conversation, then the validation split's; chain 7 with the whole
+# context against the default window, and auto, each against the target alone, in LONG_ROUNDS (2)
+# rounds; the fast verify (the GPU's default) for speed, then the exact one for commit on one context
+step_longchat() {
+  wait_real
+  mkdir -p $R/longchat; local p m ex b tag
+  local lc="timeout ${LONG_TIMEOUT:-300} python3 benchmarks/bench_long_chat.py --target $TREAL --draft $D --gpu-layers 99"
+  # LONG_RUNS: PROMPTS:MODE:fast|exact[:BUDGET] each
+  for spec in ${LONG_RUNS:-mt-bench:chain:fast val:chain:fast mt-bench:auto:fast mt-bench:chain:exact}; do
+    IFS=: read p m ex b <<< "$spec"; b=${b:-7}; tag=$p-$m-$ex$( [ "$b" = 7 ] || echo "-b$b" )
+    $lc --prompts $p --mode $m --budget $b --turns ${LONG_TURNS:-30} --windows ${LONG_WINDOWS:-0,512} \
+      $( [ "$ex" = fast ] && echo "--fast --ar --rounds ${LONG_ROUNDS:-2}" ) \
+      --json $R/longchat/$tag.json > $R/longchat/$tag.txt 2>&1
+    echo "longchat $spec rc=$?"; grep -v "^| [0-9]* | [0-9]* |" $R/longchat/$tag.txt | tail -n 9 | cut -c1-220
+  done
 }
 
 # patch 0006 (one greedy argmax for all rows): upstream's per-row argmax (0) against the patch (1)
