@@ -18,7 +18,10 @@
 #       EVAL_SWEEP ("--sweep verify=chain,tree --sweep budget=7,15"); bench JSON + summary in $OUT
 # Environment: GPUS (4), ARMS ("A B"), ARM_GPUS (GPUs per arm; default GPUS / arms), GEN_SECONDS
 #   (240), TRAIN_SECONDS (600), COMMON (train_chat flags of every arm), ARM_A / ARM_B / ARM_C ...
-#   (each arm's own flags, e.g. ARM_B="--ffn 4608"), RUN (/tmp/dflash-ab), BUNDLE.
+#   (each arm's own flags, e.g. ARM_B="--ffn 4608"), RUN (/tmp/dflash-ab), BUNDLE, SHARE_GPUS (1: every
+#   arm trains at once on the same ARM_GPUS GPUs, sharing them -- a one-GPU machine's A/B: each arm
+#   gets part of the GPU, under the same clock, so the arms compare with each other, not with a
+#   sitting that had a GPU per arm).
 # $OUT after `pack X` (<= 8 files): drafter-NN.safetensors, drafter.json, train-log.txt,
 #   run-summary.json, and (the first arm) gen-stats.json + logs.tgz. A wide drafter's shards may take
 #   4-5 files, so each arm is packed by its own call.
@@ -38,7 +41,8 @@ case "${1:-}" in
     target=${2:?target GGUF}; data=${3:?prepared data folder}
     [ -f "$target" ] || { echo "no target $target"; exit 2; }
     [ -f "$data/meta.json" ] || { echo "no prepared data in $data (meta.json)"; exit 2; }
-    [ "$H" -ge 1 ] && [ $((H * NA)) -le "$G" ] || { echo "$NA arms of $H GPUs do not fit in $G GPUs"; exit 2; }
+    [ "$H" -ge 1 ] && { [ $((H * NA)) -le "$G" ] || [ "${SHARE_GPUS:-0}" = 1 ]; } \
+      || { echo "$NA arms of $H GPUs do not fit in $G GPUs (SHARE_GPUS=1: every arm on the same ones)"; exit 2; }
     python3 -c "import gguf" 2>/dev/null || python3 -m pip install -q --no-index --no-deps --no-compile \
       --no-cache-dir --target /tmp/site "$B"/whl/*.whl || { say "wheel install failed"; exit 1; }
     mkdir -p "$RUN"; echo "$ARMS" > "$RUN/arms"
@@ -56,7 +60,7 @@ case "${1:-}" in
       k=0
       for a in $ARMS; do
         v=ARM_$a; flags=${!v:-}
-        devs=$(seq -s, $((k * H)) $((k * H + H - 1)))
+        devs=$(seq -s, $((k * H)) $((k * H + H - 1))); [ "${SHARE_GPUS:-0}" = 1 ] && devs=$(seq -s, 0 $((H - 1)))
         say "arm $a on GPUs $devs: $flags" >&2
         echo "mkdir -p $RUN/$a && ln -sfn $RUN/pool/gen $RUN/$a/gen"
         echo "CUDA_VISIBLE_DEVICES=$devs \$tc --out $RUN/$a --gpus $H --stage train --seconds ${TRAIN_SECONDS:-600} ${COMMON:-} $flags > $RUN/$a.log 2>&1 &"
