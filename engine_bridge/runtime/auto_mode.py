@@ -144,6 +144,17 @@ ESTIMATORS = ("positions", "geometric")
 #: (docs/benchmarks.md, "Auto holds the chain it runs"). DFLASH_AUTO_HOLD=0: no hold (the rule before).
 HOLD_MARGIN = 0.05
 HOLD_ENV = "DFLASH_AUTO_HOLD"
+#: A follow-up request in a conversation probes at its first AR choice (``AutoPolicy.start_request``).
+#: Each user turn may read differently from the last, and the conversation's own earlier answers make
+#: the windowed drafter better as it grows, while the AR probe interval (PROBE_SHARE's floor, ~500 AR
+#: steps on an H200 with its switch cost) spans several answers: in a 30-question MT-Bench chat on an
+#: H200, auto ran AR through most of three answers after one weak one, where chain 7 committed 5.1,
+#: 6.1 and 2.8 tokens a step (docs/benchmarks.md, "The window on the GPU"). Replayed under the H200's
+#: costs (benchmarks/bench_auto_trace.py --chat 30), auto went 1.243 -> 1.335x AR over the validation
+#: split's chat (chain 7 alone 1.396) and 1.026 -> 1.116x over MT-Bench's (1.169). A new conversation
+#: keeps the statistics it has: probing every request took single validation chat prompts from 0.980 to
+#: 0.938x AR. DFLASH_AUTO_REQUEST_PROBE: "0" never (the rule before), "1" every request.
+REQUEST_PROBE_ENV = "DFLASH_AUTO_REQUEST_PROBE"
 #: Calibration re-check: a configuration's recent step walls (lower quartile of RECHECK_WINDOW steps)
 #: more than RECHECK_FACTOR times off the table's figure, either way, make the table suspect; the
 #: next auto request measures it again (not sooner than RECHECK_MIN_S after the last re-check).
@@ -200,6 +211,10 @@ class AutoPolicy:
         #: the speculative choice being run (not a probe), kept through the stay band (STAY_MARGIN)
         self.current: tuple[str, int] | None = None
         self.probe_cheapest = os.environ.get(PROBE_ENV, "").strip() == "cheapest"
+        #: which new requests probe at once: "follow-up" (the default), "every" or "never"
+        self.request_probe = {"0": "never", "1": "every"}.get(
+            os.environ.get(REQUEST_PROBE_ENV, "").strip(), "follow-up"
+        )
         # on unless DFLASH_AUTO_STAY=0, or with the earlier probe rule (which it postdates)
         stay_off = os.environ.get(STAY_ENV, "").strip() == "0" or self.probe_cheapest
         self.stay_margin = 0.0 if stay_off else STAY_MARGIN
@@ -225,6 +240,14 @@ class AutoPolicy:
         self._best, self._probe_target = None, False
         self._walls.clear()
         self.suspect = ""
+
+    def start_request(self, follow_up: bool) -> None:
+        """A new request begins (``follow_up``: it continues the previous one's conversation). Per
+        ``request_probe`` its first AR choice probes; the interval's doubling goes on as after any
+        probe, so a chat that never pays pays one probe a turn."""
+        wanted = self.request_probe == "every" or (self.request_probe == "follow-up" and follow_up)
+        if wanted and self.current is None and self.probe_left == 0:
+            self.since_probe = max(self.since_probe, self.ar_probe_every)
 
     # -- the kind of text ---------------------------------------------------------------------------
     def set_kind(self, kind: str) -> None:
@@ -588,7 +611,7 @@ def recheck(engine, pol: AutoPolicy, progress=None, cancel=None) -> calibration.
 class AutoGeneration(Generation):
     """A Generation whose every step runs the mode and budget the policy picks for it."""
 
-    def __init__(self, engine, settings, on_token, on_step, cancel, on_progress=None):
+    def __init__(self, engine, settings, on_token, on_step, cancel, on_progress=None, follow_up=False):
         pol = getattr(engine, "auto_policy", None)
         if pol is None or (
             engine.drafter is not None
@@ -600,6 +623,8 @@ class AutoGeneration(Generation):
             except calibration.CalibrationCancelled:
                 pol = None  # stopped before any step: the run ends at once as cancelled
         self.policy = pol
+        if isinstance(pol, AutoPolicy):
+            pol.start_request(follow_up)
         self.used: Counter = Counter()
         self._pending = None
         self._feats: np.ndarray | None = None  # features of AR-committed rows not yet in the drafter

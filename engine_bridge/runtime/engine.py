@@ -406,7 +406,12 @@ class Engine:
         tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
         runner: Generation
         if settings.mode == "auto":
-            runner = auto_mode.AutoGeneration(self, settings, on_token, on_step, cancel, on_progress=on_progress)
+            # a follow-up: the prompt holds most of what the last request left in the KV (its prompt
+            # and answer), as the next turn of a chat does; a new conversation shares only the template
+            follow_up = bool(self.kv) and 2 * _common_prefix(self.kv, tokens) >= len(self.kv)
+            runner = auto_mode.AutoGeneration(
+                self, settings, on_token, on_step, cancel, on_progress=on_progress, follow_up=follow_up
+            )
         else:
             runner = Generation(self, settings, on_token, on_step, cancel)
         res = runner.run(tokens)

@@ -650,3 +650,40 @@ def test_a_stop_during_auto_s_first_calibration_ends_the_request_at_once_and_kee
             calibration.measure(eng, cancel=cancel, **QUICK)
         res = eng.generate("Hello world", settings)
         assert len(res.tokens) == 8 and calibration.load_cached(key) is not None
+
+
+@pytest.mark.parametrize(("env", "fresh", "follow_up"), [("", False, True), ("0", False, False), ("1", True, True)])
+def test_which_requests_probe_at_their_start_through_the_engine(deaf_pair, monkeypatch, env, fresh, follow_up):
+    """A chat's follow-up (the next turn, whose prompt holds the last request's prompt and answer)
+    probes at its first step by default; a new conversation does not, until the interval runs out.
+    Through the real engine: a drafter that accepts nothing, under an H200's chain costs, where a
+    probe could pay."""
+    monkeypatch.setenv(auto_mode.REQUEST_PROBE_ENV, env)
+    h200 = {1: 1.74, 2: 1.80, 3: 1.85, 4: 1.89, 7: 2.05, 11: 2.25, 15: 2.39}
+
+    def first_steps(eng, conversation: bool) -> list[bool]:
+        key = calibration.calibration_key(eng.config)
+        eng.calibration = calibration.CostTable(key=key, ar_ms=1.0, chain_ms=h200)  # used as if measured here
+        eng.auto_policy = None
+        eng.reset()
+        probed, prompt = [], []
+        for text in PROMPTS * 2:
+            if conversation:  # the next turn: everything so far, then more
+                prompt = prompt + eng.tokenize(" " + text)
+            else:  # a new conversation
+                eng.reset()
+                prompt = eng.tokenize(text)
+            res = eng.generate(prompt, GenerationSettings(mode="auto", max_tokens=16))
+            probed.append(res.steps[0].drafted > 0)
+            assert any(r.drafted == 0 for r in res.steps), "nothing is accepted: auto returns to AR"
+            eng.auto_policy.recheck_factor = float("inf")  # this machine's step times are not the table's
+            eng.auto_policy.suspect = ""
+            prompt = prompt + list(res.tokens)
+        return probed
+
+    with _load(*deaf_pair) as eng:
+        for conversation, expect in ((False, fresh), (True, follow_up)):
+            probed = first_steps(eng, conversation)
+            assert probed[0]  # a new policy's first choice probes either way
+            # otherwise the failed probe's grown interval keeps the next requests on AR
+            assert probed[1:] == [expect] * (len(probed) - 1), (env, conversation, probed)

@@ -54,3 +54,36 @@ def test_auto_runs_the_chain_that_pays_and_keeps_to_ar_where_none_does(monkeypat
     # b = 0.3: no budget pays (chain 7 at ~0.69x): auto stays with AR but for its probes
     share, speed = simulate_answers(_policy(monkeypatch), 0.3, 24, seed, switch_cost=2.6)
     assert share < 0.05 and speed > 0.97, (share, speed)
+
+
+@pytest.mark.parametrize(("env", "fresh", "follow_up"), [("", False, True), ("0", False, False), ("1", True, True)])
+def test_which_new_requests_probe_at_once(monkeypatch, env, fresh, follow_up):
+    """By default a chat's follow-up probes at its first AR choice and a new conversation waits out
+    the interval; DFLASH_AUTO_REQUEST_PROBE=0 never, =1 always."""
+    monkeypatch.setenv(auto_mode.REQUEST_PROBE_ENV, env)
+
+    def after_a_failed_probe() -> auto_mode.AutoPolicy:
+        pol = _policy(monkeypatch)
+        assert pol.choose() == ("chain", 7) and pol.probing  # the first AR choice probes
+        for _ in range(auto_mode.PROBE_STEPS):
+            pol.observe("chain", 7, 7, 0, probing=True)  # nothing accepted: the probe fails
+            if pol.probe_left:
+                pol.choose()
+        for _ in range(3):
+            assert pol.choose() == ("ar", 0) and not pol.probing
+        return pol
+
+    for is_follow_up, probes in ((False, fresh), (True, follow_up)):
+        pol = after_a_failed_probe()
+        every = pol.ar_probe_every
+        pol.start_request(is_follow_up)
+        assert (pol.choose() == ("chain", 7) and pol.probing) == probes, (env, is_follow_up)
+        assert pol.ar_probe_every >= every  # the interval keeps growing as after any probe
+    # while speculating, a new request changes nothing
+    pol = after_a_failed_probe()
+    for _ in range(40):
+        pol.observe("chain", 7, 7, 7)
+    assert pol.choose()[0] == "chain" and pol.current is not None
+    left = pol.since_probe
+    pol.start_request(True)
+    assert pol.since_probe == left
