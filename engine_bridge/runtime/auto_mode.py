@@ -151,7 +151,7 @@ HOLD_ENV = "DFLASH_AUTO_HOLD"
 #: H200, auto ran AR through most of three answers after one weak one, where chain 7 committed 5.1,
 #: 6.1 and 2.8 tokens a step (docs/benchmarks.md, "The window on the GPU"). Replayed under the H200's
 #: costs (benchmarks/bench_auto_trace.py --chat 30), auto went 1.243 -> 1.335x AR over the validation
-#: split's chat (chain 7 alone 1.396) and 1.026 -> 1.116x over MT-Bench's (1.169). A new conversation
+#: split's chat (chain 7 alone 1.396) and 1.026 -> 1.122x over MT-Bench's (1.169). A new conversation
 #: keeps the statistics it has: probing every request took single validation chat prompts from 0.980 to
 #: 0.938x AR. DFLASH_AUTO_REQUEST_PROBE: "0" never (the rule before), "1" every request.
 REQUEST_PROBE_ENV = "DFLASH_AUTO_REQUEST_PROBE"
