@@ -212,9 +212,12 @@ class AutoPolicy:
         self.current: tuple[str, int] | None = None
         self.probe_cheapest = os.environ.get(PROBE_ENV, "").strip() == "cheapest"
         #: which new requests probe at once: "follow-up" (the default), "every" or "never"
-        self.request_probe = {"0": "never", "1": "every"}.get(
-            os.environ.get(REQUEST_PROBE_ENV, "").strip(), "follow-up"
-        )
+        rp = os.environ.get(REQUEST_PROBE_ENV, "").strip()
+        if rp not in ("", "0", "1"):
+            raise ValueError(
+                f"{REQUEST_PROBE_ENV}={rp!r}: expected 0 (never), 1 (every request) or unset (a chat's follow-ups)"
+            )
+        self.request_probe = {"0": "never", "1": "every"}.get(rp, "follow-up")
         # on unless DFLASH_AUTO_STAY=0, or with the earlier probe rule (which it postdates)
         stay_off = os.environ.get(STAY_ENV, "").strip() == "0" or self.probe_cheapest
         self.stay_margin = 0.0 if stay_off else STAY_MARGIN

@@ -87,3 +87,9 @@ def test_which_new_requests_probe_at_once(monkeypatch, env, fresh, follow_up):
     left = pol.since_probe
     pol.start_request(True)
     assert pol.since_probe == left
+
+
+def test_a_bad_request_probe_setting_is_refused_with_its_name(monkeypatch):
+    monkeypatch.setenv(auto_mode.REQUEST_PROBE_ENV, "yes")
+    with pytest.raises(ValueError, match=auto_mode.REQUEST_PROBE_ENV):
+        _policy(monkeypatch)
