@@ -40,6 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.bench_long_chat import requests as chat_requests  # noqa: E402  (the same long chats)
 from engine_bridge.bench.suites import load_suite  # noqa: E402
 from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT  # noqa: E402
 from engine_bridge.runtime import auto_mode, calibration  # noqa: E402
@@ -58,16 +59,6 @@ def prompts(eng, category: str, n: int, public: bool) -> list[str]:
         rows = [json.loads(line) for line in f]
     texts = [r["text"] for r in rows if r["split"] == "val" and r["category"] == category][:n]
     return [eng.format_chat([{"role": "user", "content": t}]) for t in texts]
-
-
-def chat_requests(which: str, n: int) -> list[str]:
-    """The first n requests of at most 1,200 characters (bench_long_chat's rule)."""
-    if which == "val":
-        with lzma.open(VAL, "rt", encoding="utf-8") as f:
-            rows = [json.loads(line)["text"] for line in f if json.loads(line)["split"] == "val"]
-    else:
-        rows = [p.messages[0][1] for p in load_suite("mt-bench").prompts if p.messages]
-    return [t for t in rows if len(t) <= 1200][:n]
 
 
 def policy(table: calibration.CostTable, max_draft: int, variant: str, switch: float) -> auto_mode.AutoPolicy:
@@ -132,7 +123,7 @@ def cost_run(res, costs: dict, a, tot: Counter) -> None:
 
 def chat(eng, table, costs: dict, a) -> None:
     """--chat: one long conversation per variant, the policy kept across its turns."""
-    reqs = chat_requests(a.chat_prompts, a.chat)
+    reqs = chat_requests(a.chat_prompts, a.chat, 1200)
     per_turn: dict[str, list[tuple[int, float, float]]] = {}
     for variant in a.variants.split(","):
         eng.auto_policy = policy(table, eng.drafter.max_draft, variant, a.switch_cost)
