@@ -50,7 +50,17 @@ def requests(which: str, n: int, max_chars: int) -> list[str]:
     return rows[:n]
 
 
-def replay(cfg: EngineConfig, window: int, reqs: list[str], settings: GenerationSettings) -> list[dict]:
+def replay(
+    cfg: EngineConfig,
+    window: int,
+    reqs: list[str],
+    settings: GenerationSettings,
+    fresh: bool = False,
+    ar_from: int = 0,
+) -> list[dict]:
+    """One replay of the chat. ``fresh``: every turn's prompt is prefilled whole, nothing reused from
+    the turn before; ``ar_from`` > 0: turns from that one (1-based) on are the target's alone, over
+    the cache the earlier turns left (diagnostics: which part of a long chat parts from AR)."""
     os.environ[drafter_mod.WINDOW_ENV] = str(window)
     eng = Engine.load(cfg, preflight=PAIR_PREFLIGHT)
     try:
@@ -61,8 +71,11 @@ def replay(cfg: EngineConfig, window: int, reqs: list[str], settings: Generation
             toks = eng.tokenize_chat(messages)
             if len(toks) + settings.max_tokens + 32 >= eng.target_ctx.n_ctx:
                 break
+            if fresh:
+                eng.reset()
+            turn_settings = settings.replace(mode="ar") if 0 < ar_from <= len(turns) + 1 else settings
             t0 = time.perf_counter()
-            res = eng.generate(toks, settings)
+            res = eng.generate(toks, turn_settings)
             wall = time.perf_counter() - t0
             s = res.summary
             assert s is not None
@@ -100,6 +113,8 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--rounds", type=int, default=1, help="replay every window (and AR) this many times, in rounds, for speed"
     )
+    ap.add_argument("--fresh", action="store_true", help="prefill every turn whole (no cache reuse), every side")
+    ap.add_argument("--ar-from", type=int, default=0, help="replay turns from this one on with the target alone")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
     windows = [int(x) for x in a.windows.split(",") if x.strip()]
@@ -113,9 +128,9 @@ def main(argv=None) -> int:
     # rounds: windows then AR, again and again, so that a machine's slow spell falls on every side
     rounds: list[dict] = []
     for _ in range(a.rounds):
-        r = {str(w): replay(cfg, w, reqs, settings) for w in windows}
+        r = {str(w): replay(cfg, w, reqs, settings, a.fresh, a.ar_from) for w in windows}
         if a.ar:
-            r["ar"] = replay(cfg, 0, reqs, settings.replace(mode="ar"))
+            r["ar"] = replay(cfg, 0, reqs, settings.replace(mode="ar"), a.fresh)
         rounds.append(r)
     runs = {w: rounds[0][str(w)] for w in windows}
     ar = rounds[0].get("ar")
@@ -173,6 +188,10 @@ def main(argv=None) -> int:
         label = "whole chat" if lo is None else f"{lo}-{min(hi, 1 << 20)}"
         print(f"| {label} | {len(idx)} | " + " | ".join(cells) + " |")
     print(f"every replay's answers identical{' (and AR' + chr(39) + 's)' if ar else ''}: {same}")
+    for k in rounds[0]:
+        if k != str(windows[0]):
+            parted = [i + 1 for i in range(n) if rounds[0][k][i]["tokens"] != first[i]["tokens"]]
+            print(f"turns where {k if k == 'ar' else 'window ' + k} parted from window {windows[0]}: {parted[:8]}")
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(

@@ -59,6 +59,14 @@ EXACT_CUDA_PATCH = "0016-batch-invariant-cuda.patch"
 EXACT_ENV = "DFLASH_EXACT"
 
 
+#: The widest batch whose rows the exact verify's kernels compute as one-row decodes compute them
+#: (patch 0016 on CUDA: MMVQ up to 16 columns, the vector attention up to 16 rows; longer batches,
+#: prompts, keep upstream's kernels). An exact engine decodes tokens it decodes again (a drafter's
+#: catch-up, a prefill that starts before what the cache holds) in batches of at most this many, so
+#: their K/V is what AR wrote for them.
+EXACT_ROWS = 16
+
+
 def exact_from_env(config: EngineConfig) -> EngineConfig:
     """``config`` with ``exact`` as $DFLASH_EXACT says ("1" on, "0" off; anything else: unchanged)."""
     v = os.environ.get(EXACT_ENV, "").strip()
@@ -597,9 +605,8 @@ class Engine:
 
         Returns how many of them were already there (reused from the previous request).
         """
-        reuse = _common_prefix(self.kv, tokens)
-        if need_features:
-            reuse = min(reuse, self.dft_valid)
+        common = _common_prefix(self.kv, tokens)
+        reuse = min(common, self.dft_valid) if need_features else common
         self._set_extraction(need_features)
         self.target_ctx.seq_rm(0, reuse, -1)
         self.kv = self.kv[:reuse]
@@ -609,16 +616,23 @@ class Engine:
         todo = tokens[reuse:]
         if len(todo) + reuse >= self.target_ctx.n_ctx:
             raise ContextOverflowError(f"{len(tokens)} tokens do not fit a context of {self.target_ctx.n_ctx}")
-        self._decode_span(todo, reuse, need_features)
+        if self.config.exact and common > reuse:
+            # cached tokens decoded again for the drafter's features (auto's AR steps left it behind):
+            # as AR wrote them, then the new ones batched from where AR's prefill starts them
+            self._decode_span(tokens[reuse:common], reuse, need_features, rows=EXACT_ROWS)
+            self._decode_span(tokens[common:], common, need_features)
+        else:
+            self._decode_span(todo, reuse, need_features)
         self.target_ctx.synchronize()
         return reuse
 
-    def _decode_span(self, tokens: list[int], pos0: int, features: bool) -> None:
-        """Decodes ``tokens`` into the target at pos0.. in n_batch chunks (no outputs) and appends
-        them to ``kv``; with ``features`` (extraction must be on) each chunk's features go into the
-        drafter at the same positions. Asynchronous: the caller synchronises."""
+    def _decode_span(self, tokens: list[int], pos0: int, features: bool, rows: int = 0) -> None:
+        """Decodes ``tokens`` into the target at pos0.. in n_batch chunks (``rows`` > 0: at most that
+        many a chunk; no outputs) and appends them to ``kv``; with ``features`` (extraction must be
+        on) each chunk's features go into the drafter at the same positions. Asynchronous: the
+        caller synchronises."""
         b = self.target_batch
-        step = self.target_ctx.n_batch
+        step = min(rows, self.target_ctx.n_batch) if rows > 0 else self.target_ctx.n_batch
         for off in range(0, len(tokens), step):
             chunk = tokens[off : off + step]
             p = pos0 + off
@@ -637,9 +651,10 @@ class Engine:
         """Gives the drafter the target features of every committed token it lacks (positions
         ``dft_valid .. len(kv)-1``, decoded by the target with extraction off), and turns
         extraction on. Those tokens' target K/V is removed and decoded again in one batch with
-        extraction on: the same tokens at the same positions, so the cache holds what a chain
-        step's verify batch would have written for them. Returns how many tokens were decoded
-        again; 0 when nothing was missing.
+        extraction on (an exact engine: batches of at most EXACT_ROWS, whose rows round as AR's
+        one-row decodes did): the same tokens at the same positions, so the cache holds what a
+        chain step's verify batch would have written for them. Returns how many tokens were
+        decoded again; 0 when nothing was missing.
 
         Raises RuntimeError when the target cannot drop that span (a recurrent or hybrid state
         cannot be rolled back by an arbitrary number of tokens): the caller must then keep
@@ -655,7 +670,7 @@ class Engine:
             raise RuntimeError(f"the target cannot remove positions {lo}.. to re-decode them")
         self.drafter.ctx.seq_rm(0, lo, -1)
         del self.kv[lo:]
-        self._decode_span(span, lo, True)
+        self._decode_span(span, lo, True, rows=EXACT_ROWS if self.config.exact else 0)
         self.target_ctx.synchronize()
         self.drafter.ctx.synchronize()  # the drafter's decodes belong to the catch-up's time
         return len(span)

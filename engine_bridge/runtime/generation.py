@@ -170,6 +170,10 @@ class Generation:
                 last, done = step_fn(last, t0)
                 if done:
                     break
+            if self.unwritten and self.finish in ("eog", "max_tokens"):
+                # a last tree step's kept nodes off its chain: written now, in batch-invariant rows,
+                # as AR leaves them in the cache, rather than prefilled with the next request's prompt
+                self._write_unwritten()
         finally:
             if self.sampler is not None:
                 self.sampler.free()
@@ -298,6 +302,16 @@ class Generation:
                 return n, True
         return n, False
 
+    def _keep_rows(self, n_commit: int) -> int:
+        """How many rows of a verify batch stay in the cache: ``last`` and the committed tokens but
+        the newest, which the next step decodes. A step that ended on end-of-generation keeps its
+        newest committed token too: the row whose pick was the EOG token holds it, verified, and
+        AR leaves it in the cache the same way (its last step decoded it to pick the EOG token).
+        Without it the next request of a chat would prefill that token in its prompt batch, whose
+        kernels round its K/V differently from a one-row decode on a GPU, and an exact chat would
+        part from AR a few turns later (docs/benchmarks.md, "An exact chat parted from AR")."""
+        return n_commit + 1 if self.finish == "eog" else n_commit
+
     def _record(self, rec: StepRecord) -> None:
         if self.s.record_margins:
             rec.margins = tuple(self._margins[: rec.committed])
@@ -399,8 +413,9 @@ class Generation:
         # 4. commit (stream) -- may stop early at EOG or max_tokens
         n_commit, done = self._commit(chosen, n_ok, len(self.steps), t0)
         # rows that enter the KV: `last` and the committed tokens but the newest, which becomes
-        # the next `last` (it is decoded by the next step's verify)
-        keep = n_commit
+        # the next `last` (it is decoded by the next step's verify); after end-of-generation the
+        # newest too (`_keep_rows`), as AR leaves it
+        keep = self._keep_rows(n_commit)
 
         # 5. inject the kept rows' features, then trim both caches
         d.t_native = 0.0
@@ -538,7 +553,7 @@ class Generation:
 
         first = len(self.tokens)
         n_commit, done = self._commit(chosen, len(path), len(self.steps), t0)
-        keep = n_commit  # rows kept: the root and the first keep-1 path nodes
+        keep = self._keep_rows(n_commit)  # rows kept: the root and the first keep-1 path nodes
         if e.record_verify:
             self.verify_batches.append(
                 VerifyBatch(
