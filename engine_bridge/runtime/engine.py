@@ -51,6 +51,7 @@ class TargetSnapshot:
 
     tokens: list[int]
     state: bytes
+    wide_batches: tuple[tuple[int, int], ...] = ()  # Engine.wide_batches for those tokens
 
 
 EXACT_CUDA_PATCH = "0016-batch-invariant-cuda.patch"
@@ -180,6 +181,10 @@ class Engine:
         self.report = report
         self.preflight: Preflight | None = None  # the checks handed to load(), for swap_drafter / set_adapters
         self.kv: list[int] = []
+        #: the target batches of more than EXACT_ROWS rows that wrote ``kv`` (a prompt's chunks), as
+        #: (first, end) positions: an exact engine decodes such tokens again in the same batches,
+        #: since a wide batch's kernels round K/V as no narrower batch does (issue 29)
+        self.wide_batches: list[tuple[int, int]] = []
         self.dft_valid = 0
         self._extracting = False
         self.one_row_graph = False  # patch 0009 on the target context (set when a drafter is attached)
@@ -589,7 +594,7 @@ class Engine:
                 win = vb.seqs[nodes[on_chain - 1]][0] if on_chain else None
                 n_leaves = 1 + max((max(sq) for sq in vb.seqs if sq), default=0)
                 tree_mod.keep_path(tctx, vb.pos, 1 + on_chain, win, n_leaves, range(seqs))
-                self.kv = toks[: vb.pos + 1 + on_chain]
+                self._cut_kv(vb.pos + 1 + on_chain)
                 pending_end = vb.pos + len(vb.rows) if len(vb.rows) > 1 + on_chain else 0
             return out
         finally:
@@ -609,7 +614,8 @@ class Engine:
         reuse = min(common, self.dft_valid) if need_features else common
         self._set_extraction(need_features)
         self.target_ctx.seq_rm(0, reuse, -1)
-        self.kv = self.kv[:reuse]
+        wide = list(self.wide_batches)
+        self._cut_kv(reuse)
         if self.drafter is not None:
             self.drafter.ctx.seq_rm(0, min(reuse, self.dft_valid), -1)
             self.dft_valid = min(reuse, self.dft_valid)
@@ -619,12 +625,37 @@ class Engine:
         if self.config.exact and common > reuse:
             # cached tokens decoded again for the drafter's features (auto's AR steps left it behind):
             # as AR wrote them, then the new ones batched from where AR's prefill starts them
-            self._decode_span(tokens[reuse:common], reuse, need_features, rows=EXACT_ROWS)
+            self._decode_again(tokens[reuse:common], reuse, need_features, wide)
             self._decode_span(tokens[common:], common, need_features)
         else:
             self._decode_span(todo, reuse, need_features)
         self.target_ctx.synchronize()
         return reuse
+
+    def _cut_kv(self, n: int) -> None:
+        """Forgets cached tokens from position ``n`` on (the caller removes their K/V). A wide batch
+        cut short keeps its first part: those rows were still written by the wide batch."""
+        del self.kv[n:]
+        self.wide_batches = [(a, min(b, n)) for a, b in self.wide_batches if a < n]
+
+    def _decode_again(self, tokens: list[int], pos0: int, features: bool, wide: list[tuple[int, int]]) -> None:
+        """Decodes cached ``tokens`` again at pos0.. in the batches that first wrote them, as far as
+        an exact engine can tell: each of ``wide`` (the wide batches before the cut) as one batch,
+        everything else (AR's single rows, verify batches) at most EXACT_ROWS rows a batch, whose
+        rows round as a one-row decode does. Asynchronous, as _decode_span."""
+        end = pos0 + len(tokens)
+        p = pos0
+        for a, b in sorted(wide):
+            if b <= p or a >= end:
+                continue
+            if a > p:
+                self._decode_span(tokens[p - pos0 : a - pos0], p, features, rows=EXACT_ROWS)
+                p = a
+            hi = min(b, end)
+            self._decode_span(tokens[p - pos0 : hi - pos0], p, features, rows=hi - p)
+            p = hi
+        if p < end:
+            self._decode_span(tokens[p - pos0 :], p, features, rows=EXACT_ROWS)
 
     def _decode_span(self, tokens: list[int], pos0: int, features: bool, rows: int = 0) -> None:
         """Decodes ``tokens`` into the target at pos0.. in n_batch chunks (``rows`` > 0: at most that
@@ -643,6 +674,8 @@ class Engine:
             if features:
                 assert self.drafter is not None  # features are extracted for a drafter only
                 self.drafter.inject(self.target_ctx, 0, len(chunk), p)
+            if len(chunk) > EXACT_ROWS:
+                self.wide_batches.append((p, p + len(chunk)))
             self.kv.extend(chunk)
             if features:
                 self.dft_valid = len(self.kv)
@@ -669,8 +702,12 @@ class Engine:
         if not self.target_ctx.seq_rm(0, lo, -1):
             raise RuntimeError(f"the target cannot remove positions {lo}.. to re-decode them")
         self.drafter.ctx.seq_rm(0, lo, -1)
-        del self.kv[lo:]
-        self._decode_span(span, lo, True, rows=EXACT_ROWS if self.config.exact else 0)
+        wide = list(self.wide_batches)
+        self._cut_kv(lo)
+        if self.config.exact:
+            self._decode_again(span, lo, True, wide)
+        else:
+            self._decode_span(span, lo, True)
         self.target_ctx.synchronize()
         self.drafter.ctx.synchronize()  # the drafter's decodes belong to the catch-up's time
         return len(span)
@@ -679,7 +716,9 @@ class Engine:
         """The target's cache as it stands between requests: its tokens and its K/V bytes. On CPU the
         target's own greedy output depends on how its cached prefix was written (batch shapes round
         differently), so a check of a run against "the target alone" must start from this state."""
-        return TargetSnapshot(tokens=list(self.kv), state=self.target_ctx.seq_state(0))
+        return TargetSnapshot(
+            tokens=list(self.kv), state=self.target_ctx.seq_state(0), wide_batches=tuple(self.wide_batches)
+        )
 
     def restore_target(self, snap: "TargetSnapshot", keep: int | None = None) -> None:
         """Puts a ``snapshot_target`` back, keeping its first ``keep`` tokens (default: all), byte for
@@ -689,6 +728,7 @@ class Engine:
         keep = len(snap.tokens) if keep is None else min(keep, len(snap.tokens))
         self.target_ctx.seq_rm(0, keep, -1)
         self.kv = list(snap.tokens[:keep])
+        self.wide_batches = [(a, min(b, keep)) for a, b in snap.wide_batches if a < keep]
 
     def reset(self) -> None:
         """Forgets every cached token (both caches)."""
@@ -696,6 +736,7 @@ class Engine:
         if self.drafter is not None:
             self.drafter.ctx.clear()
         self.kv = []
+        self.wide_batches = []
         self.dft_valid = 0
 
     # -- facts --------------------------------------------------------------------------------------
