@@ -86,6 +86,7 @@ def replay(
                     "tok_s": round(s.tok_per_s, 2),
                     "wall_s": round(wall, 3),
                     "tokens": list(res.tokens),
+                    "steps": s.auto_note,  # auto: which modes ran how often (what a parting ran under)
                 }
             )
             messages.append({"role": "assistant", "content": res.text})

@@ -616,6 +616,7 @@ class AutoGeneration(Generation):
 
     def __init__(self, engine, settings, on_token, on_step, cancel, on_progress=None, follow_up=False):
         pol = getattr(engine, "auto_policy", None)
+        rechecks = pol.rechecks if isinstance(pol, AutoPolicy) else 0
         if pol is None or (
             engine.drafter is not None
             and isinstance(pol, AutoPolicy)
@@ -626,6 +627,8 @@ class AutoGeneration(Generation):
             except calibration.CalibrationCancelled:
                 pol = None  # stopped before any step: the run ends at once as cancelled
         self.policy = pol
+        # the calibration measured again before this request (its time is not the request's)
+        self.rechecked = pol.last_recheck if isinstance(pol, AutoPolicy) and pol.rechecks > rechecks else ""
         if isinstance(pol, AutoPolicy):
             pol.start_request(follow_up)
         self.used: Counter = Counter()
@@ -861,6 +864,8 @@ class AutoGeneration(Generation):
                     f"; drafter caught up {self.catchups} time{'s' if self.catchups > 1 else ''} "
                     f"on {self.catchup_rows} AR tokens"
                 )
+            if self.rechecked:
+                s.auto_note += f"; the calibration was measured again first ({self.rechecked})"
             if self.kind_changes:
                 s.auto_note += f"; the text changed kind {self.kind_changes} time{'s' if self.kind_changes > 1 else ''}"
         return res

@@ -242,12 +242,26 @@ def measure(
     progress=None,
     cancel=None,
 ) -> CostTable:
-    """Measures the cost table on a loaded engine (its KV caches are reset afterwards).
+    """Measures the cost table on a loaded engine. Its caches are put back as they were, byte for
+    byte: a re-check in the middle of a chat (auto_mode.recheck) must not cost the conversation's
+    prefill again, nor write its K/V in prompt batches, which round as the target's own steps did
+    not (an exact auto chat parted from AR after one, H200).
 
     ``cancel`` (a threading.Event): checked before each configuration; once set, the measurement
     stops there with CalibrationCancelled and nothing is kept. (A first auto request waits for the
     whole measurement, seconds on a CPU and far longer on a busy one; a user's stop, or the app
     closing, must not wait for it.)"""
+    held = engine.snapshot_target(drafter=True) if engine.kv else None
+    try:
+        return _measure(engine, chain_budgets, tree_budgets, steps, rounds, prompt, progress, cancel)
+    finally:
+        engine.reset()
+        if held is not None:
+            engine.restore_target(held)
+
+
+def _measure(engine, chain_budgets, tree_budgets, steps, rounds, prompt, progress, cancel) -> CostTable:
+    """measure()'s runs, over whatever the caches held (measure puts them back)."""
     t0 = time.perf_counter()
     key = calibration_key(engine.config)
     cfgs = configurations(engine, chain_budgets, tree_budgets)
@@ -261,7 +275,6 @@ def measure(
 
     def stop_if_cancelled() -> None:
         if cancel is not None and cancel.is_set():
-            engine.reset()
             raise CalibrationCancelled("the calibration was cancelled; nothing was kept")
 
     for mode, b in cfgs[:2]:  # untimed warm-up: first touches of weights and buffers
@@ -276,7 +289,6 @@ def measure(
                 label = "AR" if c[0] == "ar" else f"{c[0]} {c[1]}"
                 progress(f"calibrating {label}: step costs {r * len(cfgs) + i + 1}/{total}")
             walls[c] += _step_walls(engine, tokens, c[0], c[1], steps)
-    engine.reset()
     ms = {c: 1000.0 * lower_quartile(v) for c, v in walls.items() if v}
     table = CostTable(
         key=key,

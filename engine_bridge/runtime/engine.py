@@ -52,6 +52,8 @@ class TargetSnapshot:
     tokens: list[int]
     state: bytes
     wide_batches: tuple[tuple[int, int], ...] = ()  # Engine.wide_batches for those tokens
+    drafter_state: bytes | None = None  # the drafter's cache too (snapshot_target(drafter=True))
+    dft_valid: int = 0  # how many of the tokens the drafter's cache held
 
 
 EXACT_CUDA_PATCH = "0016-batch-invariant-cuda.patch"
@@ -188,6 +190,11 @@ class Engine:
         self.dft_valid = 0
         self._extracting = False
         self.one_row_graph = False  # patch 0009 on the target context (set when a drafter is attached)
+        #: an exact engine on a GPU reads a tree verify's rows on its seeded chain only: a row whose
+        #: ancestors lie behind other branches' masked cells drifts from a one-row decode there
+        #: (bench_drift's "branch" shapes, H200: up to 3.8 logits), so a path that leaves the chain
+        #: commits the first node off it (read from its parent's row, on the chain) and stops
+        self.exact_chain_rows = False
         ok, reason = _tree_support(target)
         # a transformer's KV drops any span of positions; a recurrent/hybrid state cannot be rolled
         # back by an arbitrary number of tokens (auto mode's drafter catch-up needs the former)
@@ -262,6 +269,7 @@ class Engine:
             target.free()
             raise
         eng = cls(config, target, ctx, report)
+        eng.exact_chain_rows = config.exact and config.n_gpu_layers != 0 and bool(gpus)
         eng.devices = devices
         eng.preflight = preflight
         if config.draft is not None:
@@ -712,23 +720,34 @@ class Engine:
         self.drafter.ctx.synchronize()  # the drafter's decodes belong to the catch-up's time
         return len(span)
 
-    def snapshot_target(self) -> "TargetSnapshot":
+    def snapshot_target(self, drafter: bool = False) -> "TargetSnapshot":
         """The target's cache as it stands between requests: its tokens and its K/V bytes. On CPU the
         target's own greedy output depends on how its cached prefix was written (batch shapes round
-        differently), so a check of a run against "the target alone" must start from this state."""
+        differently), so a check of a run against "the target alone" must start from this state.
+        ``drafter``: the drafter's cache too, so that putting it back costs no catch-up."""
+        keep_dft = drafter and self.drafter is not None and self.dft_valid > 0
         return TargetSnapshot(
-            tokens=list(self.kv), state=self.target_ctx.seq_state(0), wide_batches=tuple(self.wide_batches)
+            tokens=list(self.kv),
+            state=self.target_ctx.seq_state(0),
+            wide_batches=tuple(self.wide_batches),
+            drafter_state=self.drafter.ctx.seq_state(0) if keep_dft and self.drafter is not None else None,
+            dft_valid=self.dft_valid if keep_dft else 0,
         )
 
     def restore_target(self, snap: "TargetSnapshot", keep: int | None = None) -> None:
         """Puts a ``snapshot_target`` back, keeping its first ``keep`` tokens (default: all), byte for
-        byte. The drafter's cache is emptied (it catches up on the next drafted request)."""
+        byte. The drafter's cache is put back with it where the snapshot holds it; otherwise it is
+        emptied (it catches up on the next drafted request)."""
         self.reset()  # an empty cache first: a state llama.cpp refuses leaves it empty, not stale
         self.target_ctx.set_seq_state(0, snap.state)
         keep = len(snap.tokens) if keep is None else min(keep, len(snap.tokens))
         self.target_ctx.seq_rm(0, keep, -1)
         self.kv = list(snap.tokens[:keep])
         self.wide_batches = [(a, min(b, keep)) for a, b in snap.wide_batches if a < keep]
+        if snap.drafter_state is not None and self.drafter is not None:
+            self.drafter.ctx.set_seq_state(0, snap.drafter_state)
+            self.dft_valid = min(snap.dft_valid, keep)
+            self.drafter.ctx.seq_rm(0, self.dft_valid, -1)
 
     def reset(self) -> None:
         """Forgets every cached token (both caches)."""

@@ -536,14 +536,16 @@ class Generation:
             # 16 rows x 49k logits took ~160 us of host time a step, the visited ~3 rows ~16 us
             rows = tctx.logits(off + len(tr) + 1)  # output rows only
             pick = lambda row: rows[off + row].argmax()  # noqa: E731 -- same ties as argmax(axis=1)
-        chosen, path = [], []
+        chosen: list[int] = []
+        path: list[int] = []
         node, row = -1, 0
+        chain_rows_only = e.exact_chain_rows  # Engine.exact_chain_rows says why
         while True:
             tok = int(pick(row))
             chosen.append(tok)
             child = tr.children.get(node, {}).get(tok)
-            if child is None:
-                break
+            if child is None or (chain_rows_only and child != len(path)):
+                break  # (off the seeded chain: tok is committed as this row's pick; its row is not read)
             path.append(child)
             node, row = child, child + 1
         if s.record_margins:  # (the target's logits are on the host: record_margins keeps them there)

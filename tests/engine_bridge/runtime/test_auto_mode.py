@@ -506,10 +506,30 @@ def test_a_calibration_that_disagrees_with_the_steps_is_measured_again(tiny_pair
                 break
         assert pol.table is wrong and "steps take" in pol.suspect, pol.suspect
         eng.reset()
-        eng.generate(PROMPTS[1], GenerationSettings(mode="auto", max_tokens=8))
+        res = eng.generate(PROMPTS[1], GenerationSettings(mode="auto", max_tokens=8))
         assert pol.rechecks == 1 and pol.table is not wrong and eng.calibration is pol.table
+        assert "calibration was measured again first (" in res.summary.auto_note, res.summary.auto_note
         assert pol.table.ar_ms < wrong.ar_ms / 4 and not pol.suspect
         assert calibration.load_cached(real.key).ar_ms == pol.table.ar_ms
+
+
+def test_a_calibration_in_the_middle_of_a_chat_puts_both_caches_back(tiny_pair):
+    """A re-check measures in the middle of a conversation (auto_mode.recheck). It must leave the
+    conversation's caches as they were: emptied, the next turn prefilled the whole chat again, in
+    prompt batches whose K/V an exact engine's steps never wrote (an exact auto chat parted from
+    AR at the turn after a re-check, H200)."""
+    with _load(*tiny_pair) as eng:
+        chat = eng.tokenize(PROMPTS[1])
+        res = eng.generate(chat, GenerationSettings(mode="chain", budget=4, max_tokens=24, stop_at_eog=False))
+        assert eng.dft_valid > 0
+        target, dft_valid = eng.snapshot_target(), eng.dft_valid
+        drafter = eng.drafter.ctx.seq_state(0)
+        calibration.measure(eng, **QUICK)
+        assert eng.kv == target.tokens and eng.target_ctx.seq_state(0) == target.state
+        assert eng.dft_valid == dft_valid and eng.drafter.ctx.seq_state(0) == drafter
+        follow = chat + list(res.tokens) + eng.tokenize(" And then?", add_special=False)
+        again = eng.generate(follow, GenerationSettings(mode="chain", budget=4, max_tokens=4, stop_at_eog=False))
+        assert again.summary.n_prompt_reused == len(target.tokens)
 
 
 def _ar_steps_between_probes(

@@ -81,6 +81,25 @@ def test_tree_output_is_token_identical_to_ar(smol, prompts, budget):
     assert off_chain > 0, "no step won off the seeded chain: the case this guards was not run"
 
 
+def test_an_exact_gpu_engine_reads_only_rows_on_the_seeded_chain(smol, prompts):
+    """On a GPU a row whose ancestors sit behind other branches' masked cells drifts from a one-row
+    decode (bench_drift "branch 16", H200: up to 3.8 logits) and an exact tree chat parted from AR.
+    An exact GPU engine (Engine.exact_chain_rows) commits the first node off the chain as its
+    parent's pick and stops there: every step's path runs along the chain, and output is AR's."""
+    smol.record_verify = True
+    smol.exact_chain_rows = True
+    try:
+        for toks in prompts:
+            ar = _gen(smol, toks, "ar").tokens
+            tree = _gen(smol, toks, "tree", 15)
+            assert tree.tokens == ar
+            for vb in tree.verify_batches:
+                assert list(vb.rows) == list(range(len(vb.rows))), vb.rows  # the root, then chain nodes
+    finally:
+        smol.record_verify = False
+        smol.exact_chain_rows = False
+
+
 @pytest.mark.parametrize("kind", ["chain", "tree", "branch"])
 def test_verify_rows_replayed_equal_one_token_decodes(smol, prompts, kind):
     """Every committed row of every verify batch -- positions, the ancestor mask through sequence
