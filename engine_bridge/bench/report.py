@@ -287,6 +287,7 @@ def _row_dict(result: BenchResult, row: BenchRow, reps: dict[int, list[Measureme
         "ts_ci_hi": ts["ci_hi"] if ts else None,
         "draft_filename": model.get("draft_filename", e.draft.name if e.draft else "") if row.kind == "spec" else "",
         "budget": row.budget,
+        "p_min": row.p_min if row.p_min is not None else (result.spec.p_min if row.kind == "spec" else 0.0),
         "verify_mode": row.verify_mode,
         "draft_variant": variant_label(row.draft_variant) if row.kind == "spec" else "",
         "draft_n": per_rep_sum("n_drafted"),

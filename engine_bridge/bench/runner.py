@@ -40,7 +40,7 @@ from ..runtime.config import KV_TYPES, EngineConfig, GenerationSettings, KVTypes
 from ..common.errors import EngineError, UnsupportedSettingError
 
 #: Sweep axes and the names they may also be given on the command line.
-AXES = ("budget", "verify_mode", "type_k", "type_v", "draft_variant")
+AXES = ("budget", "verify_mode", "type_k", "type_v", "draft_variant", "p_min")
 AXIS_ALIASES = {
     "verify": "verify_mode",
     "mode": "verify_mode",
@@ -108,6 +108,14 @@ def _parse_value(axis: str, v: str):
         if v not in SPEC_MODES:
             raise SweepError(f"verify_mode {v!r}: choose from {', '.join(SPEC_MODES)}")
         return v
+    if axis == "p_min":
+        try:
+            p = float(v)
+        except ValueError:
+            raise SweepError(f"p_min {v!r} is not a number") from None
+        if not 0.0 <= p <= 1.0:
+            raise SweepError("p_min must be between 0 and 1")
+        return p
     if axis in ("type_k", "type_v"):
         if v not in KV_TYPES:
             raise SweepError(f"{axis} {v!r}: choose from {', '.join(KV_TYPES)}")
@@ -150,6 +158,7 @@ class BenchConfig:
     target_kv: KVTypes
     draft_variant: str
     swept: tuple[str, ...] = ()  # the axes that vary, so labels show only what differs
+    p_min: float | None = None  # a chain's draft cut (GenerationSettings.p_min); None: the spec's
 
     @property
     def label(self) -> str:
@@ -164,6 +173,8 @@ class BenchConfig:
                     parts.append(f"kv={self.target_kv}")
             elif axis == "draft_variant":
                 parts.append(f"draft={variant_label(self.draft_variant)}")
+            elif axis == "p_min":
+                parts.append(f"p_min={self.p_min:g}")
         return " ".join(parts)
 
 
@@ -195,11 +206,11 @@ class BenchSpec:
         if self.verify_mode not in SPEC_MODES:
             raise ValueError(f"verify_mode must be one of {', '.join(SPEC_MODES)}")
 
-    def settings(self, mode: str, budget: int, rep: int) -> GenerationSettings:
+    def settings(self, mode: str, budget: int, rep: int, p_min: float | None = None) -> GenerationSettings:
         return GenerationSettings(
             mode=mode,
             budget=budget,
-            p_min=self.p_min,
+            p_min=self.p_min if p_min is None else p_min,
             exact_phases=self.exact_phases,
             max_tokens=self.max_tokens,
             temperature=self.temperature,
@@ -247,7 +258,7 @@ def expand_sweep(spec: BenchSpec) -> list[BenchConfig]:
     """The cartesian product of the sweep axes, in the order the axes were given."""
     sw = spec.sweep
     base_kv = spec.engine.target_kv
-    axes = [a for a in ("kv", "type_k", "type_v", "draft_variant", "verify_mode", "budget") if a in sw]
+    axes = [a for a in ("kv", "type_k", "type_v", "draft_variant", "verify_mode", "budget", "p_min") if a in sw]
     swept = tuple(a for a in sw if a in axes)
     values = [sw[a] for a in axes]
     configs = []
@@ -262,6 +273,7 @@ def expand_sweep(spec: BenchSpec) -> list[BenchConfig]:
                 target_kv=kv,
                 draft_variant=point.get("draft_variant", BASE_VARIANT),
                 swept=swept,
+                p_min=point.get("p_min"),
             )
         )
     return configs
@@ -302,6 +314,7 @@ class BenchRow:
     error: str = ""
     notes: list[str] = field(default_factory=list)
     model: dict = field(default_factory=dict)  # filenames, sizes, parameter counts
+    p_min: float | None = None  # a swept p_min (None: the spec's, GenerationSettings.p_min)
 
 
 @dataclass
@@ -355,7 +368,8 @@ def plan_rows(spec: BenchSpec) -> list[tuple[BenchRow, BenchConfig | None]]:
         )
         order = list(dict.fromkeys(c.draft_variant for c in cfgs))
         for c in sorted(cfgs, key=lambda c: order.index(c.draft_variant)):
-            plan.append((BenchRow(c.id, "spec", c.label, c.verify_mode, c.budget, kv, c.draft_variant, ar_id), c))
+            row = BenchRow(c.id, "spec", c.label, c.verify_mode, c.budget, kv, c.draft_variant, ar_id, p_min=c.p_min)
+            plan.append((row, c))
     return plan
 
 
@@ -562,12 +576,12 @@ class _Runner:
         try:
             if spec.warmup:
                 self._say("warmup", row)
-                self._generate(eng, prompts[0], spec.settings(mode, budget, 0))
+                self._generate(eng, prompts[0], spec.settings(mode, budget, 0, row.p_min))
             judge: list[tuple[Measurement, str, int, str]] = []
             for p, text in zip(spec.suite.prompts, prompts):
                 if self.cancel.is_set():
                     return
-                res = self._generate(eng, text, spec.settings(mode, budget, rep))
+                res = self._generate(eng, text, spec.settings(mode, budget, rep, row.p_min))
                 if res.summary.finish_reason == "cancelled":
                     continue  # an interrupted generation is not a measurement; the check above ends the round
                 s = res.summary

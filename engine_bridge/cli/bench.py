@@ -55,7 +55,7 @@ def register(sub) -> None:
         default=[],
         metavar="AXIS=V1,V2",
         help="sweep an axis (repeatable; product of all): budget, verify_mode, kv (K/V pair), "
-        "type_k, type_v, draft_variant (base | drafter.gguf | lora:PATH@SCALE)",
+        "type_k, type_v, draft_variant (base | drafter.gguf | lora:PATH@SCALE), p_min (a chain's draft cut)",
     )
     b.add_argument(
         "--baseline",

@@ -348,10 +348,27 @@ class Drafter:
         """Drafts up to ``n`` tokens after ``last`` (which sits at ``pos``).
 
         Returns (tokens, logits_view) where logits_view holds the n rows the draft was read from
-        (None when the argmax ran on the backend); tokens stops early below ``p_min``.
+        (None when the argmax or the top-k ran on the backend); tokens stops early below ``p_min``
+        (with a backend top-k, the probability is normalised over its candidates).
         """
         n_rows, first_out, row0 = self._decode_block(last, pos, n)
         t0 = time.perf_counter()
+        if self.ctx.backend_top_k > 0:
+            # p_min on a GPU (p_min_top_k_backend): the device's top-k, no vocabulary-sized rows
+            ids, lg = self.ctx.sampled_top_k(first_out, n)  # synchronises: the end of the draft decode
+            rows = np.arange(n)
+            best = lg.argmax(axis=1)
+            tokens = ids[rows, best].astype(np.int64)
+            if p_min > 0.0:
+                # normalised over the k candidates: at least the vocabulary's probability, so this
+                # cuts where the host's rule would, or later
+                p = 1.0 / np.exp(lg - lg[rows, best][:, None]).sum(axis=1)
+                low = np.nonzero(p < p_min)[0]
+                if low.size:
+                    tokens = tokens[: int(low[0])]
+            self.ctx.seq_rm(0, pos, -1)
+            self.t_native += time.perf_counter() - t0
+            return tokens, None
         if self.ctx.backend_greedy:
             # argmax ran on the device; reading a token synchronises: the end of the draft decode
             tokens = np.fromiter((self.ctx.sampled_token(i) for i in range(first_out, first_out + n)), np.int64, n)
@@ -404,6 +421,17 @@ class Drafter:
         if on == "auto":
             big = self.model.n_vocab >= BACKEND_TOP_K_MIN_VOCAB or budget >= BACKEND_TOP_K_MIN_BUDGET
             on = "backend" if big and self.on_gpu else "host"
+        return BACKEND_TOP_K if on == "backend" else 0
+
+    def p_min_top_k_backend(self) -> int:
+        """How many candidates a chain step with ``p_min`` should take from a backend top-k sampler
+        (0: the host reads the block's logits). Where the drafter runs on a GPU the host's logits
+        cost a vocabulary-sized copy per block row (16 x 49k floats on the default pair) and the
+        device argmax gives no probability; patch 0007's top-k gives both in one launch.
+        $DFLASH_TREE_TOP_K ("host" / "backend") decides here too, for A/B runs."""
+        on = tree_top_k_on()
+        if on == "auto":
+            on = "backend" if self.on_gpu else "host"
         return BACKEND_TOP_K if on == "backend" else 0
 
     def free(self) -> None:

@@ -227,7 +227,8 @@ class Generation:
         """Greedy runs take the target's argmax on the backend (chain and AR); tree steps may take
         the drafter's top-K there (``Drafter.tree_top_k_backend``).
 
-        The target needs raw logits for temperature sampling; the drafter for p_min. Tree
+        The target needs raw logits for temperature sampling; the drafter for p_min, unless a top-k
+        sampler gives the drafter's candidates on the device (``Drafter.p_min_top_k_backend``). Tree
         verification reads the target's logits on the host unless tree_argmax_on() says "backend"
         (then each leaf sequence gets a greedy sampler: llama.cpp picks an output's sampler by
         the entry's first sequence id).
@@ -246,8 +247,10 @@ class Generation:
             if tree:
                 kb = e.drafter.tree_top_k_backend(s.budget)
                 e.drafter.ctx.set_backend_top_k(max(kb, s.tree_top_k) if on and kb else 0)
+            elif on and self.mode == "chain" and s.p_min > 0:
+                e.drafter.ctx.set_backend_top_k(e.drafter.p_min_top_k_backend())
             else:
-                e.drafter.ctx.set_backend_greedy(on and self.mode == "chain" and s.p_min <= 0)
+                e.drafter.ctx.set_backend_greedy(on and self.mode == "chain")
 
     # -- picking the target's token ----------------------------------------------------------------
     def _target_choices(self, ctx: Context, n_rows: int, draft: np.ndarray) -> list[int]:

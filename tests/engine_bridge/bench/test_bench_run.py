@@ -338,3 +338,24 @@ def test_chat_prompts_go_through_the_targets_template(tiny_engine):
     text = p.render(tiny_engine.format_chat)
     assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
     assert p.messages[-1][1] in text
+
+
+def test_a_p_min_sweep_runs_each_cut_on_its_own_row(engine_config):
+    """p_min is a sweep axis (issue 28's A/B of a chain cut where the drafter is unsure): each value a
+    row of its own, labelled and reported, the cut one drafting less for the same tokens."""
+    from engine_bridge.bench.report import build_report
+
+    assert parse_sweep(["p_min=0,0.25"])["p_min"] == [0.0, 0.25]
+    for bad in ("p_min=1.5", "p_min=x"):
+        with pytest.raises(SweepError):
+            parse_sweep([bad])
+    res = run_bench(make_spec(engine_config, ["p_min=0,0.999999"]))
+    rows = [r for r in res.rows if r.kind == "spec"]
+    assert [r.p_min for r in rows] == [0.0, 0.999999] and rows[1].label == "p_min=0.999999"
+    assert all(r.status == "ok" for r in res.rows)
+    drafted = [sum(m.summary["n_drafted"] for m in res.of_row(r.id)) for r in rows]
+    assert drafted[1] < drafted[0]
+    tokens = [{(m.prompt_id, m.rep): m.tokens for m in res.of_row(r.id)} for r in rows]
+    assert tokens[0] == tokens[1]
+    report = build_report(res)
+    assert [r["p_min"] for r in report["rows"] if r["verify_mode"] != "ar"] == [0.0, 0.999999]

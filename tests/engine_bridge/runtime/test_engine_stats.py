@@ -99,3 +99,38 @@ def test_exact_phases_only_add_a_sync_and_never_change_the_tokens(tiny_engine, m
     monkeypatch.setenv(drafter_mod.SYNC_INJECT_ENV, "yes")
     with pytest.raises(ValueError, match="DFLASH_SYNC_INJECT"):
         drafter_mod.sync_inject_on()
+
+
+def test_p_min_on_the_backend_top_k_cuts_where_the_host_would_or_later(tiny_engine, monkeypatch):
+    """On a GPU p_min reads the drafter's top-k from the device (Drafter.p_min_top_k_backend): its
+    probability is normalised over the k candidates, so it is at least the vocabulary's and a cut
+    comes where the host's logits would put it, or later; the drafts before it are the same."""
+    import numpy as np
+
+    from engine_bridge.runtime import drafter as drafter_mod
+
+    eng = tiny_engine
+    eng.reset()
+    res = eng.generate("Hello", GenerationSettings(mode="chain", budget=8, max_tokens=12, stop_at_eog=False))
+    d, last, pos = eng.drafter, res.tokens[-1], len(eng.kv)
+    n = min(8, d.max_draft)
+    d.ctx.set_backend_top_k(0)
+    host, logits = d.draft(last, pos, n)
+    logits = np.asarray(logits, np.float64)
+    p = 1.0 / np.exp(logits - logits.max(axis=1, keepdims=True)).sum(axis=1)
+    p_min = float(np.sort(p)[len(p) // 2])  # cuts about half-way on the host
+    cut_host, _ = d.draft(last, pos, n, p_min)
+    assert len(cut_host) < n  # half the rows lie below the median
+    assert d.ctx.set_backend_top_k(drafter_mod.BACKEND_TOP_K)
+    full, none = d.draft(last, pos, n)
+    cut_dev, _ = d.draft(last, pos, n, p_min)
+    assert none is None and list(full) == list(host)  # the top candidate is the argmax
+    assert len(cut_dev) >= len(cut_host) and list(cut_dev) == list(host[: len(cut_dev)])
+    d.ctx.set_backend_top_k(0)
+    # and through a run: the device's top-k where $DFLASH_TREE_TOP_K says backend, the target's tokens
+    monkeypatch.setenv(drafter_mod.TREE_TOP_K_ENV, "backend")
+    eng.reset()
+    ar = eng.generate("Hello", GenerationSettings(mode="ar", max_tokens=24))
+    eng.reset()
+    cut = eng.generate("Hello", GenerationSettings(mode="chain", budget=8, max_tokens=24, p_min=p_min))
+    assert d.ctx.backend_top_k == drafter_mod.BACKEND_TOP_K and cut.tokens == ar.tokens
