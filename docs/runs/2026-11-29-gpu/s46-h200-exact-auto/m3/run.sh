@@ -1,4 +1,4 @@
-# ran from the project root on the GPU machine as tmp_*.sh (run_ab.sh was tmp_ab.sh)
+# ran from the project root on the GPU machine as tmp_*.sh (tmp_ab.sh was ../../s45-h200-exact-chat/run_ab.sh, unchanged)
 # issue 29: after the fixes (a calibration puts the chat's caches back; an exact GPU tree reads only its
 # seeded chain's rows): tree 15 and 7 and auto (3 rounds) over the exact MT-Bench chat, against AR (one H200)
 export PYTHONPATH=/tmp/lcp_site:/tmp/site:. DFLASH_FA_ALL_QUANTS=0 DFLASH_DATA_DIR=/tmp/dd3 PYTHONUNBUFFERED=1
