@@ -85,7 +85,7 @@ class EngineConfig:
     rpc_servers: tuple[str, ...] = ()
     # the exact verify (issue 29): batch-invariant kernels, so that every verified row rounds as a
     # one-token decode does and greedy speculative output is the target's own, token for token
-    # (patch 0005; CPU kernels only: a GPU-offloaded target is refused)
+    # (patch 0005 on CPU, 0016 on CUDA; other GPU backends and RPC devices are refused)
     exact: bool = False
     # the drafter's context window in cells (0: the whole context). The shipped drafter was trained on
     # conversations of at most ~700 tokens; in a long chat its commit fades as the context grows, and
