@@ -56,6 +56,7 @@ FLAGS: dict[str, str] = {
     "kl": "--kl",
     "train_frac": "--train-frac",
     "labels": "--labels",
+    "val_seqs": "--val-seqs",
     "every_temperature": "--every-temperature",
     "init": "--init",
 }

@@ -40,6 +40,10 @@ from .multi_gpu import shard_of
 # the card and docs/benchmarks.md say why: 3 drafter layers (not 5: the step of a 135M target is
 # launch-bound and every drafter layer is paid at every step), 32 anchors per sequence (not 512: our
 # sequences are ~400 tokens, not 3k), the clock rather than epochs as the budget.
+#: Validation sequences scored at each check (the first ones of the held-out split, the same every
+#: time): the selection of the kept step reads them. Tests and quick runs pass fewer (val_seqs).
+VAL_SEQS = 256
+
 DEFAULTS: dict[str, Any] = dict(
     gen_seconds=180.0,
     seconds=540.0,
@@ -328,6 +332,7 @@ def train(
     n_ff: int | None = None,
     labels: str = "tokens",
     group=None,
+    val_seqs: int = VAL_SEQS,
 ) -> dict:
     import torch
     import torch.nn.functional as F
@@ -449,7 +454,7 @@ def train(
         g = torch.Generator().manual_seed(seed + 1)
         parts = []
         with torch.no_grad():
-            for i in range(0, min(len(va_idx), 256), batch):
+            for i in range(0, min(len(va_idx), max(1, val_seqs)), batch):
                 parts.append(step_loss(va_idx[i : i + batch].tolist(), block_size, g, mode="tokens"))
         drafter.train()
         return (
@@ -668,6 +673,7 @@ def run(
     train_frac: float = 1.0,
     n_ff: int | None = None,
     labels: str = "tokens",
+    val_seqs: int = VAL_SEQS,
     threads: int | None = None,
     shard: tuple[int, int] = (0, 1),
     gpus: int = 1,
@@ -799,6 +805,7 @@ def run(
                 train_frac=train_frac,
                 n_ff=n_ff,
                 labels=labels,
+                val_seqs=val_seqs,
                 resume=resume,
                 log=log_,
                 progress=progress,
@@ -925,6 +932,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         help="slot labels: the responses' own tokens (default), the target's argmax after each prefix, "
         "or that argmax only along the target's greedy continuation from the anchor (rollout)",
     )
+    ap.add_argument(
+        "--val-seqs",
+        type=_checked(int, lambda v: v >= 1, "a positive integer"),
+        default=VAL_SEQS,
+        help=f"held-out sequences scored at each check (default {VAL_SEQS}; fewer: a quicker, noisier choice)",
+    )
 
 
 def _checked(cast, ok: Callable[[Any], bool], what: str):
@@ -999,6 +1012,7 @@ def kwargs_from(a) -> dict:
         kl=a.kl,
         train_frac=a.train_frac,
         labels=a.labels,
+        val_seqs=a.val_seqs,
         every_temperature=a.every_temperature,
         init=a.init,
         shard=a.shard,

@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 
 RUN_TIMEOUT_MS = 300_000
 #: a tiny CPU run: 2 prompts per category, short answers, a few small steps (the trainer's own knobs)
-TINY = dict(n_per_category=2, max_new=16, gen_batch=8, batch=2, anchors=4, ckpt_every=1e9)
+TINY = dict(n_per_category=2, max_new=16, gen_batch=8, batch=2, anchors=4, ckpt_every=1e9, val_seqs=8)
 
 
 @pytest.fixture(scope="session")

@@ -140,6 +140,7 @@ def test_two_gpus_from_one_call_generate_join_and_train(tiny, tmp_path):
         anchors=4,
         max_steps=4,
         ckpt_every=0.0,
+        val_seqs=8,
         log=lines.append,
     )
     assert s["generate"]["shards"] == 2 and s["generate"]["n"] > 0
@@ -216,6 +217,7 @@ def test_a_group_of_one_changes_nothing(tiny, pool, tmp_path):
         anchors=4,
         max_steps=2,
         ckpt_every=0.0,
+        val_seqs=8,
         log=lambda s: None,
     )
     assert s["train"]["world"] == 1 and s["train"]["global_batch"] == 2 and s["train"]["replicas_agree"]

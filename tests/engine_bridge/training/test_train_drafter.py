@@ -169,7 +169,9 @@ def test_torch_target_follows_llama_cpp_on_smollm2(smol_data):
 
 
 # -- a tiny run, end to end --------------------------------------------------------------------------------------
-TINY = dict(device="cpu", max_prompts=16, gen_batch=8, max_new=16, n_layer=1, batch=4, anchors=4, ckpt_every=0.0)
+TINY = dict(
+    device="cpu", max_prompts=16, gen_batch=8, max_new=16, n_layer=1, batch=4, anchors=4, ckpt_every=0.0, val_seqs=8
+)
 
 
 @pytest.fixture(scope="module")
@@ -727,10 +729,18 @@ def test_ablation_flags_are_checked():
 
     ap = argparse.ArgumentParser()
     train_chat.add_arguments(ap)
-    a = ap.parse_args(["--kl", "0.5", "--train-frac", "0.25", "--gamma", "4", "--labels", "argmax"])
+    a = ap.parse_args(["--kl", "0.5", "--train-frac", "0.25", "--gamma", "4", "--labels", "argmax", "--val-seqs", "8"])
     kw = train_chat.kwargs_from(a)
     assert (kw["kl"], kw["train_frac"], kw["gamma"], kw["labels"]) == (0.5, 0.25, 4.0, "argmax")
-    for bad in (["--train-frac", "0"], ["--train-frac", "1.5"], ["--kl", "-1"], ["--kl", "x"], ["--labels", "soft"]):
+    assert kw["val_seqs"] == 8 and train_chat.kwargs_from(ap.parse_args([]))["val_seqs"] == train_chat.VAL_SEQS
+    for bad in (
+        ["--train-frac", "0"],
+        ["--train-frac", "1.5"],
+        ["--kl", "-1"],
+        ["--kl", "x"],
+        ["--labels", "soft"],
+        ["--val-seqs", "0"],
+    ):
         with pytest.raises(SystemExit):
             ap.parse_args(bad)
 
