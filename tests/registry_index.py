@@ -14,10 +14,12 @@ CHUNK = 64 << 10
 
 
 class Pace:
-    """Seconds to wait after each chunk; ``stop`` ends every stream (the server's shutdown)."""
+    """Seconds to wait after each chunk past the first ``free`` bytes; ``stop`` ends every stream
+    (the server's shutdown)."""
 
-    def __init__(self, delay: float = 0.0):
+    def __init__(self, delay: float = 0.0, free: int = 0):
         self.delay = delay
+        self.free = free  # bytes of each file sent before the first wait
         self.stop = threading.Event()
 
 
@@ -50,7 +52,7 @@ def serving(wheels: dict[str, Path], pace: Pace):
                     for i in range(0, len(data), CHUNK):
                         self.wfile.write(data[i : i + CHUNK])
                         self.wfile.flush()
-                        if pace.stop.wait(pace.delay):
+                        if i + CHUNK > pace.free and pace.stop.wait(pace.delay):
                             return
                 except (BrokenPipeError, ConnectionResetError):
                     return  # the client went away (a cancelled pip)

@@ -61,7 +61,9 @@ def test_the_fetch_reports_the_bytes_pip_downloads(tmp_path, index, payload):
 
 def test_a_cancelled_fetch_stops_pip_at_once_and_leaves_nothing(tmp_path, index, payload):
     url, pace = index
-    pace.delay = 30.0  # one chunk, then a long stall: only the cancel can end it soon
+    # pip reports progress per 256 KiB it has read: those come at once, then a long stall that only
+    # the cancel can end soon (a stall from the first chunk on held the first report back 90 s)
+    pace.delay, pace.free = 30.0, 320 << 10
     cancel = threading.Event()
     started: list[float] = []
 
