@@ -602,7 +602,7 @@ class Engine:
                 win = vb.seqs[nodes[on_chain - 1]][0] if on_chain else None
                 n_leaves = 1 + max((max(sq) for sq in vb.seqs if sq), default=0)
                 tree_mod.keep_path(tctx, vb.pos, 1 + on_chain, win, n_leaves, range(seqs))
-                self._cut_kv(vb.pos + 1 + on_chain)
+                self.kv = toks[: vb.pos + 1 + on_chain]  # the root and the kept run: now cached
                 pending_end = vb.pos + len(vb.rows) if len(vb.rows) > 1 + on_chain else 0
             return out
         finally:
