@@ -362,10 +362,7 @@ class Drafter:
             if p_min > 0.0:
                 # normalised over the k candidates: at least the vocabulary's probability, so this
                 # cuts where the host's rule would, or later
-                p = 1.0 / np.exp(lg - lg[rows, best][:, None]).sum(axis=1)
-                low = np.nonzero(p < p_min)[0]
-                if low.size:
-                    tokens = tokens[: int(low[0])]
+                tokens = _cut_below(tokens, lg, lg[rows, best], p_min)
             self.ctx.seq_rm(0, pos, -1)
             self.t_native += time.perf_counter() - t0
             return tokens, None
@@ -378,12 +375,7 @@ class Drafter:
         logits = self.ctx.logits(n_rows)[row0 : row0 + n]  # synchronises: the end of the draft decode
         tokens = logits.argmax(axis=1)
         if p_min > 0.0:
-            # probability of the greedy token: 1 / sum(exp(l - l_max)), row by row
-            top = logits[np.arange(n), tokens][:, None]
-            p = 1.0 / np.exp(logits - top).sum(axis=1)
-            low = np.nonzero(p < p_min)[0]
-            if low.size:
-                tokens = tokens[: int(low[0])]
+            tokens = _cut_below(tokens, logits, logits[np.arange(n), tokens], p_min)
         # the noise block's K/V must not stay in the drafter's cache
         self.ctx.seq_rm(0, pos, -1)
         self.t_native += time.perf_counter() - t0
@@ -442,6 +434,14 @@ class Drafter:
         self.inject_batch.free()
         self.ctx.free()
         self.model.free()
+
+
+def _cut_below(tokens: np.ndarray, logits: np.ndarray, top: np.ndarray, p_min: float) -> np.ndarray:
+    """``tokens`` up to the first row whose greedy probability, 1 / sum(exp(l - l_top)) over that
+    row's ``logits``, is below ``p_min`` (a chain's draft cut, GenerationSettings.p_min)."""
+    p = 1.0 / np.exp(logits - top[:, None]).sum(axis=1)
+    low = np.nonzero(p < p_min)[0]
+    return tokens[: int(low[0])] if low.size else tokens
 
 
 def _gpu_build() -> bool:
