@@ -9,7 +9,11 @@ pair once and measures, on that one engine:
 * one speculative row per configuration (budget x verify mode x draft variant),
 
 in rounds: repetition ``r`` of every row, in plan order, before repetition ``r + 1`` of any, so that
-a drift of the machine's speed over minutes falls on every row alike.
+a drift of the machine's speed over minutes falls on every row alike. With ``round_prompts`` = N a
+round is cut into blocks of N prompts, each row running a block before the next row takes the same
+block: rows then lie seconds apart, not a whole suite's minutes (on the H200 a row's speed moved by
+up to 14 % between rounds of one process, docs/benchmarks.md, "Auto on the full public sets, in
+blocks of prompts").
 
 Fairness rules: every generation starts from empty KV caches (``reset``), so every run pays its
 full prefill and time to first token; each row's round begins with one untimed warm-up generation
@@ -197,12 +201,15 @@ class BenchSpec:
     warmup: bool = True
     check_pair: bool = True
     sweep: dict[str, list] = field(default_factory=dict)
+    round_prompts: int = 0  # prompts per block of a round, each row in turn (0: the whole suite)
 
     def __post_init__(self):
         if self.engine.draft is None:
             raise ValueError("the bench compares speculative decoding with the baseline: give a drafter")
         if self.reps < 1:
             raise ValueError("reps must be at least 1")
+        if self.round_prompts < 0:
+            raise ValueError("round_prompts must be 0 (the whole suite) or more")
         if self.verify_mode not in SPEC_MODES:
             raise ValueError(f"verify_mode must be one of {', '.join(SPEC_MODES)}")
 
@@ -235,6 +242,7 @@ class BenchSpec:
             "base_seed": self.base_seed,
             "seeds": [self.base_seed + r for r in range(self.reps)],
             "warmup": self.warmup,
+            "round_prompts": self.round_prompts,
             "check_pair": self.check_pair,
             "sweep": {k: [str(v) for v in vs] for k, vs in self.sweep.items()},
             "engine": {
@@ -455,23 +463,29 @@ class _Runner:
             # ms for many runs in a row, in AR and auto alike: docs/benchmarks.md, "Where auto
             # loses to AR on the GPU"); rows run one after the other put such a drift between the
             # baseline and a row, rounds spread it over all of them.
+            # Blocks (round_prompts): each row runs a block of prompts before the next row takes the
+            # same block, so a drift of seconds, not of a whole suite's minutes, lies between rows.
+            pairs = list(zip(self.spec.suite.prompts, prompts))
+            size = self.spec.round_prompts or len(pairs) or 1
+            blocks = [pairs[i : i + size] for i in range(0, len(pairs), size)]
             for rep in range(self.spec.reps):
-                for row, cfg in group:
-                    if self.cancel.is_set():
-                        break
-                    if row.status == "failed":
-                        continue
-                    row.model = self._model_facts(eng)
-                    if cfg is not None:
-                        try:
-                            self._apply_variant(eng, cfg.draft_variant)
-                        except (EngineError, OSError, ValueError) as exc:
-                            self.variant = None  # the drafter may be half-swapped: re-apply next time
-                            label = variant_label(cfg.draft_variant)
-                            self._skip(row, "failed", f"draft variant {label}: {exc}", units=self._left(row, done))
+                for block in blocks:
+                    for row, cfg in group:
+                        if self.cancel.is_set():
+                            break
+                        if row.status == "failed":
                             continue
                         row.model = self._model_facts(eng)
-                    self._run_round(eng, row, prompts, rep, done)
+                        if cfg is not None:
+                            try:
+                                self._apply_variant(eng, cfg.draft_variant)
+                            except (EngineError, OSError, ValueError) as exc:
+                                self.variant = None  # the drafter may be half-swapped: re-apply next time
+                                label = variant_label(cfg.draft_variant)
+                                self._skip(row, "failed", f"draft variant {label}: {exc}", units=self._left(row, done))
+                                continue
+                            row.model = self._model_facts(eng)
+                        self._run_round(eng, row, block, rep, done)
             for row, _ in group:
                 if row.status == "failed":
                     continue
@@ -565,20 +579,21 @@ class _Runner:
         part = near_tie.parting(eng, eng.tokenize(text), ref, tokens, replay=True)
         return part.to_dict() if part is not None else None
 
-    def _run_round(self, eng, row: BenchRow, prompts: list[str], rep: int, done: dict[str, int]) -> None:
-        """Repetition ``rep`` of every prompt on ``row``: an untimed warm-up first (the row before
-        left other graphs, samplers and extraction set up), then the timed generations, then the
-        judge of this round's greedy speculative runs. A failure fails the row with the engine's
-        reason; a cancel stops between generations (``_run_group`` settles the statuses)."""
+    def _run_round(self, eng, row: BenchRow, prompts: list, rep: int, done: dict[str, int]) -> None:
+        """Repetition ``rep`` of ``prompts`` (a block of (prompt, rendered text) pairs) on ``row``: an
+        untimed warm-up first (the row before left other graphs, samplers and extraction set up),
+        then the timed generations, then the judge of this block's greedy speculative runs. A
+        failure fails the row with the engine's reason; a cancel stops between generations
+        (``_run_group`` settles the statuses)."""
         spec = self.spec
         mode = "ar" if row.kind == "ar" else row.verify_mode
         budget = row.budget or spec.budget
         try:
             if spec.warmup:
                 self._say("warmup", row)
-                self._generate(eng, prompts[0], spec.settings(mode, budget, 0, row.p_min))
+                self._generate(eng, prompts[0][1], spec.settings(mode, budget, 0, row.p_min))
             judge: list[tuple[Measurement, str, int, str]] = []
-            for p, text in zip(spec.suite.prompts, prompts):
+            for p, text in prompts:
                 if self.cancel.is_set():
                     return
                 res = self._generate(eng, text, spec.settings(mode, budget, rep, row.p_min))

@@ -64,6 +64,15 @@ def register(sub) -> None:
         help="row every delta is measured against: id, label or index (default: the AR row)",
     )
     b.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up generation per row")
+    b.add_argument(
+        "--round-prompts",
+        type=int,
+        default=0,
+        metavar="N",
+        help="each row runs N prompts before the next row takes the same N, so a machine whose speed "
+        "drifts over minutes lies seconds, not a suite, between rows (each block has its own warm-up; "
+        "default 0: every row runs the whole suite in turn)",
+    )
     b.add_argument("--out", "--json", dest="json_path", metavar="PATH", help="write the JSON report")
     b.add_argument("--csv", dest="csv_path", metavar="PATH", help="write the rows as CSV")
     b.add_argument("--md", dest="md_path", metavar="PATH", help="write a Markdown report")
@@ -128,6 +137,7 @@ def run(args) -> int:
             top_p=args.top_p,
             base_seed=args.seed,
             warmup=not args.no_warmup,
+            round_prompts=args.round_prompts,
             check_pair=not args.no_check,
             sweep=parse_sweep(args.sweep),
         )

@@ -196,6 +196,46 @@ def test_rows_run_in_rounds_so_a_drift_falls_on_every_row(engine_config, monkeyp
     assert [m.rep for m in res.measurements] == [0] * (3 * N_PROMPTS) + [1] * (3 * N_PROMPTS)
 
 
+def test_rows_take_blocks_of_prompts_in_turn_when_asked(engine_config, monkeypatch):
+    """round_prompts=1: every row runs prompt 1 (after its warm-up on it), then every row prompt 2,
+    so a drift of the machine's speed lies seconds, not a whole suite, between a row and its
+    baseline; the measurements and the judge's verdicts are those of whole rounds."""
+    from engine_bridge.bench import runner
+
+    order = []
+    gen = runner._Runner._generate
+
+    def spy(self, eng, text, settings):
+        order.append((settings.mode, settings.budget, settings.seed, text))
+        return gen(self, eng, text, settings)
+
+    monkeypatch.setattr(runner._Runner, "_generate", spy)
+    spec = make_spec(engine_config, ["budget=2,4"], base_seed=3, round_prompts=1)
+    assert spec.to_dict()["round_prompts"] == 1
+    res = run_bench(spec)
+    assert [r.status for r in res.rows] == ["ok"] * 3
+    texts = list(dict.fromkeys(t for *_, t in order))
+    assert len(texts) == N_PROMPTS
+    # blocks of (warm-up, timed run): each row on one prompt, the rows in plan order, prompt by prompt
+    blocks = [order[i : i + 2] for i in range(0, len(order), 2)]
+    assert len(blocks) == 3 * N_PROMPTS * REPS
+    expect = [
+        (mode, budget, text)
+        for _ in range(REPS)
+        for text in texts
+        for mode, budget in (("ar", None), ("chain", 2), ("chain", 4))
+    ]
+    got = [(b[0][0], b[0][1] if b[0][0] != "ar" else None, b[1][3]) for b in blocks]
+    assert got == expect
+    assert all(b[0][3] == b[1][3] for b in blocks)  # the warm-up runs the block's own prompt
+    assert [b[1][2] for b in blocks] == [3] * (3 * N_PROMPTS) + [4] * (3 * N_PROMPTS)
+    assert [len(res.of_row(r.id)) for r in res.rows] == [REPS * N_PROMPTS] * 3
+    report = build_report(res)
+    assert all(row["lossless"] is True for row in report["rows"][1:])
+    with pytest.raises(ValueError, match="round_prompts"):
+        make_spec(engine_config, round_prompts=-1)
+
+
 def test_a_row_that_cannot_run_fails_alone_with_its_reason(engine_config, tmp_path):
     # a drafter built for another hidden size: the pair check refuses it when the variant is applied
     bad = synth.write_drafter(tmp_path / "wrong-width.gguf", synth.TargetSpec(), synth.DrafterSpec(n_embd=32))
