@@ -133,6 +133,13 @@ class BenchView(QWidget):
         self.limit_spin.setSpecialValueText("all")
         self.reps_spin = QSpinBox(objectName="benchRepsSpin", minimum=1, maximum=100, value=3)
         self.tokens_spin = QSpinBox(objectName="benchMaxTokensSpin", minimum=1, maximum=8192, value=64)
+        self.block_spin = QSpinBox(objectName="benchBlockSpin", minimum=0, maximum=10000, value=0)
+        self.block_spin.setSpecialValueText("whole suite")
+        self.block_spin.setToolTip(
+            "Each configuration runs this many prompts before the next one takes the same prompts. "
+            "A GPU's speed can drift by 10 % over a minute; small blocks put seconds, not a whole "
+            "suite, between a configuration and its baseline (each block has its own warm-up)."
+        )
         self.budget_edit = QLineEdit("15", objectName="benchBudgetEdit")
         self.verify_edit = QLineEdit("chain", objectName="benchVerifyEdit")
         self.kv_edit = QLineEdit("", objectName="benchKvEdit", placeholderText="pair's K/V, or e.g. f16,q8_0/q8_0")
@@ -152,6 +159,7 @@ class BenchView(QWidget):
         form.addRow("Prompts", self.limit_spin)
         form.addRow("Repetitions", self.reps_spin)
         form.addRow("Max tokens", self.tokens_spin)
+        form.addRow("Prompts per turn", self.block_spin)
         sweep = QFormLayout()
         sweep.addRow("Budget", self.budget_edit)
         sweep.addRow("Verify mode", self.verify_edit)
@@ -305,6 +313,7 @@ class BenchView(QWidget):
             suite=suite,
             reps=self.reps_spin.value(),
             max_tokens=self.tokens_spin.value(),
+            round_prompts=self.block_spin.value(),
             budget=single.get("budget", [15])[0],
             verify_mode=single.get("verify_mode", ["chain"])[0],
             sweep=parsed,

@@ -100,6 +100,24 @@ def test_cancel_keeps_what_finished(qtbot, view):
     assert view.run_button.isEnabled() and not view.cancel_button.isEnabled()
 
 
+def test_prompts_per_turn_reach_the_run(qtbot, view):
+    """The tab's "Prompts per turn" is the bench's round_prompts: with 1, the rows take the suite's
+    prompts one at a time in turn, and the report says so."""
+    assert view.build_spec().round_prompts == 0  # default: every row runs the whole suite in turn
+    view.block_spin.setValue(1)
+    view.budget_edit.setText("2")
+    with qtbot.waitSignal(view.runFinished, timeout=RUN_TIMEOUT_MS) as done:
+        assert view.start()
+    report = done.args[0]
+    qtbot.waitUntil(lambda: not view.running, timeout=10_000)
+    assert report["settings"]["round_prompts"] == 1
+    assert all(r["status"] == "ok" for r in report["rows"])
+    # runs arrive prompt by prompt, each row in turn, repetition by repetition
+    order = [(r["rep"], r["prompt_id"], r["row_id"]) for r in report["runs"]]
+    prompts = list(dict.fromkeys(p for _, p, _ in order))
+    assert order == [(rep, p, row) for rep in range(2) for p in prompts for row in ("ar", "c0")]
+
+
 def test_bad_inputs_are_reported_not_run(qtbot, view):
     view.budget_edit.setText("4,zero")
     assert not view.start()
