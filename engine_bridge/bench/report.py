@@ -529,7 +529,12 @@ def context_lines(report: dict) -> list[tuple[str, str]]:
             "generation",
             f"{s['reps']} reps (seeds {s['seeds']}), max_tokens {s['max_tokens']}, temperature "
             f"{s['temperature']}, budget {s['budget']}, verify {s['verify_mode']}, p_min {s['p_min']}, "
-            f"warm-up {'on' if s['warmup'] else 'off'}",
+            f"warm-up {'on' if s['warmup'] else 'off'}, "
+            + (
+                f"rows in turn on blocks of {s['round_prompts']} prompts"
+                if s.get("round_prompts")
+                else "each row on the whole suite in turn"
+            ),
         ),
         ("sweep", ", ".join(f"{k}={','.join(v)}" for k, v in s["sweep"].items()) or "none"),
         (

@@ -232,6 +232,9 @@ def test_rows_take_blocks_of_prompts_in_turn_when_asked(engine_config, monkeypat
     assert [len(res.of_row(r.id)) for r in res.rows] == [REPS * N_PROMPTS] * 3
     report = build_report(res)
     assert all(row["lossless"] is True for row in report["rows"][1:])
+    from engine_bridge.bench.report import to_markdown
+
+    assert "rows in turn on blocks of 1 prompts" in to_markdown(report)  # the report says how rows took turns
     with pytest.raises(ValueError, match="round_prompts"):
         make_spec(engine_config, round_prompts=-1)
 
