@@ -171,6 +171,23 @@ def one_row_scheduler_on() -> bool:
     return os.environ.get(ONE_ROW_SCHED_ENV, "").strip() != "0"
 
 
+#: Environment variable: the row count up to which the target's all-output batches get a graph slot
+#: each (patch 0017; 0 or 1: only patch 0009's one-row slot), for A/B measurements.
+ROW_SLOTS_ENV = "DFLASH_ROW_SLOTS"
+#: A verify has at most 16 rows (budget 15), so every verify width gets its own slot: the first verify
+#: after a prompt, auto's probes of other budgets and a chain cut short (p_min) then reuse their graphs.
+ROW_SLOTS = 16
+
+
+def row_slots_wanted() -> int:
+    """Patch 0017's row count for a target paired with a drafter: $DFLASH_ROW_SLOTS, else ROW_SLOTS."""
+    raw = os.environ.get(ROW_SLOTS_ENV, "").strip()
+    try:
+        return min(max(int(raw), 0), ROW_SLOTS) if raw else ROW_SLOTS
+    except ValueError:
+        raise ValueError(f"{ROW_SLOTS_ENV}={raw!r}: expected a row count from 0 to {ROW_SLOTS}") from None
+
+
 class Engine:
     def __init__(self, config: EngineConfig, target: Model, target_ctx: Context, report=None):
         self.config = config
@@ -190,6 +207,7 @@ class Engine:
         self.dft_valid = 0
         self._extracting = False
         self.one_row_graph = False  # patch 0009 on the target context (set when a drafter is attached)
+        self.row_slots = 0  # patch 0017's row count on the target context (likewise; 0: not in use)
         #: an exact engine on a GPU reads a tree verify's rows on its seeded chain only: a row whose
         #: ancestors lie behind other branches' masked cells drifts from a one-row decode there
         #: (bench_drift's "branch" shapes, H200: up to 3.8 logits), so a path that leaves the chain
@@ -303,6 +321,9 @@ class Engine:
         # auto mode alternates the target's AR steps (one row) with verifies and probes (several):
         # with patch 0009 each keeps its graph (and CUDA graph) instead of rebuilding it at every switch
         self.one_row_graph = one_row_scheduler_on() and llama_ffi.set_one_row_scheduler(self.target_ctx.ptr, True)
+        # patch 0017: every verify width keeps its graph too (0 where the build lacks it or 0009 is off)
+        slots = row_slots_wanted() if self.one_row_graph else 0
+        self.row_slots = slots if slots > 1 and llama_ffi.set_row_slots(self.target_ctx.ptr, slots) else 0
 
     def swap_drafter(self, path: str | os.PathLike, *, check: bool = True) -> None:
         """Replaces the drafter file (e.g. a quantised variant) without reloading the target.

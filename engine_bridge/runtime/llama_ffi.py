@@ -248,6 +248,21 @@ def set_one_row_scheduler(ctx, on: bool) -> bool:
     return _patched_switch("llama_set_one_row_scheduler", ctx, on)
 
 
+def set_row_slots(ctx, max_rows: int) -> bool:
+    """Patch 0017's ``llama_set_row_slots``: the context's batches of up to ``max_rows`` rows (at most
+    16), every row an output, get a graph slot and a scheduler per row count, so AR steps, verifies of
+    several widths and prompts in between each keep their graph (1: patch 0009's one-row slot only;
+    0: none). False when this build lacks the patch."""
+    try:
+        fn = _lib.llama_set_row_slots
+    except AttributeError:
+        return False
+    fn.argtypes = [ctx_p, ctypes.c_int32]
+    fn.restype = None
+    fn(ctx, int(max_rows))
+    return True
+
+
 __all__ = [
     "C",
     "EngineUnavailableError",
@@ -263,6 +278,7 @@ __all__ = [
     "set_batch_invariant",
     "set_no_output_scheduler",
     "set_one_row_scheduler",
+    "set_row_slots",
 ]
 
 
