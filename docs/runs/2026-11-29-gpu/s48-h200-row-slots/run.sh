@@ -1,4 +1,6 @@
-# ran from the project root on the GPU machine as tmp_s48.sh STEP ... (one H200, one held machine)
+# ran from the project root on the GPU machine as tmp_s48.sh STEP ... (one H200, one held machine):
+#   take build | take | take wait slots | keepout ab0 ab16 | ab16 ab0 | ledger; then, inline, the ledger
+#   with DFLASH_ROW_SLOTS=0 and 16 (st0.tgz: gpu_auto_steps.py ... --json $OUT/st0/humaneval-s$S.json)
 # issue 28/29, patch 0017 (a graph slot per verify width): its GPU A/B. Steps:
 #   build            wheels + the engine built with packaging/patches/ (0001-0012, 0015-0017) in the background
 #   wait             until the build is done; then the build packed for later sittings ($W/keep)
