@@ -163,6 +163,15 @@ RECHECK_FACTOR = 1.5
 RECHECK_MIN_S = 120.0
 #: A new kind of text (text_kind) counts once the tracker has said it after this many steps in a row.
 KIND_STEPS = 2
+#: While speculating, auto weighs its choice again every this many steps, and runs the one it holds in
+#: between; the steps' outcomes are learnt in one go before each decision. Its Python ran 85.8 us a
+#: step outside the steps on an H200 against chain's 14.0 (2.9 % of its time on HumanEval;
+#: docs/benchmarks.md, "Where auto's time goes, step by step"): right after a step's native work the
+#: policy's few hundred bytecodes run from cold caches, 3-4x their time in a tight loop. The
+#: estimates move slowly (EMA 0.025: ~40 steps), so a decision 1-3 steps late costs little; probes
+#: start and end on time. DFLASH_AUTO_DECIDE_EVERY=1: every step (the rule before).
+DECIDE_EVERY = 4
+DECIDE_ENV = "DFLASH_AUTO_DECIDE_EVERY"
 #: What the policy keeps per kind of text: each kind has its own commit lengths, acceptance, failed
 #: probes and probe schedule.
 _PER_KIND = ("commit", "n_obs", "_acc", "_pos", "fails", "since_probe", "ar_probe_every")
@@ -189,8 +198,7 @@ class AutoPolicy:
         self.fails: Counter = Counter()  # failed probes per (mode, budget)
         self.since_probe = AR_PROBE_FIRST  # nothing known yet: the first AR choice probes at once
         self.ar_probe_every = AR_PROBE_FIRST
-        self.chain_budgets = sorted(b for m, b in self.costs if m == "chain")
-        self.tree_budgets = sorted(b for m, b in self.costs if m == "tree")
+        self._index_costs()
         self.kind = text_kind.PROSE
         self._kinds: dict[str, dict] = {}  # the other kinds' statistics (_PER_KIND)
         self._best: breakeven.Choice | None = None  # best() until the next observation (cache)
@@ -198,6 +206,13 @@ class AutoPolicy:
         #: observation resets _best, and with it these)
         self._est: dict[tuple[str, int], float | None] | None = None
         self._probe_target: tuple[str, int] | None | bool = False  # False: not computed yet
+        #: the geometric commit at each draft depth (_depths) for the acceptance _geo_a (_geo)
+        self._geo_a: float | None = None
+        self._geo_v: dict[int, float] = {}
+        #: steps left that run the held choice without weighing it (DECIDE_EVERY), and the
+        #: outcomes of the steps since the last decision, not learnt yet (_learn)
+        self._hold_left = 0
+        self._unlearnt: list[tuple[str, int, int, int, bool]] = []
         self._walls: dict[tuple[str, int], deque] = {}  # recent step walls (s) per configuration
         self.suspect = ""  # why the cost table disagrees with the steps measured ("" if it does not)
         self.recheck_factor = RECHECK_FACTOR
@@ -228,6 +243,11 @@ class AutoPolicy:
             self.hold_margin = (0.0 if self.probe_cheapest else HOLD_MARGIN) if not hold else max(float(hold), 0.0)
         except ValueError:
             raise ValueError(f"{HOLD_ENV}={hold!r}: expected a share such as 0.05 (0: no hold)") from None
+        every = os.environ.get(DECIDE_ENV, "").strip()
+        try:
+            self.decide_every = max(int(every), 1) if every else DECIDE_EVERY
+        except ValueError:
+            raise ValueError(f"{DECIDE_ENV}={every!r}: expected a step count such as 4 (1: every step)") from None
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"{ESTIMATOR_ENV}={self.estimator!r}: expected one of {', '.join(ESTIMATORS)}")
         ema = os.environ.get(EMA_ENV, "").strip()
@@ -237,9 +257,39 @@ class AutoPolicy:
             except ValueError:
                 pass
 
+    def _index_costs(self) -> None:
+        """What the per-step work reads of the cost table, computed once per table: the budgets, their
+        keys, and each configuration's (key, cost, draft depth) for _alternative."""
+        self.chain_budgets = sorted(b for m, b in self.costs if m == "chain")
+        self.tree_budgets = sorted(b for m, b in self.costs if m == "tree")
+        self._chain_keys = [(b, ("chain", b)) for b in self.chain_budgets]
+        self._tree_keys = [("tree", b) for b in self.tree_budgets]
+        # a tree's prior is a chain as deep as it may grow (prior())
+        self._alt_items = [
+            (k, c, k[1] if k[0] == "chain" else min(k[1], self.max_draft)) for k, c in self.costs.items()
+        ]
+        self._depths = sorted({d for _, _, d in self._alt_items})
+        self._geo_a = None
+
+    def _geo(self, a: float) -> dict[int, float]:
+        """breakeven.geometric_commit(a, d) for every depth the table needs, computed once per
+        acceptance (the same expression, so the same floats): observe, the estimates and
+        _alternative all read it in the same step."""
+        if a != self._geo_a:
+            al = min(max(a, 0.0), 1.0)
+            if al >= 1.0:
+                self._geo_v = {d: float(d + 1) for d in self._depths}
+            else:
+                inv = 1.0 - al
+                self._geo_v = {d: (1.0 - al ** (d + 1)) / inv for d in self._depths}
+            self._geo_a = a
+        return self._geo_v
+
     def set_table(self, table: calibration.CostTable) -> None:
         """New step costs (a re-measured table of the same key); what was learnt about the pair stays."""
+        self._learn()
         self.table, self.costs = table, table.costs()
+        self._index_costs()
         self._best, self._probe_target = None, False
         self._walls.clear()
         self.suspect = ""
@@ -248,6 +298,8 @@ class AutoPolicy:
         """A new request begins (``follow_up``: it continues the previous one's conversation). Per
         ``request_probe`` its first AR choice probes; the interval's doubling goes on as after any
         probe, so a chat that never pays pays one probe a turn."""
+        self._learn()
+        self._hold_left = 0  # (a new request decides at its first step)
         wanted = self.request_probe == "every" or (self.request_probe == "follow-up" and follow_up)
         if wanted and self.current is None and self.probe_left == 0:
             self.since_probe = max(self.since_probe, self.ar_probe_every)
@@ -259,6 +311,8 @@ class AutoPolicy:
         at once."""
         if kind == self.kind:
             return
+        self._learn()  # (the steps so far taught the kind they were in)
+        self._hold_left = 0
         self._kinds[self.kind] = {a: getattr(self, a) for a in _PER_KIND}
         saved = self._kinds.pop(kind, None)
         if saved is None:
@@ -283,27 +337,34 @@ class AutoPolicy:
     @property
     def alpha(self) -> float | None:
         """Per-token acceptance of chain drafts (given the previous draft was accepted)."""
+        if self._unlearnt:
+            self._learn()
         return self._acc[0] / self._acc[1] if self._acc[1] > 0 else None
 
     def estimates(self) -> dict[tuple[str, int], float | None]:
         """Commit length per (mode, budget). Chain budgets: from the acceptance per position where
         one was measured (ESTIMATOR "positions"); else measured (EMA) where observed, and not yet
         drafted from the geometric acceptance model. Tree budgets not yet tried unknown (None)."""
+        self._learn()
         return self._estimates(self.commit, self._acc, self._pos)
 
     def _estimates(self, commit: dict, acc: list[float], pos: np.ndarray) -> dict[tuple[str, int], float | None]:
         a = acc[0] / acc[1] if acc[1] > 0 else None
         by_pos = position_commits(pos, self.chain_budgets) if self.estimator == "positions" else None
         out: dict[tuple[str, int], float | None] = {}
-        for b in self.chain_budgets:
-            k = ("chain", b)
-            if by_pos is not None:
+        if by_pos is not None:
+            for b, k in self._chain_keys:
                 out[k] = by_pos[b]
-            else:
+        else:
+            geo = None
+            for b, k in self._chain_keys:
                 v = commit.get(k)  # (the model's figure only where none was measured)
-                out[k] = v if v is not None else (breakeven.geometric_commit(a, b) if a is not None else None)
-        for b in self.tree_budgets:
-            out[("tree", b)] = commit.get(("tree", b))
+                if v is None and a is not None:
+                    geo = geo or self._geo(a)
+                    v = geo[b]
+                out[k] = v
+        for k in self._tree_keys:
+            out[k] = commit.get(k)
         return out
 
     def _estimates_now(self) -> dict[tuple[str, int], float | None]:
@@ -316,6 +377,8 @@ class AutoPolicy:
     def best(self) -> breakeven.Choice:
         """The choice the statistics favour now (no probing); kept until the statistics change, so
         a long stretch of AR steps asks for it in well under a microsecond per step."""
+        if self._unlearnt:
+            self._learn()
         if self._best is None:
             self._est = self.estimates()
             self._best = breakeven.choose(self.costs, self._est, self.margin)
@@ -329,6 +392,7 @@ class AutoPolicy:
 
     def needs_drafter(self) -> bool:
         """Whether a step of this policy may speculate: if not, the drafter's context need not be fed."""
+        self._learn()
         return (
             self.can_probe
             or self.best().mode != "ar"
@@ -350,6 +414,11 @@ class AutoPolicy:
             self.probe_left -= 1
             assert self.probe is not None  # set with probe_left
             return self.probe
+        if self._hold_left > 0:  # the held choice runs without being weighed (DECIDE_EVERY)
+            self._hold_left -= 1
+            self.since_probe += 1
+            assert self.current is not None  # set with _hold_left
+            return self.current
         best = self.best()
         if self.probe is not None:  # a probe just ended: did it win?
             won = (best.mode, best.budget) == self.probe
@@ -374,6 +443,7 @@ class AutoPolicy:
             return self._start_probe(alt)
         held = self.current if self._holds(best) else None
         self.current = held or (best.mode, best.budget)
+        self._hold_left = self.decide_every - 1
         return self.current
 
     def _holds(self, best: breakeven.Choice) -> bool:
@@ -443,15 +513,18 @@ class AutoPolicy:
             return None  # every key's wait is at least this (the check below, with no failed probe)
         est = self._estimates_now()
         best, ratio = None, current.speedup * (1.0 + self.margin)
-        fails, a, geo = self.fails, self.alpha, breakeven.geometric_commit
-        for key, cost in self.costs.items():
-            if key == (current.mode, current.budget):
+        fails, since, a = self.fails, self.since_probe, self.alpha
+        geo = self._geo(a) if a is not None else None
+        cur = (current.mode, current.budget)
+        # this loop runs at every step of a long speculative stretch once the waits have run out
+        for key, cost, depth in self._alt_items:
+            if key == cur:
                 continue
-            if self.since_probe < SPEC_PROBE_EVERY * 2 ** min(fails.get(key, 0), 5):
+            f = fails.get(key, 0)  # (with no failed probe the wait is SPEC_PROBE_EVERY: passed above)
+            if f and since < SPEC_PROBE_EVERY * 2 ** min(f, 5):
                 continue
-            # the prior() of the key, inline: this loop runs at every step of a long speculative stretch
-            prior = None if a is None else geo(a, key[1] if key[0] == "chain" else min(key[1], self.max_draft))
-            opt = max(est.get(key) or 0.0, prior or 0.0)
+            # the prior() of the key: a chain as deep as it drafts
+            opt = max(est.get(key) or 0.0, geo[depth] if geo is not None else 0.0)
             if opt / cost > ratio:
                 best, ratio = key, opt / cost
         return best
@@ -464,12 +537,30 @@ class AutoPolicy:
         self.n_obs[key] += 1
 
     def observe(self, mode: str, budget: int, drafted: int, accepted: int, probing: bool = False) -> None:
-        """One full step's outcome (a step cut short by the end of the run should not be given)."""
+        """One full step's outcome (a step cut short by the end of the run should not be given).
+        While a choice is held (DECIDE_EVERY) it is kept, and learnt before the next decision."""
+        if self._hold_left > 0 or self._unlearnt:
+            self._unlearnt.append((mode, budget, drafted, accepted, probing))
+        else:
+            self._observe(mode, budget, drafted, accepted, probing)
+
+    def _learn(self) -> None:
+        """The outcomes kept while a choice was held, learnt in their order."""
+        if self._unlearnt:
+            kept, self._unlearnt = self._unlearnt, []
+            for o in kept:
+                self._observe(*o)
+
+    def _observe(self, mode: str, budget: int, drafted: int, accepted: int, probing: bool) -> None:
         w = EMA_PROBE if probing else self.ema
         if mode == "chain" and drafted > 0:
-            for b in self.chain_budgets:
-                if b <= drafted:
-                    self._update(("chain", b), min(accepted, b) + 1, w)
+            commit, n_obs = self.commit, self.n_obs
+            for b, k in self._chain_keys:  # (_update, inline: this runs at every speculative step)
+                if b > drafted:
+                    break
+                c, old = min(accepted, b) + 1, commit.get(k)
+                commit[k] = c if old is None else old + w * (c - old)
+                n_obs[k] += 1
             tested = min(accepted + 1, drafted)
             self._acc = [(1 - w) * self._acc[0] + w * accepted, (1 - w) * self._acc[1] + w * tested]
             if self.estimator == "positions":
@@ -486,9 +577,11 @@ class AutoPolicy:
             # chain 7 (a simulated pair paying 1.37x at chain 7 ran 89-98 % of its steps as AR)
             a = self.alpha
             if a is not None and self.stay_margin > 0.0:
-                for b in self.chain_budgets:
-                    if b > drafted and ("chain", b) in self.commit:
-                        self._update(("chain", b), breakeven.geometric_commit(a, b), w)
+                geo = self._geo(a)
+                for b, k in self._chain_keys:
+                    if b > drafted and (old := commit.get(k)) is not None:
+                        commit[k] = old + w * (geo[b] - old)
+                        n_obs[k] += 1
             self._best = None
         elif mode == "tree" and drafted > 0 and ("tree", budget) in self.costs:
             self._update(("tree", budget), accepted + 1, w)
@@ -498,6 +591,7 @@ class AutoPolicy:
         s = result.summary
         if s is None or s.verify_mode not in ("chain", "tree"):
             return
+        self._learn()
         # (taught to the current kind: a whole run's steps are not told apart by kind here)
         for rec in result.steps[:-1]:  # the last step may be cut short by the end
             self.observe("tree" if rec.tree_nodes else "chain", s.budget_effective, rec.drafted, rec.accepted)
@@ -530,6 +624,7 @@ class AutoPolicy:
             self.suspect = f"{label} steps take {ms:.2f} ms here; the calibration says {ref:.2f} ms"
 
     def describe(self) -> dict:
+        self._learn()
         b = self.best()
         return {
             "choice": b.label,
@@ -658,7 +753,13 @@ class AutoGeneration(Generation):
         )
         path = feature_path(engine)
         self.lazy_features = path == "redecode" or (not self.feed_drafter and path != "host-only")
+        # what the policy can be told, asked once (a test's stand-in may lack some): _auto_step runs
+        # at every step
+        self._tell_switch = hasattr(pol, "observe_switch")
+        self._tell_wall = hasattr(pol, "observe_wall")
+        self._tell_kind = hasattr(pol, "set_kind")
         super().__init__(engine, settings, on_token, on_step, cancel)
+        self._step_fns = {"ar": self._ar_step, "chain": self._chain_step, "tree": self._tree_step}
 
     def _prefill_features(self) -> bool:
         # (a re-decoding run feeds the drafter at prefill too: its first step may be a probe)
@@ -700,25 +801,25 @@ class AutoGeneration(Generation):
             elif self.e.dft_valid != len(self.e.kv) and self.tree_seqs == 1:
                 self._catch_up()  # (_switch has done it; this only guards the invariant)
         n = len(self.steps)
-        if self.mode != "ar":
+        mode = self.mode
+        if mode != "ar":
             self._feat_src = None  # its decodes move the target's output views: _keep_features asks again
-        fn = {"ar": self._ar_step, "chain": self._chain_step, "tree": self._tree_step}[self.mode]
-        last, done = fn(last, t0)
+        last, done = self._step_fns[mode](last, t0)
         if len(self.steps) > n:
             rec = self.steps[-1]
-            self.used[(self.mode, self.budget)] += 1
+            self.used[(mode, self.budget)] += 1
             pol = self.policy
-            if not done and hasattr(pol, "observe_switch"):
-                self._measure_switch(rec)
-            if self.mode == "ar":
+            if not done and self._tell_switch and mode != self._prev_mode:
+                self._measure_switch(rec)  # (nothing to measure while the mode stays)
+            if mode == "ar":
                 if not self.lazy_features:
                     self._keep_features()
             elif not done:
                 kind = "tree" if rec.tree_nodes else "chain"
                 pol.observe(kind, self.budget, rec.drafted, rec.accepted, probing=probing)
-            if not done and hasattr(pol, "observe_wall"):
-                pol.observe_wall(self.mode, self.budget, rec.wall - self._charged)
-            if hasattr(pol, "set_kind"):
+            if not done and self._tell_wall:
+                pol.observe_wall(mode, self.budget, rec.wall - self._charged)
+            if self._tell_kind:
                 parts = self.text_parts
                 if len(parts) > self._kind_at:
                     kind = self.kinds.feed(

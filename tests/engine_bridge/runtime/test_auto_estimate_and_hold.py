@@ -108,6 +108,7 @@ def test_a_speculative_choice_is_held_unless_another_reads_clearly_faster(monkey
     # chain 7 while chain 4 reads within HOLD_MARGIN of it, and moves when it reads clearly faster
     monkeypatch.delenv(auto_mode.HOLD_ENV, raising=False)
     monkeypatch.delenv(auto_mode.PROBE_ENV, raising=False)
+    monkeypatch.setenv(auto_mode.DECIDE_ENV, "1")  # each choose() weighs (the rule, step by step)
     pol = _policy(monkeypatch, "geometric")
     assert pol.hold_margin == auto_mode.HOLD_MARGIN > 0
     pol._acc = [0.7, 1.0]

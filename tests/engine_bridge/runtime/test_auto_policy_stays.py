@@ -25,8 +25,14 @@ from engine_bridge.runtime.auto_sim import simulate as _simulate
 COSTS = {1: 1.6, 3: 1.9, 7: 2.3, 15: 3.0}
 
 
-def _policy(monkeypatch, stay: bool = True, hold: bool = False) -> auto_mode.AutoPolicy:
+def _policy(monkeypatch, stay: bool = True, hold: bool = False, every: int | None = None) -> auto_mode.AutoPolicy:
     monkeypatch.setenv(auto_mode.STAY_ENV, "1" if stay else "0")
+    # every: weigh the choice at every call of choose() (1) where a test reads the rule step by step;
+    # the default (DECIDE_EVERY) elsewhere (test_auto_decide_every.py tests the steps in between)
+    if every is None:
+        monkeypatch.delenv(auto_mode.DECIDE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(auto_mode.DECIDE_ENV, str(every))
     # the band alone unless asked: no hold between speculative choices (test_auto_estimate_and_hold.py)
     monkeypatch.setenv(auto_mode.HOLD_ENV, str(auto_mode.HOLD_MARGIN) if hold else "0")
     # the band was made for the geometric estimate of deep budgets, whose optimism it damps; with
@@ -51,7 +57,7 @@ def test_a_cheap_probe_that_finds_the_drafter_good_again_brings_the_deep_chain_b
 
 def test_a_speculation_within_the_stay_band_is_kept_and_one_below_it_is_left(monkeypatch):
     for stay in (True, False):
-        pol = _policy(monkeypatch, stay)
+        pol = _policy(monkeypatch, stay, every=1)
         pol.commit = {("chain", b): breakeven.geometric_commit(0.7, b) for b in COSTS}
         pol._acc = [0.7, 1.0]
         pol.since_probe = 0
