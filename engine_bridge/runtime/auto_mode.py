@@ -592,6 +592,7 @@ class AutoPolicy:
         if s is None or s.verify_mode not in ("chain", "tree"):
             return
         self._learn()
+        self._hold_left = 0  # (a whole run's steps are learnt at once: no auto decision is held)
         # (taught to the current kind: a whole run's steps are not told apart by kind here)
         for rec in result.steps[:-1]:  # the last step may be cut short by the end
             self.observe("tree" if rec.tree_nodes else "chain", s.budget_effective, rec.drafted, rec.accepted)
@@ -624,8 +625,7 @@ class AutoPolicy:
             self.suspect = f"{label} steps take {ms:.2f} ms here; the calibration says {ref:.2f} ms"
 
     def describe(self) -> dict:
-        self._learn()
-        b = self.best()
+        b = self.best()  # (learns what a held choice kept)
         return {
             "choice": b.label,
             "break_even": b.cost,

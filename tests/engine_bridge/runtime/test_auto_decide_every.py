@@ -110,3 +110,17 @@ def test_holding_keeps_what_auto_gains_where_chain_7_pays(monkeypatch):
     for seed in (0, 1):
         share, speed = simulate(_policy(monkeypatch, 4), 0.7, 3000, seed)
         assert share >= 0.5 and speed >= 1.2, (share, speed)
+
+
+def test_a_fixed_mode_run_after_a_held_choice_is_learnt_at_once(monkeypatch):
+    # a chain run of the user's (observe_run) teaches the policy even while auto held a choice
+    from types import SimpleNamespace
+
+    pol = _policy(monkeypatch, 4)
+    _paying(pol)
+    assert pol.choose() == ("chain", 7) and pol._hold_left == 3
+    before = pol.commit[("chain", 7)]
+    steps = [SimpleNamespace(tree_nodes=0, drafted=7, accepted=0) for _ in range(20)]
+    pol.observe_run(SimpleNamespace(summary=SimpleNamespace(verify_mode="chain", budget_effective=7), steps=steps))
+    assert not pol._unlearnt and pol._hold_left == 0
+    assert pol.commit[("chain", 7)] < before  # learnt now, not at some later read
