@@ -222,15 +222,15 @@ def set_batch_invariant(ctx, on: bool) -> bool:
     return bool(fn(ctx, on))
 
 
-def _patched_switch(symbol: str, ctx, on: bool) -> bool:
-    """Calls a patch's ``void symbol(llama_context *, bool)``; False when this build lacks it."""
+def _patched_switch(symbol: str, ctx, value, ctype=ctypes.c_bool) -> bool:
+    """Calls a patch's ``void symbol(llama_context *, <ctype>)``; False when this build lacks it."""
     try:
         fn = getattr(_lib, symbol)
     except AttributeError:
         return False
-    fn.argtypes = [ctx_p, ctypes.c_bool]
+    fn.argtypes = [ctx_p, ctype]
     fn.restype = None
-    fn(ctx, on)
+    fn(ctx, value)
     return True
 
 
@@ -253,14 +253,7 @@ def set_row_slots(ctx, max_rows: int) -> bool:
     16), every row an output, get a graph slot and a scheduler per row count, so AR steps, verifies of
     several widths and prompts in between each keep their graph (1: patch 0009's one-row slot only;
     0: none). False when this build lacks the patch."""
-    try:
-        fn = _lib.llama_set_row_slots
-    except AttributeError:
-        return False
-    fn.argtypes = [ctx_p, ctypes.c_int32]
-    fn.restype = None
-    fn(ctx, int(max_rows))
-    return True
+    return _patched_switch("llama_set_row_slots", ctx, int(max_rows), ctypes.c_int32)
 
 
 __all__ = [
