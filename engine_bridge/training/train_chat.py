@@ -201,7 +201,11 @@ def make_batch(seqs, plen, idx, K: int, S: int, mask_id: int, pad_id: int, gen):
     x = torch.full((B, L + S), pad_id, dtype=torch.long)
     for b, i in enumerate(idx):
         x[b, : lens[b]] = torch.from_numpy(seqs[i])
-    lo = torch.tensor([int(plen[i]) for i in idx], dtype=torch.float32)  # first response token
+    # the first anchor is the prompt's last token: a request's first step drafts from there (the
+    # engine prefills prompt[:-1] and opens the block at prompt[-1]), so its slots predict the first
+    # response tokens. Anchors from the first response token on, as before 2026-11-29, never trained
+    # that block: on an H200 the first step committed 1 token on 155 of 164 HumanEval prompts.
+    lo = torch.tensor([int(plen[i]) - 1 for i in idx], dtype=torch.float32)
     hi = torch.tensor(lens, dtype=torch.float32) - 2  # last anchor with a label
     lo = torch.minimum(lo, hi)
     u = torch.rand(B, K, generator=gen)

@@ -176,3 +176,26 @@ def test_temperatures_flag_is_checked():
     for bad in ("", "x", "-1", "0,3"):
         with pytest.raises(argparse.ArgumentTypeError):
             train_chat._temperatures(bad)
+
+
+def test_blocks_open_at_the_prompts_last_token_as_a_requests_first_step_does():
+    """The engine prefills prompt[:-1] and opens a request's first block at prompt[-1], so training
+    must anchor blocks there too (it started one token later until 2026-11-29, and the shipped
+    drafter's first step committed one token on 155 of 164 HumanEval prompts on an H200)."""
+    rng = np.random.default_rng(3)
+    plens, lens = [5, 12, 20, 3], [40, 20, 31, 9]
+    seqs = [rng.integers(10, 1000, size=n) for n in lens]
+    g = torch.Generator().manual_seed(0)
+    first = 0
+    for _ in range(50):
+        x, anchors, block, labels, valid = train_chat.make_batch(seqs, np.asarray(plens), [0, 1, 2, 3], 16, 8, 7, 0, g)
+        for b, (p, n) in enumerate(zip(plens, lens, strict=True)):
+            a = anchors[b]
+            assert int(a.min()) >= p - 1 and int(a.max()) <= n - 2  # a label after every anchor
+            for k in np.flatnonzero((a == p - 1).numpy()):
+                first += 1
+                assert int(block[b, k, 0]) == seqs[b][p - 1]  # the prompt's last token opens the block
+                assert (block[b, k, 1:] == 7).all()  # the rest is mask
+                assert int(labels[b, k, 1]) == seqs[b][p]  # slot 1: the response's first token
+                assert float(valid[b, k, 1]) == 1.0
+    assert first > 0  # the first block is drawn, not only allowed
