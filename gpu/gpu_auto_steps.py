@@ -142,6 +142,16 @@ def ledger(runs: list[dict]) -> dict:
             "outside_ms": sum(r["outside_ms"] for r in rs),
             "steps": sum(len(r["steps"]) for r in rs),
         }
+    # what a request's first steps commit: the first block opens at the prompt's last token, a block
+    # position the chat trainer never trained before 2026-11-29 (docs/benchmarks.md, "A request's
+    # first block was never trained")
+    chain_runs = [r for r in runs if r["mode"] == "chain" and r["steps"]]
+    out["chain7_step_commits"] = {
+        str(i): statistics.mean(r["steps"][i]["committed"] for r in chain_runs if len(r["steps"]) > i)
+        for i in range(3)
+        if any(len(r["steps"]) > i for r in chain_runs)
+    }
+    out["chain7_first_step_one_token"] = sum(1 for r in chain_runs if r["steps"][0]["committed"] <= 1)
     return out
 
 
@@ -158,6 +168,12 @@ def report(runs: list[dict]) -> dict:
     print(
         f"steady state: chain-7 step {led['chain7_steady_ms']:.3f} ms (graph reused), "
         f"auto's AR step {led['auto_ar_steady_ms']:.3f} ms"
+    )
+    firsts = ", ".join(f"step {k}: {v:.2f}" for k, v in led["chain7_step_commits"].items())
+    n_chain = sum(1 for r in runs if r["mode"] == "chain" and r["steps"])
+    print(
+        f"chain 7, tokens committed by a request's first steps: {firsts} "
+        f"(the first step committed one token in {led['chain7_first_step_one_token']} of {n_chain} requests)"
     )
     print(
         "| auto's steps | steps | committed | ms | mean ms | graph reused | inject / verify / draft ms | ms over the steady kind |"
