@@ -165,11 +165,11 @@ def test_every_pending_patch_applies_after_the_series(pristine_tree, tmp_path):
     if outside:
         pytest.skip(f"the pending patches touch files beyond the series' ({sorted(outside)}): build them to check")
     apply_patches.apply(llama, apply_patches.patch_files())
+    shipped = {q.name[:4] for q in apply_patches.patch_files()}
     for p in pending:
         head = p.read_text(encoding="utf-8").split("\ndiff --git ", 1)[0]
         for part in ("What it changes", "Why", "Measured", "Upstream reference"):
             assert part in head, f"{p.name}: header lacks '{part}'"
-        shipped = {q.name[:4] for q in apply_patches.patch_files()}
         assert p.name[:4] not in shipped, f"{p.name}: its number is taken by a shipped patch"
     assert [d["name"] for d in apply_patches.apply(llama, pending)] == [p.name for p in pending]
 
