@@ -152,6 +152,7 @@ def ledger(runs: list[dict]) -> dict:
         if any(len(r["steps"]) > i for r in chain_runs)
     }
     out["chain7_first_step_one_token"] = sum(1 for r in chain_runs if r["steps"][0]["committed"] <= 1)
+    out["chain7_requests"] = len(chain_runs)
     return out
 
 
@@ -170,10 +171,9 @@ def report(runs: list[dict]) -> dict:
         f"auto's AR step {led['auto_ar_steady_ms']:.3f} ms"
     )
     firsts = ", ".join(f"step {k}: {v:.2f}" for k, v in led["chain7_step_commits"].items())
-    n_chain = sum(1 for r in runs if r["mode"] == "chain" and r["steps"])
     print(
-        f"chain 7, tokens committed by a request's first steps: {firsts} "
-        f"(the first step committed one token in {led['chain7_first_step_one_token']} of {n_chain} requests)"
+        f"chain 7, tokens committed by a request's first steps: {firsts} (the first step committed one "
+        f"token in {led['chain7_first_step_one_token']} of {led['chain7_requests']} requests)"
     )
     print(
         "| auto's steps | steps | committed | ms | mean ms | graph reused | inject / verify / draft ms | ms over the steady kind |"
