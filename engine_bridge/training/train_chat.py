@@ -190,9 +190,10 @@ def val_split(prompt_index: np.ndarray, frac: float) -> np.ndarray:
 
 
 # -- 2. training ---------------------------------------------------------------------------------------------
-def make_batch(seqs, plen, idx, K: int, S: int, mask_id: int, pad_id: int, gen):
+def make_batch(seqs, plen, idx, K: int, S: int, mask_id: int, pad_id: int, gen, first_block: bool = False):
     """Right-padded tokens (B, L), anchors (B, K), block tokens (B, K, S), labels (B, K, S) and
-    label weights (B, K, S) (0 past a sequence's end)."""
+    label weights (B, K, S) (0 past a sequence's end). ``first_block``: one anchor per sequence, at
+    the prompt's last token (a request's first block, scored on its own by validation)."""
     import torch
 
     B = len(idx)
@@ -208,8 +209,11 @@ def make_batch(seqs, plen, idx, K: int, S: int, mask_id: int, pad_id: int, gen):
     lo = torch.tensor([int(plen[i]) - 1 for i in idx], dtype=torch.float32)
     hi = torch.tensor(lens, dtype=torch.float32) - 2  # last anchor with a label
     lo = torch.minimum(lo, hi)
-    u = torch.rand(B, K, generator=gen)
-    anchors = (lo[:, None] + u * (hi - lo + 1)[:, None]).floor().long()
+    if first_block:
+        anchors = lo[:, None].long()
+    else:
+        u = torch.rand(B, K, generator=gen)
+        anchors = (lo[:, None] + u * (hi - lo + 1)[:, None]).floor().long()
     pos = anchors[:, :, None] + torch.arange(S)
     labels = torch.gather(x[:, None, :].expand(B, K, L + S), 2, pos)
     valid = (pos < torch.tensor(lens)[:, None, None]).float()
@@ -436,8 +440,8 @@ def train(
     if labels not in LABEL_MODES:
         raise ValueError(f"label mode {labels!r}: one of {', '.join(LABEL_MODES)}")
 
-    def step_loss(idx, S, g, model=drafter, mode=labels):
-        x, anc, blk, lab, val = make_batch(seqs, plen, idx, anchors, S, cfg.mask_token_id, pad, g)
+    def step_loss(idx, S, g, model=drafter, mode=labels, first_block=False):
+        x, anc, blk, lab, val = make_batch(seqs, plen, idx, anchors, S, cfg.mask_token_id, pad, g, first_block)
         x, anc, blk, lab, val = (t.to(dev, non_blocking=True) for t in (x, anc, blk, lab, val))
         # the target's head is read (KL, argmax labels) only from its final hidden state: without
         # full=True the forward stops at the last feature layer
@@ -453,14 +457,22 @@ def train(
             logits = model(feats, anc, blk, embed_w, head_w)
         return block_loss(logits, lab, val, weights[S], t_logits, kl)
 
+    val_first = float("nan")  # the last validation's first-block accepted drafts
+
     def validate():
         drafter.eval()
         g = torch.Generator().manual_seed(seed + 1)
-        parts = []
+        parts, firsts = [], []
         with torch.no_grad():
             for i in range(0, min(len(va_idx), max(1, val_seqs)), batch):
-                parts.append(step_loss(va_idx[i : i + batch].tolist(), block_size, g, mode="tokens"))
+                ids = va_idx[i : i + batch].tolist()
+                parts.append(step_loss(ids, block_size, g, mode="tokens"))
+                # each answer's first block alone (what a request's first step drafts): reported, not
+                # used to select the kept step
+                firsts.append(step_loss(ids, block_size, g, mode="tokens", first_block=True)[2])
         drafter.train()
+        nonlocal val_first
+        val_first = torch.stack(firsts).mean().item()
         return (
             torch.stack([p[0] for p in parts]).mean().item(),
             torch.stack([p[1] for p in parts]).mean(0).tolist(),
@@ -565,13 +577,14 @@ def train(
                 "val_loss": round(vl, 4),
                 "val_accepted_per_block": round(vlen, 3),
                 "val_accepted_first7": round(v7, 3),
+                "val_first_block_accepted": round(val_first, 3),
                 "val_slot_acc": [round(a, 3) for a in vacc[:8]],
                 "lr": opt.param_groups[0]["lr"],
             }
             state["hist"].append(rec)
             log(
                 f"train: step {state['step']:6d}  loss {loss.item():.3f}  val {vl:.3f}  val accepted/block({block_size}) "
-                f"{vlen:.2f}  slot1 {vacc[0]:.2f}  {rate:.1f} step/s  {_fmt(el)} elapsed, ETA {_fmt(eta)}"
+                f"{vlen:.2f}  first block {val_first:.2f}  slot1 {vacc[0]:.2f}  {rate:.1f} step/s  {_fmt(el)} elapsed, ETA {_fmt(eta)}"
             )
             if progress:
                 progress(
@@ -620,6 +633,7 @@ def train(
         "val_loss": round(vl, 4),
         "val_accepted_per_block": round(vlen, 3),
         "val_accepted_first7": round(v7, 3),
+        "val_first_block_accepted": round(val_first, 3),
         "val_slot_acc": [round(a, 3) for a in vacc],
         "train_sequences": int(len(tr_idx)),
         "val_sequences": int(len(va_idx)),

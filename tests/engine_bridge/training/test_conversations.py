@@ -199,3 +199,9 @@ def test_blocks_open_at_the_prompts_last_token_as_a_requests_first_step_does():
                 assert int(labels[b, k, 1]) == seqs[b][p]  # slot 1: the response's first token
                 assert float(valid[b, k, 1]) == 1.0
     assert first > 0  # the first block is drawn, not only allowed
+    # validation scores that block on its own: one anchor per sequence, at the prompt's last token
+    x, anchors, block, labels, valid = train_chat.make_batch(
+        seqs, np.asarray(plens), [0, 1, 2, 3], 16, 8, 7, 0, g, first_block=True
+    )
+    assert anchors.shape == (4, 1) and anchors[:, 0].tolist() == [p - 1 for p in plens]
+    assert [int(labels[b, 0, 1]) for b in range(4)] == [int(seqs[b][p]) for b, p in enumerate(plens)]

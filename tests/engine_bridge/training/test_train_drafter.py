@@ -707,6 +707,8 @@ def test_kl_and_data_share_flags_reach_the_run(tiny_run, tiny_target, tmp_path):
     full = full["train"]
     assert full["kl"] == 0.5 and full["steps"] == 2 and np.isfinite(full["val_loss"])
     assert 0 <= full["val_accepted_first7"] <= min(7.0, full["val_accepted_per_block"]) + 1e-6
+    assert 0 <= full["val_first_block_accepted"] <= 15  # a request's first block, scored on its own
+    assert all("val_first_block_accepted" in h for h in full["history"])
     (tmp_path / "run2").mkdir()
     (tmp_path / "run2" / "gen").symlink_to(work / "run" / "gen")
     part = train_chat.run(
