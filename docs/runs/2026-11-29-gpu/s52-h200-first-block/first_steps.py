@@ -21,6 +21,12 @@ with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
             r = eng.generate(t, GenerationSettings(mode="chain", budget=7, max_tokens=24))
             for i, s in enumerate(r.steps[:4]):
                 c[i].append(s.committed)
-        print(suite, len(texts), " ".join(
-            f"step{i}: {statistics.mean(v):.2f} (1 token: {sum(1 for x in v if x <= 1)})" for i, v in sorted(c.items())
-        ), flush=True)
+        print(
+            suite,
+            len(texts),
+            " ".join(
+                f"step{i}: {statistics.mean(v):.2f} (1 token: {sum(1 for x in v if x <= 1)})"
+                for i, v in sorted(c.items())
+            ),
+            flush=True,
+        )
