@@ -14,7 +14,8 @@
 #   bash gpu/gpu_train_ab.sh status | stop
 #   bash gpu/gpu_train_ab.sh eval [NAME=DRAFTER.gguf ...]  # every arm exported (q8_0) and benched on
 #       the public prompts, one drafter per GPU at once, the extra drafters too (e.g. the warm start);
-#       needs the CUDA engine in /tmp/lcp_site (gpu_ncu.sh restore); EVAL_LIMIT (24) prompts per suite,
+#       needs the CUDA engine in /tmp/lcp_site (gpu_ncu.sh restore); more drafters than GPUs share them
+#       (at once: commit lengths compare, tok/s do not); EVAL_LIMIT (24) prompts per suite,
 #       EVAL_SWEEP ("--sweep verify=chain,tree --sweep budget=7,15"); bench JSON + summary in $OUT
 # Environment: GPUS (4), ARMS ("A B"), ARM_GPUS (GPUs per arm; default GPUS / arms), GEN_SECONDS
 #   (240), TRAIN_SECONDS (600), COMMON (train_chat flags of every arm), ARM_A / ARM_B / ARM_C ...
@@ -100,6 +101,9 @@ case "${1:-}" in
     ;;
   eval)
     shift; mkdir -p "$OUT" "$RUN/eval"; k=0; pids=""
+    # one drafter per GPU; more drafters than GPUs share them (run at once: their commit lengths
+    # compare, their tok/s do not -- a one-GPU machine's eval, sitting 12)
+    NG=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU"); [ "$NG" -ge 1 ] || NG=1
     T=$(sed -n 's/.*--target \([^ ]*\) .*/\1/p' "$RUN/job.sh" | head -n 1)
     [ -f "$T" ] || { echo "no started run in $RUN (its job.sh names the target)"; exit 2; }
     for a in $ARMS "$@"; do
@@ -111,7 +115,7 @@ case "${1:-}" in
              || { echo "export of $a failed: $(tail -n 3 $RUN/eval/export-$a.log)"; continue; } ;;
       esac
       ( for S in mt-bench gsm8k humaneval; do
-          CUDA_VISIBLE_DEVICES=$k PYTHONPATH=/tmp/lcp_site:/tmp/site:$here DFLASH_FA_ALL_QUANTS=0 timeout 500 \
+          CUDA_VISIBLE_DEVICES=$((k % NG)) PYTHONPATH=/tmp/lcp_site:/tmp/site:$here DFLASH_FA_ALL_QUANTS=0 timeout 500 \
             python3 -m engine_bridge.cli bench --target "$T" --draft "$d" --ngl 99 --suite $S --limit ${EVAL_LIMIT:-24} \
             --reps 1 --max-tokens 128 ${EVAL_SWEEP:---sweep verify=chain,tree --sweep budget=7,15} --quiet \
             --out "$RUN/eval/$name-$S.json" > "$RUN/eval/$name-$S.log" 2>&1
