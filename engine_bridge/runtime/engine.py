@@ -461,17 +461,13 @@ class Engine:
         return res
 
     def next_token_logits(self, tokens: list[int]):
-        """The target's logits for the token after ``tokens`` (a copy), decoded one token at a time
-        after the prefix -- the autoregressive reference for diagnostics and losslessness checks."""
+        """The target's logits for the token after ``tokens`` (a copy), all of them prefilled as one
+        prompt: what a request whose prompt is ``tokens`` picks its first token from."""
         if not tokens:
             raise ValueError("empty prompt")
         self.target_ctx.set_backend_greedy(False)  # raw logits are needed on the host
-        self._prefill(tokens[:-1], need_features=False)
-        b = self.target_batch
-        b.clear()
-        b.add_token(tokens[-1], len(self.kv), 0, True)
-        self.target_ctx.process(b)
-        self.kv.append(tokens[-1])
+        self._prefill(list(tokens), need_features=False, out_last=True)
+        self.target_ctx.synchronize()
         return self.target_ctx.logits(1)[0].copy()
 
     def greedy_logits(self, prompt_tokens: list[int], n: int) -> tuple[list[int], np.ndarray]:
@@ -486,13 +482,15 @@ class Engine:
         rows = []
         try:
             self.reset()
-            self._prefill(list(prompt_tokens[:-1]), need_features=False)
-            tok = prompt_tokens[-1]
-            for _ in range(n):
-                b.clear()
-                b.add_token(tok, len(self.kv), 0, True)
-                tctx.process(b)
-                self.kv.append(tok)
+            # the first token from the prompt's prefill, as a request takes it; then one per decode
+            self._prefill(list(prompt_tokens), need_features=False, out_last=True)
+            tok = -1
+            for i in range(n):
+                if i:
+                    b.clear()
+                    b.add_token(tok, len(self.kv), 0, True)
+                    tctx.process(b)
+                    self.kv.append(tok)
                 row = tctx.logits(1)[0].copy()
                 tok = int(np.argmax(row))
                 rows.append(row)
@@ -520,16 +518,20 @@ class Engine:
         read is the one of the last generated token. ``history_rows`` (default ``rows``) sets the
         batch size of the earlier batches. ``prompt_split`` > 0 prefills the prompt in two requests,
         split there, as a request that reuses a cached prefix does. Batched and single-row decodes
-        round differently, so this tells whether the target itself picks differently by batch shape."""
+        round differently, so this tells whether the target itself picks differently by batch shape.
+        With no ``generated`` tokens the logits are the prompt's prefill's last row, where a request
+        takes its first token (``rows`` and ``follow`` do not apply)."""
         if not prompt_tokens:
             raise ValueError("empty prompt")
-        toks = list(prompt_tokens) + list(generated)
+        tail = list(generated)
         self.target_ctx.set_backend_greedy(False)
         if 0 < prompt_split < len(prompt_tokens) - 1:
-            self._prefill(toks[:prompt_split], need_features=False)  # then reused below
-        # the prompt (minus its last token, which opens the first generated batch) as one request
-        self._prefill(toks[: len(prompt_tokens) - 1], need_features=False)
-        tail = toks[len(prompt_tokens) - 1 :]
+            self._prefill(list(prompt_tokens[:prompt_split]), need_features=False)  # then reused below
+        # the prompt as one request; the generated tokens after it in batches as a run decodes them
+        self._prefill(list(prompt_tokens), need_features=False, out_last=True)
+        if not tail:
+            self.target_ctx.synchronize()
+            return self.target_ctx.logits(1)[0].copy()
         b = self.target_batch
         hrows = history_rows or rows
         last_n = max(1, rows - len(follow))  # the generated tokens in the last batch
@@ -570,7 +572,7 @@ class Engine:
         pending_end = 0
         out: list[np.ndarray] = []
         try:
-            self._prefill(list(prompt_tokens[:-1]), need_features=False)
+            self._prefill(list(prompt_tokens), need_features=False, out_last=True)  # as a request prefills it
             for n, vb in enumerate(batches):
                 if len(toks) <= vb.pos or toks[vb.pos] != vb.last:
                     raise ValueError(f"batch {n} opens with token {vb.last} at {vb.pos}; the tokens disagree")
@@ -634,12 +636,19 @@ class Engine:
             self.drafter.enable_extraction(self.target_ctx, on)
             self._extracting = on
 
-    def _prefill(self, tokens: list[int], need_features: bool) -> int:
+    def _prefill(self, tokens: list[int], need_features: bool, out_last: bool = False) -> int:
         """Brings the target KV (and, when needed, the drafter KV) to hold exactly ``tokens``.
+
+        ``out_last``: the last token is decoded (never reused from the cache) with an output, so the
+        target's logits for the token after ``tokens`` are row 0 of the last batch: a request's first
+        token comes from its prefill, as llama.cpp's server takes it
+        (docs/design/first-token-from-prefill.md).
 
         Returns how many of them were already there (reused from the previous request).
         """
         common = _common_prefix(self.kv, tokens)
+        if out_last:
+            common = min(common, len(tokens) - 1)
         reuse = min(common, self.dft_valid) if need_features else common
         self._set_extraction(need_features)
         self.target_ctx.seq_rm(0, reuse, -1)
@@ -655,9 +664,9 @@ class Engine:
             # cached tokens decoded again for the drafter's features (auto's AR steps left it behind):
             # as AR wrote them, then the new ones batched from where AR's prefill starts them
             self._decode_again(tokens[reuse:common], reuse, need_features, wide)
-            self._decode_span(tokens[common:], common, need_features)
+            self._decode_span(tokens[common:], common, need_features, out_last=out_last)
         else:
-            self._decode_span(todo, reuse, need_features)
+            self._decode_span(todo, reuse, need_features, out_last=out_last)
         self.target_ctx.synchronize()
         return reuse
 
@@ -686,19 +695,20 @@ class Engine:
         if p < end:
             self._decode_span(tokens[p - pos0 :], p, features, rows=EXACT_ROWS)
 
-    def _decode_span(self, tokens: list[int], pos0: int, features: bool, rows: int = 0) -> None:
+    def _decode_span(self, tokens: list[int], pos0: int, features: bool, rows: int = 0, out_last: bool = False) -> None:
         """Decodes ``tokens`` into the target at pos0.. in n_batch chunks (``rows`` > 0: at most that
-        many a chunk; no outputs) and appends them to ``kv``; with ``features`` (extraction must be
-        on) each chunk's features go into the drafter at the same positions. Asynchronous: the
-        caller synchronises."""
+        many a chunk; no outputs, but the last token's with ``out_last``) and appends them to ``kv``;
+        with ``features`` (extraction must be on) each chunk's features go into the drafter at the
+        same positions. Asynchronous: the caller synchronises."""
         b = self.target_batch
         step = min(rows, self.target_ctx.n_batch) if rows > 0 else self.target_ctx.n_batch
-        for off in range(0, len(tokens), step):
+        n = len(tokens)
+        for off in range(0, n, step):
             chunk = tokens[off : off + step]
             p = pos0 + off
             b.clear()
             for i, tok in enumerate(chunk):
-                b.add_token(tok, p + i, 0, False)
+                b.add_token(tok, p + i, 0, out_last and off + i == n - 1)
             self.target_ctx.process(b)
             if features:
                 assert self.drafter is not None  # features are extracted for a drafter only

@@ -151,16 +151,23 @@ class Generation:
                 "raise the context size or shorten the conversation"
             )
         self._choose_samplers()
-        reused = e._prefill(prompt[:-1], need_features=self._prefill_features())
+        # the whole prompt, with an output on its last token: the first token comes from the prefill,
+        # as llama.cpp's server takes it, so the first step's block opens at the first response token
+        # (where drafters are trained) and no step decodes the prompt's last token alone
+        # (docs/design/first-token-from-prefill.md)
+        reused = e._prefill(prompt, need_features=self._prefill_features(), out_last=True)
         if self.mode == "tree":
             self._add_tree_seqs(min(e.tree_max_nodes, tree_mod.max_leaves(self.budget, e.drafter.max_draft)))
         t_prefill = now() - t0
-        last = prompt[-1]
         t_gen0 = now()
         reuses0 = e.target_ctx.graph_reuses()
         step_fn = self._step_function()
         try:
-            while True:
+            if self.cancel is not None and self.cancel.is_set():
+                self.finish, done = "cancelled", True
+            else:
+                last, done = self._first_token(t0)
+            while not done:
                 if self.cancel is not None and self.cancel.is_set():
                     self.finish = "cancelled"
                     break
@@ -168,8 +175,6 @@ class Generation:
                     self.finish = "context_full"
                     break
                 last, done = step_fn(last, t0)
-                if done:
-                    break
             if self.unwritten and self.finish in ("eog", "max_tokens"):
                 # a last tree step's kept nodes off its chain: written now, in batch-invariant rows,
                 # as AR leaves them in the cache, rather than prefilled with the next request's prompt
@@ -322,6 +327,43 @@ class Generation:
         self.steps.append(rec)
         if self.on_step is not None:
             self.on_step(rec)
+
+    # -- the first token --------------------------------------------------------------------------
+    def _first_token(self, t0: float) -> tuple[int, bool]:
+        """Picks the first token from the prefill's last row (the target's logits after the prompt)
+        and commits it as step 0: no draft, no decode of its own (the prefill's time is the run's
+        t_prefill), so AR's steps still equal its tokens. Returns (the next step's ``last``, done)."""
+        e = self.e
+        ctx = e.target_ctx
+        ts = now()
+        # the prefill's one output is its last batch entry: index -1 (llama.cpp reads sampled tokens
+        # and the sampler's logits by batch entry; the logits block holds output rows only)
+        if self.sampler is not None:
+            tok = self.sampler.sample(ctx, -1)
+        elif ctx.backend_greedy:
+            tok = ctx.sampled_token(-1)
+        else:
+            tok = int(ctx.logits(1)[0].argmax())
+        if self.s.record_margins:
+            self._margins = top2_margins(ctx.logits(1), range(1))
+        chosen = [tok]
+        t_accept = now() - ts
+        n, done = self._commit(chosen, 0, len(self.steps), t0)
+        wall = now() - ts
+        self._record(
+            StepRecord(
+                step=len(self.steps),
+                pos=len(e.kv) - 1,
+                drafted=0,
+                accepted=0,
+                committed=n,
+                t_accept=t_accept,
+                t_other=max(0.0, wall - t_accept),
+                t_native=t_accept,
+                wall=wall,
+            )
+        )
+        return chosen[-1], done
 
     # -- autoregressive ---------------------------------------------------------------------------
     def _write_unwritten(self) -> None:
