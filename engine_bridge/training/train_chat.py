@@ -441,7 +441,9 @@ def train(
         raise ValueError(f"label mode {labels!r}: one of {', '.join(LABEL_MODES)}")
 
     def step_loss(idx, S, g, model=drafter, mode=labels, first_block=False):
-        x, anc, blk, lab, val = make_batch(seqs, plen, idx, anchors, S, cfg.mask_token_id, pad, g, first_block)
+        """block_loss of a batch; ``first_block``: (that, and each answer's first block's accepted
+        drafts from the same target forward) -- validation's two scores."""
+        x, anc, blk, lab, val = make_batch(seqs, plen, idx, anchors, S, cfg.mask_token_id, pad, g)
         x, anc, blk, lab, val = (t.to(dev, non_blocking=True) for t in (x, anc, blk, lab, val))
         # the target's head is read (KL, argmax labels) only from its final hidden state: without
         # full=True the forward stops at the last feature layer
@@ -455,7 +457,14 @@ def train(
                 lab, val = target_labels(t_next, anc, lab, val, mode)
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
             logits = model(feats, anc, blk, embed_w, head_w)
-        return block_loss(logits, lab, val, weights[S], t_logits, kl)
+        out = block_loss(logits, lab, val, weights[S], t_logits, kl)
+        if not first_block:
+            return out
+        _, anc1, blk1, lab1, val1 = make_batch(seqs, plen, idx, 1, S, cfg.mask_token_id, pad, g, first_block=True)
+        anc1, blk1, lab1, val1 = (t.to(dev, non_blocking=True) for t in (anc1, blk1, lab1, val1))
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
+            logits1 = model(feats, anc1, blk1, embed_w, head_w)
+        return out, block_loss(logits1, lab1, val1, weights[S])[2]
 
     val_first = float("nan")  # the last validation's first-block accepted drafts
 
@@ -465,11 +474,11 @@ def train(
         parts, firsts = [], []
         with torch.no_grad():
             for i in range(0, min(len(va_idx), max(1, val_seqs)), batch):
-                ids = va_idx[i : i + batch].tolist()
-                parts.append(step_loss(ids, block_size, g, mode="tokens"))
-                # each answer's first block alone (what a request's first step drafts): reported, not
-                # used to select the kept step
-                firsts.append(step_loss(ids, block_size, g, mode="tokens", first_block=True)[2])
+                # the blocks and, from the same target forward, each answer's first block alone (what a
+                # request's first step drafts: reported, not used to select the kept step)
+                part, first = step_loss(va_idx[i : i + batch].tolist(), block_size, g, mode="tokens", first_block=True)
+                parts.append(part)
+                firsts.append(first)
         drafter.train()
         nonlocal val_first
         val_first = torch.stack(firsts).mean().item()
