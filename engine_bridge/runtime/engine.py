@@ -204,6 +204,9 @@ class Engine:
         #: (first, end) positions: an exact engine decodes such tokens again in the same batches,
         #: since a wide batch's kernels round K/V as no narrower batch does (issue 29)
         self.wide_batches: list[tuple[int, int]] = []
+        #: every prompt chunk that wrote ``kv`` (first, end), whole: a prompt cached to its end decodes
+        #: its last token again for the first token's logits, in the chunk that first wrote it (_prefill)
+        self.prompt_chunks: list[tuple[int, int]] = []
         self.dft_valid = 0
         self._extracting = False
         self.one_row_graph = False  # patch 0009 on the target context (set when a drafter is attached)
@@ -647,8 +650,11 @@ class Engine:
         Returns how many of them were already there (reused from the previous request).
         """
         common = _common_prefix(self.kv, tokens)
-        if out_last:
-            common = min(common, len(tokens) - 1)
+        if out_last and common >= len(tokens):
+            # cached to its end: the last token is decoded again for its logits, in the chunk that
+            # first wrote it where the cache knows it (decoded alone, its K/V round differently from
+            # a wide batch's, and a regenerated answer or a bench's next repetition would change)
+            common = next((a for a, b in self.prompt_chunks if b == len(tokens)), len(tokens) - 1)
         reuse = min(common, self.dft_valid) if need_features else common
         self._set_extraction(need_features)
         self.target_ctx.seq_rm(0, reuse, -1)
@@ -664,9 +670,9 @@ class Engine:
             # cached tokens decoded again for the drafter's features (auto's AR steps left it behind):
             # as AR wrote them, then the new ones batched from where AR's prefill starts them
             self._decode_again(tokens[reuse:common], reuse, need_features, wide)
-            self._decode_span(tokens[common:], common, need_features, out_last=out_last)
+            self._decode_span(tokens[common:], common, need_features, out_last=out_last, record=True)
         else:
-            self._decode_span(todo, reuse, need_features, out_last=out_last)
+            self._decode_span(todo, reuse, need_features, out_last=out_last, record=True)
         self.target_ctx.synchronize()
         return reuse
 
@@ -675,6 +681,7 @@ class Engine:
         cut short keeps its first part: those rows were still written by the wide batch."""
         del self.kv[n:]
         self.wide_batches = [(a, min(b, n)) for a, b in self.wide_batches if a < n]
+        self.prompt_chunks = [(a, b) for a, b in self.prompt_chunks if b <= n]  # a chunk cut short: not one
 
     def _decode_again(self, tokens: list[int], pos0: int, features: bool, wide: list[tuple[int, int]]) -> None:
         """Decodes cached ``tokens`` again at pos0.. in the batches that first wrote them, as far as
@@ -695,7 +702,15 @@ class Engine:
         if p < end:
             self._decode_span(tokens[p - pos0 :], p, features, rows=EXACT_ROWS)
 
-    def _decode_span(self, tokens: list[int], pos0: int, features: bool, rows: int = 0, out_last: bool = False) -> None:
+    def _decode_span(
+        self,
+        tokens: list[int],
+        pos0: int,
+        features: bool,
+        rows: int = 0,
+        out_last: bool = False,
+        record: bool = False,
+    ) -> None:
         """Decodes ``tokens`` into the target at pos0.. in n_batch chunks (``rows`` > 0: at most that
         many a chunk; no outputs, but the last token's with ``out_last``) and appends them to ``kv``;
         with ``features`` (extraction must be on) each chunk's features go into the drafter at the
@@ -715,6 +730,8 @@ class Engine:
                 self.drafter.inject(self.target_ctx, 0, len(chunk), p)
             if len(chunk) > EXACT_ROWS:
                 self.wide_batches.append((p, p + len(chunk)))
+            if record:  # (a prompt's chunk: _prefill)
+                self.prompt_chunks.append((p, p + len(chunk)))
             self.kv.extend(chunk)
             if features:
                 self.dft_valid = len(self.kv)
@@ -775,6 +792,7 @@ class Engine:
         self.target_ctx.seq_rm(0, keep, -1)
         self.kv = list(snap.tokens[:keep])
         self.wide_batches = [(a, min(b, keep)) for a, b in snap.wide_batches if a < keep]
+        self.prompt_chunks = []  # (not in a snapshot: a wholly cached prompt's last token is decoded alone)
         if snap.drafter_state is not None and self.drafter is not None:
             self.drafter.ctx.set_seq_state(0, snap.drafter_state)
             self.dft_valid = min(snap.dft_valid, keep)
@@ -787,6 +805,7 @@ class Engine:
             self.drafter.ctx.clear()
         self.kv = []
         self.wide_batches = []
+        self.prompt_chunks = []
         self.dft_valid = 0
 
     # -- facts --------------------------------------------------------------------------------------
