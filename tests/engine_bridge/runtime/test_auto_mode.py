@@ -601,7 +601,9 @@ def test_auto_tells_the_policy_what_each_switch_cost(tiny_engine):
         pol = _SwitchWatchingPolicy(script, table)
         eng.reset()
         eng.auto_policy = pol
-        res = eng.generate(PROMPTS[0], GenerationSettings(mode="auto", max_tokens=16, stop_at_eog=False))
+        # (room for the whole script: step 0 is the prefill's token, outside it, and a chain step
+        # commits up to 5; 16 tokens ended in the second round trip)
+        res = eng.generate(PROMPTS[0], GenerationSettings(mode="auto", max_tokens=24, stop_at_eog=False))
         eng.auto_policy = None
         assert len(res.steps) >= 12, res.summary.auto_note
         assert len(pol.switches) == 2, pol.switches  # two round trips, each told once
