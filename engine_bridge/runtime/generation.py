@@ -66,6 +66,15 @@ def tree_argmax_on() -> str:
 #: when the output count changes: 39 of 95 tree-15 steps did, benchmarks/bench_graph_reuse.py). Those rows' logits
 #: are not read. Environment variable "0" for A/B measurements: upstream's outputs (root and nodes).
 TREE_FIXED_OUTPUTS_ENV = "DFLASH_TREE_FIXED_OUTPUTS"
+#: Where a request's first token comes from: "prefill" (the default: the prefill's last row) or
+#: "decode" (the start before: the prompt's last token decoded by the first step, with a draft after
+#: it in a speculative mode). Read at each request, so that one process can alternate the two for an
+#: A/B (gpu/gpu_first_token_ab.py); the replays of the judge and of drift follow "prefill" only.
+FIRST_TOKEN_ENV = "DFLASH_FIRST_TOKEN"
+
+
+def first_token_from_prefill() -> bool:
+    return os.environ.get(FIRST_TOKEN_ENV, "prefill").strip().lower() != "decode"
 
 
 def tree_fixed_outputs() -> bool:
@@ -155,7 +164,8 @@ class Generation:
         # as llama.cpp's server takes it, so the first step's block opens at the first response token
         # (where drafters are trained) and no step decodes the prompt's last token alone
         # (docs/design/first-token-from-prefill.md)
-        reused = e._prefill(prompt, need_features=self._prefill_features(), out_last=True)
+        from_prefill = first_token_from_prefill()
+        reused = e._prefill(prompt if from_prefill else prompt[:-1], self._prefill_features(), out_last=from_prefill)
         if self.mode == "tree":
             self._add_tree_seqs(min(e.tree_max_nodes, tree_mod.max_leaves(self.budget, e.drafter.max_draft)))
         t_prefill = now() - t0
@@ -165,8 +175,10 @@ class Generation:
         try:
             if self.cancel is not None and self.cancel.is_set():
                 self.finish, done = "cancelled", True
-            else:
+            elif from_prefill:
                 last, done = self._first_token(t0)
+            else:
+                last, done = prompt[-1], False  # the first step decodes it
             while not done:
                 if self.cancel is not None and self.cancel.is_set():
                     self.finish = "cancelled"
