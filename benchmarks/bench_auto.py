@@ -148,8 +148,8 @@ def run_pair(name: str, target: Path, draft: Path, prompts: list, chat: bool, ar
                     if len(clock) > 2:  # from the end of the first step to the end of the last
                         n = len(clock) - 1
                         steady[mode].append(((clock[-1][0] - clock[0][0]) / n, (clock[-1][1] - clock[0][1]) / n))
-                    if r.steps:
-                        first[mode].append(r.steps[0].wall)
+                    if len(r.steps) > 1:  # (step 0: the first token, the prefill's; step 1 decodes first)
+                        first[mode].append(r.steps[1].wall)
                     prefill[mode].append(r.summary.t_prefill)
                     toks[mode] = r.tokens
                     if mode == "auto":  # "auto: chain 4 x30, AR x5": steps per choice

@@ -97,7 +97,9 @@ def chain_batches(
     path's), each depth also gets that token as a rejected sibling in its own sequence: a tree of
     ``width`` rows whose seeded chain is the path (as tree.build_tree seeds it)."""
     toks = list(prompt_tokens) + list(generated)
-    out, first, n = [], 0, len(generated)
+    # the first generated token comes from the prompt's prefill (Generation._first_token): the first
+    # batch opens at it
+    out, first, n = [], 1, len(generated)
     while first < n:
         pos = prompt_len - 1 + first
         if siblings is None:
@@ -137,7 +139,7 @@ def branch_batches(
     step's path lies off the chain, behind the chain's rejected cells, as when a tree wins through
     a sibling. The engine writes such nodes ahead of the next batch (Generation._tree_step)."""
     toks = list(prompt_tokens) + list(generated)
-    out, first, n = [], 0, len(generated)
+    out, first, n = [], 1, len(generated)  # (the first token: the prefill's, as chain_batches)
     while first < n:
         pos = prompt_len - 1 + first
         d = min((width - 1) // 2, n - first - 1)
@@ -188,6 +190,8 @@ def measure(engine, prompts: list[list[int]], tokens: int = 64, widths=WIDTHS, p
     shapes = [ShapeDrift(f"{kind} {w}") for w in widths for kind in kinds]
     for n, prompt in enumerate(prompts):
         gen, ref = engine.greedy_logits(prompt, tokens)
+        if len(gen) < 2:
+            continue  # the first token is the prefill's in every shape: nothing a verify decodes
         sib = [int(np.argsort(-r, kind="stable")[1]) for r in ref]  # the target's runner-up: a likely draft
         for w in widths:
             for kind in kinds:
@@ -198,7 +202,7 @@ def measure(engine, prompts: list[list[int]], tokens: int = 64, widths=WIDTHS, p
                 else:
                     batches = chain_batches(len(prompt), gen, prompt, w, sib if kind == "tree" else None)
                 got = np.concatenate(engine.replay_verify(prompt, gen, batches, every_batch=True))
-                _compare(ref, got, next(s for s in shapes if s.shape == f"{kind} {w}"))
+                _compare(ref[1:], got, next(s for s in shapes if s.shape == f"{kind} {w}"))
         if progress:
             progress(n + 1, len(prompts))
     engine.reset()

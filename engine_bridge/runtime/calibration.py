@@ -196,19 +196,21 @@ def save(table: CostTable) -> Path:
 
 # -- measuring ------------------------------------------------------------------------------------
 def _step_walls(engine, tokens: list[int], mode: str, budget: int, steps: int) -> list[float]:
-    """Step wall times of one forced run: ``steps`` timed steps after one dropped step."""
+    """Step wall times of one forced run: ``steps`` timed steps after two dropped ones (step 0 is the
+    first token, picked from the prefill with no decode; step 1 the first decode, which builds its
+    graphs)."""
     cancel = threading.Event()
     n = [0]
 
     def on_step(_rec):
         n[0] += 1
-        if n[0] >= steps + 1:
+        if n[0] >= steps + 2:
             cancel.set()  # the loop stops before the next step
 
     settings = GenerationSettings(mode=mode, budget=max(1, budget), max_tokens=1_000_000, stop_at_eog=False)
     engine.reset()
     res = engine.generate(tokens, settings, on_step=on_step, cancel=cancel)
-    return [s.wall for s in res.steps[1:]]
+    return [s.wall for s in res.steps[2:]]
 
 
 def lower_quartile(xs: list[float]) -> float:

@@ -204,6 +204,9 @@ class Engine:
         #: (first, end) positions: an exact engine decodes such tokens again in the same batches,
         #: since a wide batch's kernels round K/V as no narrower batch does (issue 29)
         self.wide_batches: list[tuple[int, int]] = []
+        #: every prompt chunk that wrote ``kv`` (first, end), whole: a prompt cached to its end decodes
+        #: its last token again for the first token's logits, in the chunk that first wrote it (_prefill)
+        self.prompt_chunks: list[tuple[int, int]] = []
         self.dft_valid = 0
         self._extracting = False
         self.one_row_graph = False  # patch 0009 on the target context (set when a drafter is attached)
@@ -461,17 +464,13 @@ class Engine:
         return res
 
     def next_token_logits(self, tokens: list[int]):
-        """The target's logits for the token after ``tokens`` (a copy), decoded one token at a time
-        after the prefix -- the autoregressive reference for diagnostics and losslessness checks."""
+        """The target's logits for the token after ``tokens`` (a copy), all of them prefilled as one
+        prompt: what a request whose prompt is ``tokens`` picks its first token from."""
         if not tokens:
             raise ValueError("empty prompt")
         self.target_ctx.set_backend_greedy(False)  # raw logits are needed on the host
-        self._prefill(tokens[:-1], need_features=False)
-        b = self.target_batch
-        b.clear()
-        b.add_token(tokens[-1], len(self.kv), 0, True)
-        self.target_ctx.process(b)
-        self.kv.append(tokens[-1])
+        self._prefill(list(tokens), need_features=False, out_last=True)
+        self.target_ctx.synchronize()
         return self.target_ctx.logits(1)[0].copy()
 
     def greedy_logits(self, prompt_tokens: list[int], n: int) -> tuple[list[int], np.ndarray]:
@@ -486,13 +485,15 @@ class Engine:
         rows = []
         try:
             self.reset()
-            self._prefill(list(prompt_tokens[:-1]), need_features=False)
-            tok = prompt_tokens[-1]
-            for _ in range(n):
-                b.clear()
-                b.add_token(tok, len(self.kv), 0, True)
-                tctx.process(b)
-                self.kv.append(tok)
+            # the first token from the prompt's prefill, as a request takes it; then one per decode
+            self._prefill(list(prompt_tokens), need_features=False, out_last=True)
+            tok = -1
+            for i in range(n):
+                if i:
+                    b.clear()
+                    b.add_token(tok, len(self.kv), 0, True)
+                    tctx.process(b)
+                    self.kv.append(tok)
                 row = tctx.logits(1)[0].copy()
                 tok = int(np.argmax(row))
                 rows.append(row)
@@ -520,16 +521,20 @@ class Engine:
         read is the one of the last generated token. ``history_rows`` (default ``rows``) sets the
         batch size of the earlier batches. ``prompt_split`` > 0 prefills the prompt in two requests,
         split there, as a request that reuses a cached prefix does. Batched and single-row decodes
-        round differently, so this tells whether the target itself picks differently by batch shape."""
+        round differently, so this tells whether the target itself picks differently by batch shape.
+        With no ``generated`` tokens the logits are the prompt's prefill's last row, where a request
+        takes its first token (``rows`` and ``follow`` do not apply)."""
         if not prompt_tokens:
             raise ValueError("empty prompt")
-        toks = list(prompt_tokens) + list(generated)
+        tail = list(generated)
         self.target_ctx.set_backend_greedy(False)
         if 0 < prompt_split < len(prompt_tokens) - 1:
-            self._prefill(toks[:prompt_split], need_features=False)  # then reused below
-        # the prompt (minus its last token, which opens the first generated batch) as one request
-        self._prefill(toks[: len(prompt_tokens) - 1], need_features=False)
-        tail = toks[len(prompt_tokens) - 1 :]
+            self._prefill(list(prompt_tokens[:prompt_split]), need_features=False)  # then reused below
+        # the prompt as one request; the generated tokens after it in batches as a run decodes them
+        self._prefill(list(prompt_tokens), need_features=False, out_last=True)
+        if not tail:
+            self.target_ctx.synchronize()
+            return self.target_ctx.logits(1)[0].copy()
         b = self.target_batch
         hrows = history_rows or rows
         last_n = max(1, rows - len(follow))  # the generated tokens in the last batch
@@ -570,7 +575,7 @@ class Engine:
         pending_end = 0
         out: list[np.ndarray] = []
         try:
-            self._prefill(list(prompt_tokens[:-1]), need_features=False)
+            self._prefill(list(prompt_tokens), need_features=False, out_last=True)  # as a request prefills it
             for n, vb in enumerate(batches):
                 if len(toks) <= vb.pos or toks[vb.pos] != vb.last:
                     raise ValueError(f"batch {n} opens with token {vb.last} at {vb.pos}; the tokens disagree")
@@ -634,12 +639,22 @@ class Engine:
             self.drafter.enable_extraction(self.target_ctx, on)
             self._extracting = on
 
-    def _prefill(self, tokens: list[int], need_features: bool) -> int:
+    def _prefill(self, tokens: list[int], need_features: bool, out_last: bool = False) -> int:
         """Brings the target KV (and, when needed, the drafter KV) to hold exactly ``tokens``.
+
+        ``out_last``: the last token is decoded (never reused from the cache) with an output, so the
+        target's logits for the token after ``tokens`` are row 0 of the last batch: a request's first
+        token comes from its prefill, as llama.cpp's server takes it
+        (docs/design/first-token-from-prefill.md).
 
         Returns how many of them were already there (reused from the previous request).
         """
         common = _common_prefix(self.kv, tokens)
+        if out_last and common >= len(tokens):
+            # cached to its end: the last token is decoded again for its logits, in the chunk that
+            # first wrote it where the cache knows it (decoded alone, its K/V round differently from
+            # a wide batch's, and a regenerated answer or a bench's next repetition would change)
+            common = next((a for a, b in self.prompt_chunks if b == len(tokens)), len(tokens) - 1)
         reuse = min(common, self.dft_valid) if need_features else common
         self._set_extraction(need_features)
         self.target_ctx.seq_rm(0, reuse, -1)
@@ -655,9 +670,9 @@ class Engine:
             # cached tokens decoded again for the drafter's features (auto's AR steps left it behind):
             # as AR wrote them, then the new ones batched from where AR's prefill starts them
             self._decode_again(tokens[reuse:common], reuse, need_features, wide)
-            self._decode_span(tokens[common:], common, need_features)
+            self._decode_span(tokens[common:], common, need_features, out_last=out_last, record=True)
         else:
-            self._decode_span(todo, reuse, need_features)
+            self._decode_span(todo, reuse, need_features, out_last=out_last, record=True)
         self.target_ctx.synchronize()
         return reuse
 
@@ -666,6 +681,7 @@ class Engine:
         cut short keeps its first part: those rows were still written by the wide batch."""
         del self.kv[n:]
         self.wide_batches = [(a, min(b, n)) for a, b in self.wide_batches if a < n]
+        self.prompt_chunks = [(a, b) for a, b in self.prompt_chunks if b <= n]  # a chunk cut short: not one
 
     def _decode_again(self, tokens: list[int], pos0: int, features: bool, wide: list[tuple[int, int]]) -> None:
         """Decodes cached ``tokens`` again at pos0.. in the batches that first wrote them, as far as
@@ -686,25 +702,36 @@ class Engine:
         if p < end:
             self._decode_span(tokens[p - pos0 :], p, features, rows=EXACT_ROWS)
 
-    def _decode_span(self, tokens: list[int], pos0: int, features: bool, rows: int = 0) -> None:
+    def _decode_span(
+        self,
+        tokens: list[int],
+        pos0: int,
+        features: bool,
+        rows: int = 0,
+        out_last: bool = False,
+        record: bool = False,
+    ) -> None:
         """Decodes ``tokens`` into the target at pos0.. in n_batch chunks (``rows`` > 0: at most that
-        many a chunk; no outputs) and appends them to ``kv``; with ``features`` (extraction must be
-        on) each chunk's features go into the drafter at the same positions. Asynchronous: the
-        caller synchronises."""
+        many a chunk; no outputs, but the last token's with ``out_last``) and appends them to ``kv``;
+        with ``features`` (extraction must be on) each chunk's features go into the drafter at the
+        same positions. Asynchronous: the caller synchronises."""
         b = self.target_batch
         step = min(rows, self.target_ctx.n_batch) if rows > 0 else self.target_ctx.n_batch
-        for off in range(0, len(tokens), step):
+        n = len(tokens)
+        for off in range(0, n, step):
             chunk = tokens[off : off + step]
             p = pos0 + off
             b.clear()
             for i, tok in enumerate(chunk):
-                b.add_token(tok, p + i, 0, False)
+                b.add_token(tok, p + i, 0, out_last and off + i == n - 1)
             self.target_ctx.process(b)
             if features:
                 assert self.drafter is not None  # features are extracted for a drafter only
                 self.drafter.inject(self.target_ctx, 0, len(chunk), p)
             if len(chunk) > EXACT_ROWS:
                 self.wide_batches.append((p, p + len(chunk)))
+            if record:  # (a prompt's chunk: _prefill)
+                self.prompt_chunks.append((p, p + len(chunk)))
             self.kv.extend(chunk)
             if features:
                 self.dft_valid = len(self.kv)
@@ -765,6 +792,7 @@ class Engine:
         self.target_ctx.seq_rm(0, keep, -1)
         self.kv = list(snap.tokens[:keep])
         self.wide_batches = [(a, min(b, keep)) for a, b in snap.wide_batches if a < keep]
+        self.prompt_chunks = []  # (not in a snapshot: a wholly cached prompt's last token is decoded alone)
         if snap.drafter_state is not None and self.drafter is not None:
             self.drafter.ctx.set_seq_state(0, snap.drafter_state)
             self.dft_valid = min(snap.dft_valid, keep)
@@ -777,6 +805,7 @@ class Engine:
             self.drafter.ctx.clear()
         self.kv = []
         self.wide_batches = []
+        self.prompt_chunks = []
         self.dft_valid = 0
 
     # -- facts --------------------------------------------------------------------------------------

@@ -66,6 +66,15 @@ def tree_argmax_on() -> str:
 #: when the output count changes: 39 of 95 tree-15 steps did, benchmarks/bench_graph_reuse.py). Those rows' logits
 #: are not read. Environment variable "0" for A/B measurements: upstream's outputs (root and nodes).
 TREE_FIXED_OUTPUTS_ENV = "DFLASH_TREE_FIXED_OUTPUTS"
+#: Where a request's first token comes from: "prefill" (the default: the prefill's last row) or
+#: "decode" (the start before: the prompt's last token decoded by the first step, with a draft after
+#: it in a speculative mode). Read at each request, so that one process can alternate the two for an
+#: A/B (gpu/gpu_first_token_ab.py); the replays of the judge and of drift follow "prefill" only.
+FIRST_TOKEN_ENV = "DFLASH_FIRST_TOKEN"
+
+
+def first_token_from_prefill() -> bool:
+    return os.environ.get(FIRST_TOKEN_ENV, "prefill").strip().lower() != "decode"
 
 
 def tree_fixed_outputs() -> bool:
@@ -151,16 +160,26 @@ class Generation:
                 "raise the context size or shorten the conversation"
             )
         self._choose_samplers()
-        reused = e._prefill(prompt[:-1], need_features=self._prefill_features())
+        # the whole prompt, with an output on its last token: the first token comes from the prefill,
+        # as llama.cpp's server takes it, so the first step's block opens at the first response token
+        # (where drafters are trained) and no step decodes the prompt's last token alone
+        # (docs/design/first-token-from-prefill.md)
+        from_prefill = first_token_from_prefill()
+        reused = e._prefill(prompt if from_prefill else prompt[:-1], self._prefill_features(), out_last=from_prefill)
         if self.mode == "tree":
             self._add_tree_seqs(min(e.tree_max_nodes, tree_mod.max_leaves(self.budget, e.drafter.max_draft)))
         t_prefill = now() - t0
-        last = prompt[-1]
         t_gen0 = now()
         reuses0 = e.target_ctx.graph_reuses()
         step_fn = self._step_function()
         try:
-            while True:
+            if self.cancel is not None and self.cancel.is_set():
+                self.finish, done = "cancelled", True
+            elif from_prefill:
+                last, done = self._first_token(t0)
+            else:
+                last, done = prompt[-1], False  # the first step decodes it
+            while not done:
                 if self.cancel is not None and self.cancel.is_set():
                     self.finish = "cancelled"
                     break
@@ -168,8 +187,6 @@ class Generation:
                     self.finish = "context_full"
                     break
                 last, done = step_fn(last, t0)
-                if done:
-                    break
             if self.unwritten and self.finish in ("eog", "max_tokens"):
                 # a last tree step's kept nodes off its chain: written now, in batch-invariant rows,
                 # as AR leaves them in the cache, rather than prefilled with the next request's prompt
@@ -322,6 +339,43 @@ class Generation:
         self.steps.append(rec)
         if self.on_step is not None:
             self.on_step(rec)
+
+    # -- the first token --------------------------------------------------------------------------
+    def _first_token(self, t0: float) -> tuple[int, bool]:
+        """Picks the first token from the prefill's last row (the target's logits after the prompt)
+        and commits it as step 0: no draft, no decode of its own (the prefill's time is the run's
+        t_prefill), so AR's steps still equal its tokens. Returns (the next step's ``last``, done)."""
+        e = self.e
+        ctx = e.target_ctx
+        ts = now()
+        # the prefill's one output is its last batch entry: index -1 (llama.cpp reads sampled tokens
+        # and the sampler's logits by batch entry; the logits block holds output rows only)
+        if self.sampler is not None:
+            tok = self.sampler.sample(ctx, -1)
+        elif ctx.backend_greedy:
+            tok = ctx.sampled_token(-1)
+        else:
+            tok = int(ctx.logits(1)[0].argmax())
+        if self.s.record_margins:
+            self._margins = top2_margins(ctx.logits(1), range(1))
+        chosen = [tok]
+        t_accept = now() - ts
+        n, done = self._commit(chosen, 0, len(self.steps), t0)
+        wall = now() - ts
+        self._record(
+            StepRecord(
+                step=len(self.steps),
+                pos=len(e.kv) - 1,
+                drafted=0,
+                accepted=0,
+                committed=n,
+                t_accept=t_accept,
+                t_other=max(0.0, wall - t_accept),
+                t_native=t_accept,
+                wall=wall,
+            )
+        )
+        return chosen[-1], done
 
     # -- autoregressive ---------------------------------------------------------------------------
     def _write_unwritten(self) -> None:

@@ -43,7 +43,7 @@ def test_tokens_decoded_again_come_in_rows_as_ar_wrote_them(tiny_pair, exact):
     eng = Engine.load(cfg, preflight=PAIR_PREFLIGHT)
     try:
         prompt = eng.tokenize(PROMPT)
-        wide = (0, len(prompt) - 1)  # the prompt's prefill, one batch (the last token opens the decode)
+        wide = (0, len(prompt))  # the prompt's prefill, one batch (its last row gives the first token)
         assert wide[1] > EXACT_ROWS
         ar = eng.generate(prompt, GenerationSettings(mode="ar", max_tokens=48, stop_at_eog=False))
         cached = len(eng.kv)
@@ -82,7 +82,7 @@ def test_a_wide_batch_cut_short_keeps_its_rows_and_a_snapshot_carries_them(tiny_
     try:
         prompt = eng.tokenize(PROMPT)
         eng.generate(prompt, GenerationSettings(mode="ar", max_tokens=8, stop_at_eog=False))
-        assert eng.wide_batches == [(0, len(prompt) - 1)]
+        assert eng.wide_batches == [(0, len(prompt))]
         snap = eng.snapshot_target()
         # a request that shares only the first 30 tokens: AR keeps those 30 rows of the prompt's batch
         edited = prompt[:30] + eng.tokenize(" A lighthouse on the moon.", add_special=False)

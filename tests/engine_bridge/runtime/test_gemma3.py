@@ -72,7 +72,8 @@ def test_chain_and_tree_are_lossless_on_gemma3(engine, mode, budget):
         out = engine.generate(prompt, GenerationSettings(mode=mode, budget=budget, max_tokens=24))
         assert out.summary.n_generated == 24 and len(out.steps) > 0
         # the drafter really ran (a step near max_tokens may have no room to draft)
-        assert sum(s.drafted > 0 for s in out.steps) >= len(out.steps) - 1, [s.drafted for s in out.steps]
+        # every step drafts but the first token (the prefill's) and perhaps a short last step
+        assert sum(s.drafted > 0 for s in out.steps) >= len(out.steps) - 2, [s.drafted for s in out.steps]
         assert_lossless(engine, prompt, ref.tokens, out.tokens, f"gemma3 {mode} {budget}: {prompt!r}")
 
 

@@ -93,7 +93,8 @@ def test_chain_and_tree_are_lossless_on_qwen2(engine, reference, mode, budget):
         )
         assert out.summary.n_generated == N_TOKENS and len(out.steps) > 0
         # the drafter really ran (a step near max_tokens may have no room to draft)
-        assert sum(s.drafted > 0 for s in out.steps) >= len(out.steps) - 1, [s.drafted for s in out.steps]
+        # every step drafts but the first token (the prefill's) and perhaps a short last step
+        assert sum(s.drafted > 0 for s in out.steps) >= len(out.steps) - 2, [s.drafted for s in out.steps]
         assert_lossless(engine, prompt, reference[prompt], out.tokens, f"qwen2 {mode} {budget}: {prompt!r}")
 
 

