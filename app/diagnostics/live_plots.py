@@ -165,6 +165,9 @@ class LivePlots(QWidget):
 
     # -- data -------------------------------------------------------------------------------------
     def add_steps(self, records, served: bool = False) -> None:
+        # decode steps only: a request's first token comes from its prefill (a ~0.1 ms pick, whose
+        # rate would spike the tok/s plot and the status bar's figure at every request)
+        records = [r for r in records if not r.prefill]
         if not records:
             return
         rows = np.empty((len(records), WIDTH))

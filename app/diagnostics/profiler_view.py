@@ -36,6 +36,7 @@ COLUMNS = [
     ("tree nodes", "tree_nodes", lambda run, r: r.tree_nodes),  # 0 outside tree verification
     ("tree depth", "tree_depth", lambda run, r: r.tree_depth),
     ("path len", "path_len", lambda run, r: r.path_len),  # tree mode: accepted path length
+    ("first token", "first_token", lambda run, r: int(r.prefill)),  # 1: step 0, the prefill's pick
     ("from", "source", None),  # "chat" or "served": kept in the row
 ]
 KEYS = [c[1] for c in COLUMNS]

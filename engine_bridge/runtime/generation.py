@@ -373,6 +373,7 @@ class Generation:
                 t_other=max(0.0, wall - t_accept),
                 t_native=t_accept,
                 wall=wall,
+                prefill=True,
             )
         )
         return chosen[-1], done

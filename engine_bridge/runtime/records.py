@@ -48,6 +48,9 @@ class StepRecord:
     path_len: int = 0  # tree mode: accepted path length (== accepted)
     #: the target's top-2 logit margin at each committed token, in order (GenerationSettings.record_margins)
     margins: tuple[float, ...] = ()
+    #: the request's first token, picked from the prompt's prefill (step 0): no decode of its own,
+    #: its time is the prefill's (the run's TTFT), so it has no per-step rate
+    prefill: bool = False
 
     @property
     def phases(self) -> dict[str, float]:
@@ -55,6 +58,10 @@ class StepRecord:
 
     @property
     def tok_per_s(self) -> float:
+        """The step's decode rate; 0 for the prefill's token, whose ~0.1 ms pick would read as
+        ~10,000 tok/s (its time is the prefill's: the run's TTFT)."""
+        if self.prefill:
+            return 0.0
         return self.committed / self.wall if self.wall > 0 else 0.0
 
     @property

@@ -74,6 +74,31 @@ def test_profiler_filters_by_conditions_or_text_and_exports(qtbot, tmp_path):
     assert int(top) == max(s.accepted for s in steps)
 
 
+def _prefill_pick(step=0):
+    """A request's step 0: the token picked from the prompt's prefill, in ~0.1 ms (Generation._first_token)."""
+    return StepRecord(step=step, pos=30, drafted=0, accepted=0, committed=1, t_accept=1e-4, wall=1e-4, prefill=True)
+
+
+def test_the_prefills_token_is_in_the_ledger_but_not_in_the_plots(qtbot):
+    view = ProfilerView()
+    qtbot.addWidget(view)
+    steps = [_prefill_pick()] + _steps(5, start=1)
+    view.add_steps(1, steps)
+    assert view.row_count() == 6
+    view.filter_edit.setText("first token = 1")
+    assert view.row_count() == 1 and view.proxy.visible_rows()[0][1].step == 0
+    view.filter_edit.setText("tok/s > 1000")  # it has no per-step rate: 1 token in 0.1 ms is no decode
+    assert view.row_count() == 0
+    plots = LivePlots(capacity=64)
+    qtbot.addWidget(plots)
+    plots.add_steps(steps)
+    assert plots.step_count() == 5  # decode steps only
+    rate = sum(s.committed for s in steps[1:]) / sum(s.wall for s in steps[1:])
+    assert plots.recent_tok_per_s() == pytest.approx(rate)
+    plots.add_steps([_prefill_pick()])  # a batch of it alone draws nothing
+    assert plots.step_count() == 5
+
+
 def test_parse_conditions():
     conds = parse_conditions("accepted >= 2 and verify ms < 5")
     assert [(KEYS[c], v) for c, _, v in conds] == [("accepted", 2.0), ("verify_ms", 5.0)]

@@ -45,6 +45,9 @@ def test_the_first_token_comes_from_the_prefill_by_default(smol, monkeypatch):
     res = _run(smol, monkeypatch, None, "chain")
     s0 = res.steps[0]
     assert (s0.drafted, s0.committed) == (0, 1)  # the prefill's row: no draft, one token
+    # marked as the prefill's pick, with no per-step rate (its ~0.1 ms would read as ~10k tok/s)
+    assert s0.prefill and s0.tok_per_s == 0.0 and s0.to_dict()["prefill"]
+    assert not any(r.prefill for r in res.steps[1:]) and res.steps[1].tok_per_s > 0
     assert res.steps[1].drafted > 0  # the first block opens after the first response token
     assert res.summary.n_prompt_reused == 0
 
@@ -61,5 +64,6 @@ def test_the_start_before_is_kept_behind_its_switch(smol, monkeypatch, mode):
         # AR: one token a step either way; the old start's step 0 is a decode, timed as one
         assert len(old.steps) == len(old.tokens) and len(new.steps) == len(new.tokens)
         assert old.steps[0].t_verify > 0 and new.steps[0].t_verify == 0
+    assert new.steps[0].prefill and not any(r.prefill for r in old.steps)  # the old step 0 decodes
     # (the tokens may differ: the prefill's row and a one-row decode round differently; on this CPU
     # 5 of the first 8 HumanEval answers parted within 32 tokens)
