@@ -48,10 +48,13 @@ def test_chat_streams_highlights_and_feeds_plots_and_profiler(qtbot, make_window
     cur.setPosition(draft_span.start + 1)
     rect = w.chat.transcript.cursorRect(cur)
     assert w.chat.transcript.tooltip_at(rect.center()) is not None
-    # the live plots and the profiler hold exactly this run's steps
-    assert w.plots.step_count() == len(res.steps)
-    assert len(w.plots.toks_points.getData()[0]) == len(res.steps)
-    assert w.plots.hist_bars.opts["height"].sum() == len(res.steps)
+    # the profiler holds exactly this run's steps; the live plots its decode steps (step 0 is the
+    # token the prefill picked, with no rate of its own)
+    decodes = [r for r in res.steps if not r.prefill]
+    assert res.steps[0].prefill and len(decodes) == len(res.steps) - 1
+    assert w.plots.step_count() == len(decodes)
+    assert len(w.plots.toks_points.getData()[0]) == len(decodes)
+    assert w.plots.hist_bars.opts["height"].sum() == len(decodes)
     assert w.profiler.row_count() == len(res.steps)
     assert w.profiler.model.rows[-1][1].step == res.steps[-1].step
     assert "tok/s" in w.status.speed.text()

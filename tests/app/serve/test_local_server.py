@@ -104,8 +104,11 @@ def test_switch_serves_the_loaded_pair_to_the_openai_client(qtbot, make_window, 
     # every step of both runs reaches the profiler (drained through a throttle)
     qtbot.waitUntil(lambda: sum(r[1].committed for r in rows if r[2] == "served") >= 48)
     assert {r[0] for r in rows if r[2] == "served"} == {1, 2}
-    assert w.plots.served_step_count() == len(rows)
-    qtbot.waitUntil(lambda: f"({len(rows)} served" in w.plots.summary.text())  # redrawn through a throttle
+    # the plots show decode steps: each request's step 0 (the prefill's token) is in the profiler only
+    assert sum(1 for r in rows if r[1].prefill) == 2
+    served = len(rows) - 2
+    assert w.plots.served_step_count() == served
+    qtbot.waitUntil(lambda: f"({served} served" in w.plots.summary.text())  # redrawn through a throttle
     assert w.profiler.export(tmp_path / "steps.csv") == len(rows)
     exported = list(csv.DictReader(open(tmp_path / "steps.csv")))
     assert {r["source"] for r in exported} == {"served"} and {r["run"] for r in exported} == {"1", "2"}

@@ -74,7 +74,8 @@ def test_autoregressive_mode_runs_without_drafts(qtbot, make_window, tiny_pair):
     res = ask(qtbot, w, "Plain decoding")
     assert res.summary.mode == "ar" and res.summary.n_drafted == 0
     assert not any(s.draft for s in w.chat.transcript.token_spans())
-    assert w.plots.step_count() == 6 and "autoregressive" in w.plots.summary.text()
+    # 6 tokens: the prefill's, then 5 decode steps (the plots show decode steps)
+    assert w.plots.step_count() == 5 and "autoregressive" in w.plots.summary.text()
     assert w.chat.transcript.token_spans()[0].highlighted is False
 
 
