@@ -91,6 +91,10 @@ def policy(table: calibration.CostTable, max_draft: int, variant: str, switch: f
             pol.hold_margin = float(p[4:])
         if p == "reqprobe":  # every new request probes at its first AR choice (DFLASH_AUTO_REQUEST_PROBE=1)
             pol.request_probe = "every"
+        if p.startswith("pema"):  # e.g. pema0.25: a probe step's weight in the running commit (EMA_PROBE)
+            pol.ema_probe = float(p[4:])
+        if p.startswith("pmax"):  # e.g. pmax256: the longest wait between AR probes (AR_PROBE_MAX)
+            pol.ar_probe_max = int(p[4:])
         if p == "noreqprobe":  # no request probes at once (DFLASH_AUTO_REQUEST_PROBE=0: the rule before)
             pol.request_probe = "never"
     pol.recheck_factor = float("inf")  # this machine's step times are not the table's
@@ -173,6 +177,12 @@ def main() -> None:
         help="AR steps per change of speculative configuration (a new verify shape; H200: ~1.8, from the hold's A/B)",
     )
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--passes",
+        type=int,
+        default=1,
+        help="the prompts this many times over with one policy, as a bench's repeated rows (its path shows)",
+    )
     ap.add_argument("--chat", type=int, default=0, help="N requests as one long conversation (see above)")
     ap.add_argument("--chat-prompts", default="val", choices=("val", "mt-bench"))
     a = ap.parse_args()
@@ -201,7 +211,7 @@ def main() -> None:
                 pol = policy(table, eng.drafter.max_draft, variant, a.switch_cost)
                 eng.auto_policy = pol
                 tot = Counter()
-                for text in prompts(eng, cat, a.n, a.public):
+                for text in prompts(eng, cat, a.n, a.public) * a.passes:
                     mode = "chain" if variant == "chain7" else "auto"
                     res = eng.generate(text, GenerationSettings(mode=mode, budget=7, max_tokens=a.max_tokens))
                     cost_run(res, costs, a, tot)

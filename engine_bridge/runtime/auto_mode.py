@@ -198,6 +198,8 @@ class AutoPolicy:
         self.fails: Counter = Counter()  # failed probes per (mode, budget)
         self.since_probe = AR_PROBE_FIRST  # nothing known yet: the first AR choice probes at once
         self.ar_probe_every = AR_PROBE_FIRST
+        self.ar_probe_max = AR_PROBE_MAX  # (attributes, so that benchmarks/bench_auto_trace.py can vary them)
+        self.ema_probe = EMA_PROBE
         self._index_costs()
         self.kind = text_kind.PROSE
         self._kinds: dict[str, dict] = {}  # the other kinds' statistics (_PER_KIND)
@@ -434,7 +436,7 @@ class AutoPolicy:
                 target = self._ar_probe()
                 if target is not None:
                     floor = (PROBE_STEPS * (self.costs[target] - 1.0) + self.switch_cost) / PROBE_SHARE
-                    self.ar_probe_every = int(min(max(self.ar_probe_every * 2, floor), AR_PROBE_MAX))
+                    self.ar_probe_every = int(min(max(self.ar_probe_every * 2, floor), self.ar_probe_max))
                     return self._start_probe(target)
             return ("ar", 0)
         self.ar_probe_every = AR_PROBE_FIRST  # speculation pays: probe quickly if it stops
@@ -552,7 +554,7 @@ class AutoPolicy:
                 self._observe(*o)
 
     def _observe(self, mode: str, budget: int, drafted: int, accepted: int, probing: bool) -> None:
-        w = EMA_PROBE if probing else self.ema
+        w = self.ema_probe if probing else self.ema
         if mode == "chain" and drafted > 0:
             commit, n_obs = self.commit, self.n_obs
             for b, k in self._chain_keys:  # (_update, inline: this runs at every speculative step)

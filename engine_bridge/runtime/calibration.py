@@ -196,21 +196,24 @@ def save(table: CostTable) -> Path:
 
 # -- measuring ------------------------------------------------------------------------------------
 def _step_walls(engine, tokens: list[int], mode: str, budget: int, steps: int) -> list[float]:
-    """Step wall times of one forced run: ``steps`` timed steps after two dropped ones (step 0 is the
-    first token, picked from the prefill with no decode; step 1 the first decode, which builds its
-    graphs)."""
+    """Step wall times of one forced run: ``steps`` timed decode steps after one dropped warm-up
+    decode (it builds its graphs). The first token's record (``StepRecord.prefill``: picked from
+    the prefill, no decode of its own) is no step at all and is never counted, so the same steps
+    are timed whichever way the request starts (DFLASH_FIRST_TOKEN)."""
     cancel = threading.Event()
     n = [0]
 
-    def on_step(_rec):
+    def on_step(rec):
+        if rec.prefill:
+            return
         n[0] += 1
-        if n[0] >= steps + 2:
+        if n[0] >= steps + 1:
             cancel.set()  # the loop stops before the next step
 
     settings = GenerationSettings(mode=mode, budget=max(1, budget), max_tokens=1_000_000, stop_at_eog=False)
     engine.reset()
     res = engine.generate(tokens, settings, on_step=on_step, cancel=cancel)
-    return [s.wall for s in res.steps[2:]]
+    return [s.wall for s in [s for s in res.steps if not s.prefill][1:]]
 
 
 def lower_quartile(xs: list[float]) -> float:

@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from engine_bridge.runtime import auto_mode, calibration
+from engine_bridge.runtime import auto_mode, calibration, generation
 from engine_bridge.models import synth
 from engine_bridge.cli import main as cli_main
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
@@ -132,6 +132,39 @@ SCRIPT = (
     + [("tree", 4)]
     + [("chain", 7)]
 )
+
+
+@pytest.mark.parametrize("start", ["prefill", "decode"])
+@pytest.mark.parametrize("mode,budget", [("ar", 0), ("chain", 4)])
+def test_calibration_times_decode_steps_only_whichever_way_a_request_starts(
+    tiny_pair, monkeypatch, start, mode, budget
+):
+    """A run's first token is picked from the prefill (its record has no decode of its own) unless
+    DFLASH_FIRST_TOKEN=decode: the calibration must time the same decode steps either way, never
+    that ~0.1 ms pick, which would read as a step far cheaper than any decode."""
+    monkeypatch.setenv(generation.FIRST_TOKEN_ENV, start)
+    eng = _load(*tiny_pair)
+    try:
+        seen = []
+        real = eng.generate
+
+        def spy(*a, **kw):
+            res = real(*a, **kw)
+            seen.append(res.steps)
+            return res
+
+        eng.generate = spy
+        walls = calibration._step_walls(eng, eng.tokenize(PROMPTS[0]), mode, budget, 3)
+        steps = seen[-1]
+        decodes = [s for s in steps if not s.prefill]
+        assert len(walls) == 3
+        # the timed walls are the decode steps after the first (the warm-up that builds graphs)
+        assert walls == [s.wall for s in decodes[1:4]]
+        assert (steps[0].prefill, len(steps)) == ((True, 5) if start == "prefill" else (False, 4))
+        if mode == "chain":
+            assert all(s.drafted > 0 for s in decodes)
+    finally:
+        eng.close()
 
 
 def test_auto_switching_every_few_steps_is_lossless(tiny_engine):

@@ -13,23 +13,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine_bridge.models import registry_models
-from engine_bridge.models.demo import smollm2_drafter
-from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.runtime import drafter as drafter_mod
 from engine_bridge.runtime import llama_ffi
-from engine_bridge.runtime.config import EngineConfig, GenerationSettings
-from engine_bridge.runtime.engine import Engine
+from engine_bridge.runtime.config import GenerationSettings
+from default_pair import load_default_pair
 
 PROMPT = "Explain in two sentences why the sky is blue, then give one example of Rayleigh scattering."
 
 
 def _load(monkeypatch, on: bool):
-    target, draft = registry_models.cached(), smollm2_drafter()
-    if target is None or draft is None:
-        pytest.skip("the default pair is not in the models cache: run `dflash-studio fetch-default`")
     monkeypatch.setenv(drafter_mod.OUT_ROWS_ENV, "1" if on else "0")
-    return Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, n_threads=2), preflight=PAIR_PREFLIGHT)
+    return load_default_pair()
 
 
 def test_the_engine_carries_the_patch_and_the_drafter_uses_it(monkeypatch):

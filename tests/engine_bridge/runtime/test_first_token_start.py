@@ -11,22 +11,16 @@ from __future__ import annotations
 
 import pytest
 
-from engine_bridge.models import registry_models
-from engine_bridge.models.demo import smollm2_drafter
-from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.runtime import generation
-from engine_bridge.runtime.config import EngineConfig, GenerationSettings
-from engine_bridge.runtime.engine import Engine
+from engine_bridge.runtime.config import GenerationSettings
+from default_pair import load_default_pair
 
 PROMPT = [{"role": "user", "content": "Write a Python function that returns the sum of a list of numbers."}]
 
 
 @pytest.fixture(scope="module")
 def smol():
-    target, draft = registry_models.cached(), smollm2_drafter()
-    if target is None or draft is None:
-        pytest.skip("the default pair is not in the models cache: run `dflash-studio fetch-default`")
-    eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, n_threads=2), preflight=PAIR_PREFLIGHT)
+    eng = load_default_pair()
     yield eng
     eng.close()
 

@@ -11,27 +11,20 @@ four-row decodes with the slot on and off: the same logits either way, and the r
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from engine_bridge.models import registry_models
-from engine_bridge.models.demo import smollm2_drafter
-from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.runtime import engine as engine_mod
 from engine_bridge.runtime import llama_ffi
-from engine_bridge.runtime.config import EngineConfig, GenerationSettings
-from engine_bridge.runtime.engine import Engine
+from engine_bridge.runtime.config import GenerationSettings
 from engine_bridge.runtime.native import Batch
+from default_pair import load_default_pair
 
 PROMPT = "Write a Python function that returns the n-th Fibonacci number, with a short docstring."
 ROUNDS = 6
 
 
 def _load(monkeypatch, on: bool):
-    target, draft = registry_models.cached(), smollm2_drafter()
-    if target is None or draft is None:
-        pytest.skip("the default pair is not in the models cache: run `dflash-studio fetch-default`")
     monkeypatch.setenv(engine_mod.ONE_ROW_SCHED_ENV, "1" if on else "0")
-    return Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, n_threads=2), preflight=PAIR_PREFLIGHT)
+    return load_default_pair()
 
 
 def _alternate(eng) -> tuple[int, list[np.ndarray]]:

@@ -14,14 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine_bridge.models import registry_models
-from engine_bridge.models.demo import smollm2_drafter
-from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.runtime import engine as engine_mod
 from engine_bridge.runtime import llama_ffi
-from engine_bridge.runtime.config import EngineConfig
-from engine_bridge.runtime.engine import Engine
 from engine_bridge.runtime.native import Batch
+from default_pair import load_default_pair
 
 WAYS_ENV = "DFLASH_ROW_SLOT_WAYS"
 LONG, SHORT = 250, 100  # verifies at these positions attend over 512 and 256 cells
@@ -34,11 +30,8 @@ pytestmark = pytest.mark.skipif(
 
 
 def _load(monkeypatch):
-    target, draft = registry_models.cached(), smollm2_drafter()
-    if target is None or draft is None:
-        pytest.skip("the default pair is not in the models cache: run `dflash-studio fetch-default`")
     monkeypatch.delenv(engine_mod.ROW_SLOTS_ENV, raising=False)
-    return Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, n_threads=2), preflight=PAIR_PREFLIGHT)
+    return load_default_pair()
 
 
 def _fill(ctx, b: Batch, start: int, end: int) -> None:

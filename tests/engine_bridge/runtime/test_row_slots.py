@@ -14,29 +14,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine_bridge.models import registry_models
-from engine_bridge.models.demo import smollm2_drafter
-from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.runtime import engine as engine_mod
 from engine_bridge.runtime import llama_ffi
-from engine_bridge.runtime.config import EngineConfig, GenerationSettings
-from engine_bridge.runtime.engine import Engine
+from engine_bridge.runtime.config import GenerationSettings
 from engine_bridge.runtime.native import Batch
+from default_pair import load_default_pair
 
 PROMPT = "Write a Python function that returns the n-th Fibonacci number, with a short docstring."
 WIDTHS = (1, 8, 3, 8, 16, 1, 3, 16, 8, 3)  # AR steps, verifies of chain 7, 2 and 15, and a chain cut short
 
 
 def _load(monkeypatch, slots: str | None = None):
-    target, draft = registry_models.cached(), smollm2_drafter()
-    if target is None or draft is None:
-        pytest.skip("the default pair is not in the models cache: run `dflash-studio fetch-default`")
     monkeypatch.setenv(engine_mod.ONE_ROW_SCHED_ENV, "1")
     if slots is None:
         monkeypatch.delenv(engine_mod.ROW_SLOTS_ENV, raising=False)
     else:
         monkeypatch.setenv(engine_mod.ROW_SLOTS_ENV, slots)
-    return Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, n_threads=2), preflight=PAIR_PREFLIGHT)
+    return load_default_pair()
 
 
 def _alternate(eng) -> tuple[int, list[np.ndarray]]:

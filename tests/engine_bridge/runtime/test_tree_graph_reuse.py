@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine_bridge.models import registry_models
-from engine_bridge.models.demo import smollm2_drafter
-from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.runtime import generation
-from engine_bridge.runtime.config import EngineConfig, GenerationSettings
-from engine_bridge.runtime.engine import Engine
+from engine_bridge.runtime.config import GenerationSettings
+from default_pair import load_default_pair
 
 PROMPT = (
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
@@ -28,10 +25,7 @@ PROMPT = (
 
 @pytest.fixture(scope="module")
 def smol():
-    target, draft = registry_models.cached(), smollm2_drafter()
-    if target is None or draft is None:
-        pytest.skip("the default pair is not in the models cache: run `dflash-studio fetch-default`")
-    eng = Engine.load(EngineConfig(target=target, draft=draft, n_ctx=1024, n_threads=2), preflight=PAIR_PREFLIGHT)
+    eng = load_default_pair()
     yield eng
     eng.close()
 
