@@ -46,7 +46,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine_bridge.bench.runner import BenchProgress, BenchSpec, parse_sweep, run_bench
+from engine_bridge.bench.runner import DEFAULT_BLOCK, BenchProgress, BenchSpec, parse_sweep, run_bench
 from engine_bridge.bench.export import write_report
 from engine_bridge.bench.report import build_report, summary_table
 from engine_bridge.bench.suites import builtin_names, load_suite
@@ -133,7 +133,7 @@ class BenchView(QWidget):
         self.limit_spin.setSpecialValueText("all")
         self.reps_spin = QSpinBox(objectName="benchRepsSpin", minimum=1, maximum=100, value=3)
         self.tokens_spin = QSpinBox(objectName="benchMaxTokensSpin", minimum=1, maximum=8192, value=64)
-        self.block_spin = QSpinBox(objectName="benchBlockSpin", minimum=0, maximum=10000, value=0)
+        self.block_spin = QSpinBox(objectName="benchBlockSpin", minimum=0, maximum=10000, value=DEFAULT_BLOCK)
         self.block_spin.setSpecialValueText("whole suite")
         self.block_spin.setToolTip(
             "Each configuration runs this many prompts before the next one takes the same prompts. "

@@ -13,7 +13,7 @@ a drift of the machine's speed over minutes falls on every row alike. With ``rou
 round is cut into blocks of N prompts, each row running a block before the next row takes the same
 block: rows then lie seconds apart, not a whole suite's minutes (on the H200 a row's speed moved by
 up to 14 % between rounds of one process, docs/benchmarks.md, "Auto on the full public sets, in
-blocks of prompts").
+blocks of prompts"). Blocks of DEFAULT_BLOCK (10) prompts are the default; 0 runs a whole suite per row.
 
 Fairness rules: every generation starts from empty KV caches (``reset``), so every run pays its
 full prefill and time to first token; each row's round begins with one untimed warm-up generation
@@ -64,6 +64,10 @@ class SweepError(ValueError):
 
 
 # -- sweep ----------------------------------------------------------------------------------------
+#: prompts a row runs before the next row takes the same ones (BenchSpec.round_prompts)
+DEFAULT_BLOCK = 10
+
+
 def parse_sweep(items: list[str]) -> dict[str, list]:
     """``["budget=4,8", "kv=q8_0,f16/q8_0"]`` -> ``{"budget": [4, 8], "type_k": [...], ...}``.
 
@@ -201,7 +205,11 @@ class BenchSpec:
     warmup: bool = True
     check_pair: bool = True
     sweep: dict[str, list] = field(default_factory=dict)
-    round_prompts: int = 0  # prompts per block of a round, each row in turn (0: the whole suite)
+    #: prompts per block of a round, each row in turn (0: the whole suite). 10 by default: rows that each
+    #: ran a whole suite, minutes apart, read a GPU's drift as their own (auto 0.90-0.95x AR on MT-Bench
+    #: on an H200 that way, 1.006 in blocks: docs/benchmarks.md, "Auto on the full public sets, in blocks
+    #: of prompts" and "Fast auto at 0.90x AR on MT-Bench")
+    round_prompts: int = DEFAULT_BLOCK
 
     def __post_init__(self):
         if self.engine.draft is None:

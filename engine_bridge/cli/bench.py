@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import threading
 
+from ..bench.runner import DEFAULT_BLOCK
 from .engine import add_engine_args, config_from_args
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
@@ -67,11 +68,11 @@ def register(sub) -> None:
     b.add_argument(
         "--round-prompts",
         type=int,
-        default=0,
+        default=DEFAULT_BLOCK,
         metavar="N",
         help="each row runs N prompts before the next row takes the same N, so a machine whose speed "
         "drifts over minutes lies seconds, not a suite, between rows (each block has its own warm-up; "
-        "default 0: every row runs the whole suite in turn)",
+        f"default {DEFAULT_BLOCK}; 0: every row runs the whole suite in turn)",
     )
     b.add_argument("--out", "--json", dest="json_path", metavar="PATH", help="write the JSON report")
     b.add_argument("--csv", dest="csv_path", metavar="PATH", help="write the rows as CSV")

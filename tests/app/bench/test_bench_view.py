@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
 from app.bench.bench_view import BenchView
+from engine_bridge.bench.runner import DEFAULT_BLOCK
 from engine_bridge.bench.schema import validate
 
 RUN_TIMEOUT_MS = 120_000
@@ -103,7 +104,8 @@ def test_cancel_keeps_what_finished(qtbot, view):
 def test_prompts_per_turn_reach_the_run(qtbot, view):
     """The tab's "Prompts per turn" is the bench's round_prompts: with 1, the rows take the suite's
     prompts one at a time in turn, and the report says so."""
-    assert view.build_spec().round_prompts == 0  # default: every row runs the whole suite in turn
+    # default: blocks of 10 prompts, each row in turn (0 in the box: the whole suite)
+    assert view.build_spec().round_prompts == DEFAULT_BLOCK == 10
     view.block_spin.setValue(1)
     view.budget_edit.setText("2")
     with qtbot.waitSignal(view.runFinished, timeout=RUN_TIMEOUT_MS) as done:
