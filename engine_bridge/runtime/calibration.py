@@ -213,7 +213,8 @@ def _step_walls(engine, tokens: list[int], mode: str, budget: int, steps: int) -
     settings = GenerationSettings(mode=mode, budget=max(1, budget), max_tokens=1_000_000, stop_at_eog=False)
     engine.reset()
     res = engine.generate(tokens, settings, on_step=on_step, cancel=cancel)
-    return [s.wall for s in [s for s in res.steps if not s.prefill][1:]]
+    decodes = [s for s in res.steps if not s.prefill]
+    return [s.wall for s in decodes[1:]]
 
 
 def lower_quartile(xs: list[float]) -> float:
