@@ -18,10 +18,22 @@
 # Here:   bash gpu/gpu_carry.sh keep DIR NAME            # the returned DIR/{MANIFEST,part.NN} into
 #                                                        # .gpu-carry/NAME, checked; complete = ready
 #                                                        # for `calls NAME` / `take NAME` next time
+# The working tree travels with every call too (tracked and untracked files; 64 MiB in all), so the
+# large tracked files a sitting does not need leave it first, and come back after:
+# Here:   bash gpu/gpu_carry.sh hide [PATH...]           # PATHs (default: HIDE_DEFAULT below) moved to
+#                                                        # $HIDE, listed there; prints what a call carries
+#         bash gpu/gpu_carry.sh unhide                   # every hidden path back where it was
+#         bash gpu/gpu_carry.sh size                     # the bytes the working tree carries now
+#   (while hidden, the local tests and tools that read those files fail: unhide before running them)
 # Environment: PART_MIB (48: a call also carries the working tree, ~12 MiB with the large GGUFs
-#   hidden), CARRY (.gpu-carry), STORE (/tmp/carry), DEST (/tmp/t).
+#   hidden), CARRY (.gpu-carry), STORE (/tmp/carry), DEST (/tmp/t), HIDE (/tmp/gpu-hide).
 set -u
-CARRY=${CARRY:-.gpu-carry}; STORE=${STORE:-/tmp/carry}; DEST=${DEST:-/tmp/t}
+CARRY=${CARRY:-.gpu-carry}; STORE=${STORE:-/tmp/carry}; DEST=${DEST:-/tmp/t}; HIDE=${HIDE:-/tmp/gpu-hide}
+# what no sitting of the default pair reads: past runs' logs, the tiny demo pair, the training prompts,
+# the vocab-only GGUFs and the evaluation-set fingerprints (~66 MB of the tree's ~86)
+HIDE_DEFAULT="docs/runs resources/models/target.gguf resources/models/drafter.gguf resources/prompts/train/prompts.jsonl.xz
+  resources/vocab/gpt2.gguf resources/vocab/phi3.gguf resources/prompts/public/decontam.npz"
+tree_bytes() { git ls-files -co --exclude-standard -z | xargs -0 -r du -cb 2>/dev/null | tail -n 1 | cut -f1; }
 
 manifest_name() { sed -n 's/^file //p' "$1"; }
 manifest_sha() { sed -n 's/^sha256 //p' "$1"; }
@@ -119,5 +131,28 @@ case "${1:-}" in
     missing=""; for b in $(parts_of "$s/MANIFEST"); do [ -f "$s/$b" ] || missing="$missing $b"; done
     echo "missing:$missing"; exit 1
     ;;
-  *) sed -n 2,22p "$0"; exit 2 ;;
+  hide)
+    shift; paths=${*:-$HIDE_DEFAULT}; mkdir -p "$HIDE"; touch "$HIDE/LIST"
+    for p in $paths; do
+      [ -e "$p" ] || { echo "not here: $p"; continue; }
+      grep -qxF "$p" "$HIDE/LIST" && [ -e "$HIDE/tree/$p" ] && { echo "$HIDE already holds $p: unhide first"; exit 1; }
+      mkdir -p "$HIDE/tree/$(dirname "$p")" && mv "$p" "$HIDE/tree/$p" && { grep -qxF "$p" "$HIDE/LIST" || echo "$p" >> "$HIDE/LIST"; }
+      echo "hidden: $p"
+    done
+    echo "the working tree carries $(tree_bytes) bytes now (a call takes 67108864 in all)"
+    ;;
+  unhide)
+    [ -f "$HIDE/LIST" ] || { echo "nothing hidden"; exit 0; }
+    bad=0
+    while read -r p; do
+      [ -n "$p" ] || continue
+      [ -e "$HIDE/tree/$p" ] || { echo "not in $HIDE: $p"; continue; }
+      if [ -e "$p" ]; then echo "$p is in the tree again: left in $HIDE/tree/$p"; bad=1; continue; fi
+      mkdir -p "$(dirname "$p")" && mv "$HIDE/tree/$p" "$p" && echo "back: $p"
+    done < "$HIDE/LIST"
+    [ $bad = 0 ] && rm -rf "$HIDE"
+    exit $bad
+    ;;
+  size) echo "$(tree_bytes)" ;;
+  *) sed -n 2,29p "$0"; exit 2 ;;
 esac

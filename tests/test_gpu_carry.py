@@ -128,3 +128,44 @@ def test_give_there_keep_here_then_carry_back_and_unpack_a_pool(tmp_path):
     assert (tmp_path / "run2" / "gen" / "gen-stats.json").read_bytes() == stats
     # a second unpack does not overwrite a pool already there
     assert subprocess.run(["bash", str(drafter_sh), "pool-in"], cwd=call, env=env2, capture_output=True).returncode == 1
+
+
+def test_hide_takes_large_files_out_of_the_carried_tree_and_unhide_puts_them_back(tmp_path):
+    """A call carries the working tree (64 MiB in all, parts included): `hide` moves the files a sitting
+    does not need out of it and says what is left, `unhide` puts every one back byte for byte, and
+    neither overwrites a file that came back in the meantime."""
+    here = tmp_path / "repo"
+    files = {
+        "docs/runs/s1/log.txt": os.urandom(5_000),
+        "resources/models/target.gguf": os.urandom(20_000),
+        "resources/models/smollm2/drafter.gguf": os.urandom(8_000),
+        "engine_bridge/keep.py": b"x = 1\n",
+    }
+    for rel, data in files.items():
+        (here / rel).parent.mkdir(parents=True, exist_ok=True)
+        (here / rel).write_bytes(data)
+    env = {**os.environ, "HIDE": str(tmp_path / "hide")}
+    subprocess.run(["git", "init", "-q"], cwd=here, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=here, check=True)
+    before = int(sh("size", cwd=here, env=env).stdout)
+    assert before == sum(len(d) for d in files.values())
+    r = sh("hide", cwd=here, env=env)  # the default list: docs/runs and the demo target are in it
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not (here / "docs/runs").exists() and not (here / "resources/models/target.gguf").exists()
+    assert "not here: resources/vocab/gpt2.gguf" in r.stdout  # absent paths are named, not an error
+    r = sh("hide", "resources/models/smollm2/drafter.gguf", cwd=here, env=env)  # added to the same hide
+    assert r.returncode == 0 and f"carries {len(files['engine_bridge/keep.py'])} bytes" in r.stdout
+    # a hidden path that came back is not overwritten by a second hide, nor by unhide
+    (here / "resources/models/target.gguf").write_bytes(b"new")
+    assert sh("hide", "resources/models/target.gguf", cwd=here, env=env).returncode == 1
+    r = sh("unhide", cwd=here, env=env)
+    assert r.returncode == 1 and "is in the tree again" in r.stdout
+    assert (here / "resources/models/target.gguf").read_bytes() == b"new"
+    assert (tmp_path / "hide/tree/resources/models/target.gguf").read_bytes() == files["resources/models/target.gguf"]
+    (here / "resources/models/target.gguf").unlink()
+    r = sh("unhide", cwd=here, env=env)
+    assert r.returncode == 0, r.stdout
+    for rel, data in files.items():
+        assert (here / rel).read_bytes() == data
+    assert not (tmp_path / "hide").exists() and int(sh("size", cwd=here, env=env).stdout) == before
+    assert sh("unhide", cwd=here, env=env).stdout.strip() == "nothing hidden"
