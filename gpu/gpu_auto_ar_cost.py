@@ -1,8 +1,8 @@
 """What an AR step inside auto costs against a plain AR step, per feature path, in one process (issue 29).
 
 s55's fast bench on MT-Bench (H200) read auto at 0.90x AR, and its runs that never speculated took
-1.27-1.41 ms a step against the same prompts' 1.10 ms under plain AR: AR steps inside auto cost a
-fifth more. This runs, per public prompt (the chat template, greedy, --max-tokens, the bench's
+1.27-1.41 ms a step against the same prompts' 1.10 ms under plain AR, as if AR steps inside auto cost
+a fifth more (s56 found they do not: docs/benchmarks.md, "Fast auto at 0.90x AR on MT-Bench"). This runs, per public prompt (the chat template, greedy, --max-tokens, the bench's
 engine settings), in an order that rotates with the prompt so that a drift of the machine falls on
 every configuration:
 
@@ -13,7 +13,7 @@ every configuration:
 - ``auto-rd``: auto on the "redecode" path (AR steps with extraction off; a catch-up re-decode and
   two toggles of extraction around each speculative stretch)
 
-and prints per configuration the median over runs of: ms per generated step, the median wall of its
+and prints per configuration the median over runs of: ms per generated token, the median wall of its
 AR steps (decode steps that drafted nothing), and the run's speculative steps; then the policy's
 calibration table, so that a policy that chose AR can be read against the costs it was given.
 ``--exact``: the exact verify (batch-invariant kernels), as ``dflash-studio bench --exact``.
