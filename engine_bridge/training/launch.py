@@ -57,6 +57,8 @@ FLAGS: dict[str, str] = {
     "train_frac": "--train-frac",
     "labels": "--labels",
     "val_seqs": "--val-seqs",
+    "walk_frac": "--walk-anchors",
+    "select": "--select",
     "every_temperature": "--every-temperature",
     "init": "--init",
 }

@@ -35,6 +35,7 @@ import numpy as np
 
 from .gen_conversations import Cancelled  # one exception for a cancelled generation or training
 from .multi_gpu import shard_of
+from .walk import walk_accepted, walk_anchors
 
 # The published DFlash recipe (SpecForge's defaults) where it fits a small target; where ours differs,
 # the card and docs/benchmarks.md say why: 3 drafter layers (not 5: the step of a 135M target is
@@ -214,12 +215,22 @@ def make_batch(seqs, plen, idx, K: int, S: int, mask_id: int, pad_id: int, gen, 
     else:
         u = torch.rand(B, K, generator=gen)
         anchors = (lo[:, None] + u * (hi - lo + 1)[:, None]).floor().long()
+    block, labels, valid = blocks_at(x, lens, anchors, S, mask_id)
+    return x[:, :L], anchors, block, labels, valid
+
+
+def blocks_at(x, lens, anchors, S: int, mask_id: int):
+    """Block tokens, labels and label weights (B, K, S) of blocks opened at ``anchors`` (B, K) of the
+    right-padded tokens ``x`` (B, >= max anchor + S); weights 0 past a sequence's end."""
+    import torch
+
+    B, K = anchors.shape
     pos = anchors[:, :, None] + torch.arange(S)
-    labels = torch.gather(x[:, None, :].expand(B, K, L + S), 2, pos)
+    labels = torch.gather(x[:, None, :].expand(B, K, x.shape[1]), 2, pos)
     valid = (pos < torch.tensor(lens)[:, None, None]).float()
     block = torch.full_like(labels, mask_id)
     block[:, :, 0] = labels[:, :, 0]
-    return x[:, :L], anchors, block, labels, valid
+    return block, labels, valid
 
 
 def block_loss(logits, labels, valid, weights, target_logits=None, kl: float = 0.0):
@@ -262,6 +273,14 @@ def target_slot_logits(target, hidden, anchors, S: int):
 
 
 LABEL_MODES = ("tokens", "argmax", "rollout")
+#: what the kept step is chosen on: "walk", the held-out accepted drafts per step of the engine's own
+#: walk (blocks where a chain step opens them, walk.py), or "block", per block at random anchors (the
+#: choice before 2026-11-30; it reads 20-25 % above what the engine takes)
+SELECT_MODES = ("walk", "block")
+#: the walk's verify budget (chain 7, the GPU default) and how far into each held-out answer it goes
+#: (the bench's 128 tokens)
+WALK_BUDGET = 7
+WALK_LEN = 128
 
 
 def target_labels(t_next, anchors, labels, valid, mode: str):
@@ -341,6 +360,8 @@ def train(
     labels: str = "tokens",
     group=None,
     val_seqs: int = VAL_SEQS,
+    walk_frac: float = 0.0,
+    select: str = "walk",
 ) -> dict:
     import torch
     import torch.nn.functional as F
@@ -439,11 +460,18 @@ def train(
 
     if labels not in LABEL_MODES:
         raise ValueError(f"label mode {labels!r}: one of {', '.join(LABEL_MODES)}")
+    if select not in SELECT_MODES:
+        raise ValueError(f"checkpoint selection {select!r}: one of {', '.join(SELECT_MODES)}")
+    if not 0.0 <= walk_frac <= 1.0:
+        raise ValueError(f"walk_frac {walk_frac}: a share of each sequence's anchors, 0..1")
+    walk_n = round(anchors * walk_frac)
 
     def step_loss(idx, S, g, model=drafter, mode=labels, first_block=False):
-        """block_loss of a batch; ``first_block``: (that, and each answer's first block's accepted
-        drafts from the same target forward) -- validation's two scores."""
+        """block_loss of a batch; ``first_block``: (that, each answer's first block's accepted
+        drafts, and the engine's walk over each answer (accepted drafts, steps), all from the same
+        target forward) -- validation's scores."""
         x, anc, blk, lab, val = make_batch(seqs, plen, idx, anchors, S, cfg.mask_token_id, pad, g)
+        lens = [len(seqs[i]) for i in idx]
         x, anc, blk, lab, val = (t.to(dev, non_blocking=True) for t in (x, anc, blk, lab, val))
         # the target's head is read (KL, argmax labels) only from its final hidden state: without
         # full=True the forward stops at the last feature layer
@@ -451,6 +479,15 @@ def train(
         with torch.no_grad(), torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
             hidden, feats = target(x, layer_inputs=target_layers, logits=False, full=need_head)
             feats = torch.cat(feats, dim=-1)
+            if walk_n and not first_block:
+                # part of the blocks where the engine would open them: along the drafter's own walk
+                lo = [min(int(plen[i]) - 1, n - 2) for i, n in zip(idx, lens)]
+                aw = walk_anchors(
+                    drafter, feats, x, lens, lo, walk_n, S, WALK_BUDGET, cfg.mask_token_id, embed_w, head_w, g
+                )
+                anc_c = torch.cat([aw, anc.cpu()[:, walk_n:]], dim=1)
+                blk, lab, val = blocks_at(F.pad(x.cpu(), (0, S), value=pad), lens, anc_c, S, cfg.mask_token_id)
+                anc, blk, lab, val = (t.to(dev, non_blocking=True) for t in (anc_c, blk, lab, val))
             t_logits = target_slot_logits(target, hidden, anc, S) if kl > 0 else None
             if mode != "tokens":
                 t_next = F.linear(hidden, target.lm_head_weight).argmax(-1)
@@ -464,24 +501,38 @@ def train(
         anc1, blk1, lab1, val1 = (t.to(dev, non_blocking=True) for t in (anc1, blk1, lab1, val1))
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
             logits1 = model(feats, anc1, blk1, embed_w, head_w)
-        return out, block_loss(logits1, lab1, val1, weights[S])[2]
+            pl = [int(plen[i]) for i in idx]
+            walked = walk_accepted(
+                model, feats, x, pl, lens, S, WALK_BUDGET, cfg.mask_token_id, embed_w, head_w, WALK_LEN
+            )
+        return out, block_loss(logits1, lab1, val1, weights[S])[2], walked
 
     val_first = float("nan")  # the last validation's first-block accepted drafts
+    val_walk = float("nan")  # the last validation's accepted drafts per step of the engine's walk
+
+    def score(vlen: float) -> float:
+        """What the kept step is chosen on (``select``)."""
+        return val_walk if select == "walk" else vlen
 
     def validate():
         drafter.eval()
         g = torch.Generator().manual_seed(seed + 1)
         parts, firsts = [], []
+        w_acc = w_steps = 0
         with torch.no_grad():
             for i in range(0, min(len(va_idx), max(1, val_seqs)), batch):
                 # the blocks and, from the same target forward, each answer's first block alone (what a
-                # request's first step drafts: reported, not used to select the kept step)
-                part, first = step_loss(va_idx[i : i + batch].tolist(), block_size, g, mode="tokens", first_block=True)
+                # request's first step drafts: reported) and the engine's walk over each answer
+                part, first, (a_, n_) = step_loss(
+                    va_idx[i : i + batch].tolist(), block_size, g, mode="tokens", first_block=True
+                )
                 parts.append(part)
                 firsts.append(first)
+                w_acc, w_steps = w_acc + a_, w_steps + n_
         drafter.train()
-        nonlocal val_first
+        nonlocal val_first, val_walk
         val_first = torch.stack(firsts).mean().item()
+        val_walk = w_acc / max(w_steps, 1)
         return (
             torch.stack([p[0] for p in parts]).mean().item(),
             torch.stack([p[1] for p in parts]).mean(0).tolist(),
@@ -558,8 +609,8 @@ def train(
         state["elapsed"] = time.time() - t_start
         if group.main and (el >= next_log or (max_steps is not None and state["step"] >= max_steps)):
             vl, vacc, vlen, v7 = validate()
-            if vlen > state["best"]:
-                state["best"], state["best_step"] = vlen, state["step"]
+            if score(vlen) > state["best"]:
+                state["best"], state["best_step"] = score(vlen), state["step"]
                 best_state = {k: v.detach().clone() for k, v in drafter.state_dict().items()}
                 # a run stopped from outside still leaves its best drafter ready for export
                 save_drafter(
@@ -568,6 +619,8 @@ def train(
                         "kept_step": state["step"],
                         "seconds": round(el, 1),
                         "val_accepted_per_block": round(vlen, 3),
+                        "val_walk_accepted": round(val_walk, 3),
+                        "select": select,
                         "history": state["hist"],
                         "partial": True,
                     }
@@ -587,13 +640,14 @@ def train(
                 "val_accepted_per_block": round(vlen, 3),
                 "val_accepted_first7": round(v7, 3),
                 "val_first_block_accepted": round(val_first, 3),
+                "val_walk_accepted": round(val_walk, 3),
                 "val_slot_acc": [round(a, 3) for a in vacc[:8]],
                 "lr": opt.param_groups[0]["lr"],
             }
             state["hist"].append(rec)
             log(
                 f"train: step {state['step']:6d}  loss {loss.item():.3f}  val {vl:.3f}  val accepted/block({block_size}) "
-                f"{vlen:.2f}  first block {val_first:.2f}  slot1 {vacc[0]:.2f}  {rate:.1f} step/s  {_fmt(el)} elapsed, ETA {_fmt(eta)}"
+                f"{vlen:.2f}  walk {val_walk:.3f}  first block {val_first:.2f}  slot1 {vacc[0]:.2f}  {rate:.1f} step/s  {_fmt(el)} elapsed, ETA {_fmt(eta)}"
             )
             if progress:
                 progress(
@@ -617,8 +671,10 @@ def train(
         return {"rank": group.rank, "steps": state["step"], "replicas_agree": agree}
     vl, vacc, vlen, v7 = validate()
     kept = state["step"]
-    if vlen < state["best"] and (best_state is not None or list(out.glob("drafter-*.safetensors"))):
-        log(f"train: keeping step {state['best_step']} (held-out accepted/block {state['best']:.2f} > {vlen:.2f})")
+    if score(vlen) < state["best"] and (best_state is not None or list(out.glob("drafter-*.safetensors"))):
+        log(
+            f"train: keeping step {state['best_step']} (held-out {select} score {state['best']:.3f} > {score(vlen):.3f})"
+        )
         if best_state is None:  # resumed: the best so far is the one saved in the run folder
             best_state = {k: v.to(dev) for k, v in load_sharded(out, "drafter")[0].items()}
         drafter.load_state_dict(best_state)
@@ -637,12 +693,15 @@ def train(
         "kl": kl,
         "train_frac": train_frac,
         "labels": labels,
+        "walk_frac": walk_frac,
+        "select": select,
         "weight_decay": weight_decay,
         "best_step": state["best_step"],
         "val_loss": round(vl, 4),
         "val_accepted_per_block": round(vlen, 3),
         "val_accepted_first7": round(v7, 3),
         "val_first_block_accepted": round(val_first, 3),
+        "val_walk_accepted": round(val_walk, 3),
         "val_slot_acc": [round(a, 3) for a in vacc],
         "train_sequences": int(len(tr_idx)),
         "val_sequences": int(len(va_idx)),
@@ -655,7 +714,7 @@ def train(
     save_drafter(summary)
     log(
         f"train: {'cancelled' if cancelled else 'done'}: {state['step']} steps in {_fmt(state['elapsed'])}; held-out "
-        f"accepted drafts per block ({block_size}) {vlen:.2f}; drafter -> {out}/drafter-*.safetensors"
+        f"accepted drafts per block ({block_size}) {vlen:.2f}, per step of the engine's walk {val_walk:.3f}; drafter -> {out}/drafter-*.safetensors"
     )
     group.barrier()
     return summary
@@ -701,6 +760,8 @@ def run(
     n_ff: int | None = None,
     labels: str = "tokens",
     val_seqs: int = VAL_SEQS,
+    walk_frac: float = 0.0,
+    select: str = "walk",
     threads: int | None = None,
     shard: tuple[int, int] = (0, 1),
     gpus: int = 1,
@@ -833,6 +894,8 @@ def run(
                 n_ff=n_ff,
                 labels=labels,
                 val_seqs=val_seqs,
+                walk_frac=walk_frac,
+                select=select,
                 resume=resume,
                 log=log_,
                 progress=progress,
@@ -947,6 +1010,20 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         help="weight of KL(target softmax || drafter) added to the hard-label loss (0: hard labels only)",
     )
     ap.add_argument(
+        "--walk-anchors",
+        type=_unit,
+        default=0.0,
+        help="share of each sequence's blocks opened along the drafter's own walk, where the engine opens "
+        "them (after a miss); the rest at random positions (0: all random, as before)",
+    )
+    ap.add_argument(
+        "--select",
+        choices=SELECT_MODES,
+        default="walk",
+        help="keep the step with the most held-out accepted drafts per step of the engine's walk (walk, "
+        "the default) or per block at random anchors (block, before 2026-11-30)",
+    )
+    ap.add_argument(
         "--train-frac",
         type=_share,
         default=1.0,
@@ -986,6 +1063,7 @@ def _checked(cast, ok: Callable[[Any], bool], what: str):
 
 _width = _checked(int, lambda v: 8 <= v <= 65536, "an FFN width in [8, 65536]")
 _share = _checked(float, lambda v: 0 < v <= 1, "a share in (0, 1]")
+_unit = _checked(float, lambda v: 0 <= v <= 1, "a share in [0, 1]")
 _weight = _checked(float, lambda v: 0 <= v <= 100, "a weight in [0, 100]")
 
 
@@ -1040,6 +1118,8 @@ def kwargs_from(a) -> dict:
         train_frac=a.train_frac,
         labels=a.labels,
         val_seqs=a.val_seqs,
+        walk_frac=a.walk_anchors,
+        select=a.select,
         every_temperature=a.every_temperature,
         init=a.init,
         shard=a.shard,

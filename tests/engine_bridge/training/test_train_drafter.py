@@ -721,6 +721,21 @@ def test_kl_and_data_share_flags_reach_the_run(tiny_run, tiny_target, tmp_path):
         tiny_target, work / "data", tmp_path / "run3", **kw, **{**TINY, "max_steps": 2, "labels": "rollout"}
     )["train"]
     assert roll["labels"] == "rollout" and roll["steps"] == 2 and np.isfinite(roll["val_loss"])
+    (tmp_path / "run4").mkdir()
+    (tmp_path / "run4" / "gen").symlink_to(work / "run" / "gen")
+    walked = train_chat.run(
+        tiny_target,
+        work / "data",
+        tmp_path / "run4",
+        **kw,
+        **{**TINY, "max_steps": 2, "walk_frac": 0.5, "select": "block"},
+    )["train"]
+    assert walked["walk_frac"] == 0.5 and walked["select"] == "block" and walked["steps"] == 2
+    # every run reports the engine's walk over the held-out answers: accepted drafts per chain-7 step
+    for r in (full, part, roll, walked):
+        assert 0 <= r["val_walk_accepted"] <= 7 and r["select"] in ("walk", "block")
+    assert full["select"] == "walk"  # the default choice
+    assert all("val_walk_accepted" in h for h in walked["history"])
 
 
 @needs_torch
@@ -735,7 +750,14 @@ def test_ablation_flags_are_checked():
     kw = train_chat.kwargs_from(a)
     assert (kw["kl"], kw["train_frac"], kw["gamma"], kw["labels"]) == (0.5, 0.25, 4.0, "argmax")
     assert kw["val_seqs"] == 8 and train_chat.kwargs_from(ap.parse_args([]))["val_seqs"] == train_chat.VAL_SEQS
+    plain = train_chat.kwargs_from(ap.parse_args([]))
+    assert (plain["walk_frac"], plain["select"]) == (0.0, "walk")
+    kw = train_chat.kwargs_from(ap.parse_args(["--walk-anchors", "0.5", "--select", "block"]))
+    assert (kw["walk_frac"], kw["select"]) == (0.5, "block")
     for bad in (
+        ["--walk-anchors", "1.5"],
+        ["--walk-anchors", "-0.1"],
+        ["--select", "loss"],
         ["--train-frac", "0"],
         ["--train-frac", "1.5"],
         ["--kl", "-1"],
