@@ -275,7 +275,7 @@ def target_slot_logits(target, hidden, anchors, S: int):
 LABEL_MODES = ("tokens", "argmax", "rollout")
 #: what the kept step is chosen on: "walk", the held-out accepted drafts per step of the engine's own
 #: walk (blocks where a chain step opens them, walk.py), or "block", per block at random anchors (the
-#: choice before 2026-11-30; it reads 20-25 % above what the engine takes)
+#: choice before 2026-11-30; it reads 18-26 % above what the engine takes, walk.py)
 SELECT_MODES = ("walk", "block")
 #: the walk's verify budget (chain 7, the GPU default) and how far into each held-out answer it goes
 #: (the bench's 128 tokens)

@@ -2,11 +2,12 @@
 
 The trainer used to score and train a drafter on blocks opened at uniformly random positions of an
 answer. The engine opens a block only where its last step ended: right after a token that the
-drafter missed and the target supplied. On the same answers those positions take 20-25 % fewer
-drafts (benchmarks/drafter_walk.py: the PyTorch drafter walking llama.cpp's answers agrees with the
-engine step by step, and every-position blocks read 1.57 / 2.45 / 3.43 accepted drafts where the walk
-reads 1.33 / 1.97 / 2.78 on held-out chat / math / code). So the random-anchor figure overstates what
-a user gets, and ranks checkpoints by blocks the engine rarely opens.
+drafter missed and the target supplied. On the same answers those positions take 16-21 % fewer
+drafts (benchmarks/drafter_walk.py on the 48 held-out prompts: the PyTorch drafter walking
+llama.cpp's answers takes the engine's steps, 1.69 accepted drafts a chain-7 step against the
+engine's 1.68, while blocks at every position read 1.31 / 2.38 / 3.11 where the walk reads 1.09 /
+2.01 / 2.47 on chat / math / code). So the random-anchor figure overstates what a user gets, and
+ranks checkpoints by blocks the engine rarely opens.
 
 A walk: a block opens at position ``a`` holding ``[x[a], mask, ...]``; its drafts for slots
 1..budget are compared with ``x[a + 1 ...]``; ``k`` leading drafts match; the next block opens at

@@ -1,6 +1,8 @@
 # ran from the project root on the GPU machine as run.sh STEP ... (one H200, one held machine):
 #   setup (tree + .gpu-bundle/whl + .gpu-keep-s56) | take (part.00 + .gpu-carry/w/data) |
 #   take data train (part.01) | follow ... | eval | pack U | pack W
+# (it ran as tmp_s58.sh at the project root; eval in the background, `OUT=/tmp/evo setsid nohup bash
+#  tmp_s58.sh eval`, followed from two calls, then `pack U`: U's train log is in logs.tgz)
 # issue 27: blocks where the engine opens them. Two arms on one pool, sharing the one GPU, both warm
 # starts from the shipped drafter at sitting 12's rate (5e-5), both keeping the step with the most
 # held-out accepted drafts per step of the engine's walk (train_chat --select walk, the new default):
