@@ -510,7 +510,10 @@ class TrainPanel(QWidget):
             self.losses.append(float(event["loss"]))
             self.val_losses.append(float(event["val_loss"]) if event.get("val_loss") is not None else float("nan"))
             self.redraws()
-        if event.get("val_accepted") is not None:
+        if event.get("val_walk") is not None:
+            # what the engine will take: drafts accepted per chain-7 step on held-out answers
+            parts.append(f"held-out drafts accepted/step {event['val_walk']:.2f}")
+        elif event.get("val_accepted") is not None:
             parts.append(f"held-out accepted/block {event['val_accepted']:.2f}")
         if event.get("message"):
             parts.append(str(event["message"]))

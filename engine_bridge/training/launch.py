@@ -65,8 +65,8 @@ FLAGS: dict[str, str] = {
 SWITCHES = {"gen_fp32", "mixed_blocks", "every_temperature"}
 
 _TRAIN_LINE = re.compile(
-    r"train: step\s+(\d+)\s+loss ([\d.]+)\s+val ([\d.]+)\s+val accepted/block\(\d+\) ([\d.]+).*?"
-    r"(\d+):(\d\d) elapsed, ETA (\d+):(\d\d)"
+    r"train: step\s+(\d+)\s+loss ([\d.]+)\s+val ([\d.]+)\s+val accepted/block\(\d+\) ([\d.]+)"
+    r"(?:\s+walk ([\d.]+))?.*?(\d+):(\d\d) elapsed, ETA (\d+):(\d\d)"
 )
 _GEN_LINE = re.compile(r"generate/([\w -]+): (\d+)/(\d+),.*?(\d+) s left")
 
@@ -77,13 +77,14 @@ def progress_from_line(line: str) -> dict | None:
     batch (pass, done, total, ETA)."""
     m = _TRAIN_LINE.search(line)
     if m:
-        step, loss, vl, va, em, es, tm, ts = m.groups()
+        step, loss, vl, va, vw, em, es, tm, ts = m.groups()
         return {
             "stage": "train",
             "step": int(step),
             "loss": float(loss),
             "val_loss": float(vl),
             "val_accepted": float(va),
+            "val_walk": float(vw) if vw else None,
             "elapsed_s": 60.0 * int(em) + int(es),
             "eta_s": 60.0 * int(tm) + int(ts),
         }

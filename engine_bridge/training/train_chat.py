@@ -659,6 +659,7 @@ def train(
                         "loss": rec["loss"],
                         "val_loss": rec["val_loss"],
                         "val_accepted": rec["val_accepted_per_block"],
+                        "val_walk": rec["val_walk_accepted"],
                     }
                 )
             next_log = el + max(min(seconds / 40, 30.0), 1.0)

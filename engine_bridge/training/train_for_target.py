@@ -155,6 +155,7 @@ def _run_from_checkpoint(target: Path, ckdir: Path, dest: Path) -> Path:
                     "kept_step": st["state"]["step"],
                     "seconds": round(st["state"]["elapsed"], 1),
                     "val_accepted_per_block": hist[-1]["val_accepted_per_block"] if hist else None,
+                    "val_walk_accepted": hist[-1].get("val_walk_accepted") if hist else None,
                     "history": hist,
                     "note": "exported from a resumable checkpoint (the run was stopped)",
                 },
@@ -231,7 +232,12 @@ def write_card(path: Path, target: Path, out: Path, data: Path, rdir: Path, res:
         + (f", + {tr['kl']} x KL to the target's softmax" if tr.get("kl") else "")
         + (f", {tr['train_frac']:.0%} of the training prompts" if tr.get("train_frac", 1.0) < 1.0 else "")
         + (f", labels: the target's {tr['labels']}" if tr.get("labels", "tokens") != "tokens" else "")
-        + f"; held-out accepted drafts per block {tr.get('val_accepted_per_block')}.",
+        + (
+            f"; held-out accepted drafts per chain-7 step (the engine's walk) {tr['val_walk_accepted']}"
+            if tr.get("val_walk_accepted") is not None
+            else ""
+        )
+        + f"; held-out accepted drafts per block at random positions {tr.get('val_accepted_per_block')}.",
         "",
         "## Held-out mean commit length (llama.cpp, greedy)",
         "",

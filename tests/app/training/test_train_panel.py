@@ -132,6 +132,9 @@ def test_training_from_the_tab_shows_progress_and_loads_the_pair(qtbot, make_win
     train = [e for e in events if e.get("stage") == "train"]
     assert [e["step"] for e in train] == sorted(e["step"] for e in train) and train[-1]["step"] == 12
     assert all(e["eta_s"] is not None for e in train)
+    # the held-out figure shown is the engine's walk (drafts accepted per chain-7 step)
+    scored = [e for e in train if e.get("val_accepted") is not None]
+    assert scored and all(0 <= e["val_walk"] <= 7 for e in scored)
     # every loss point is on the curve (the throttle merges redraws, never points)
     qtbot.waitUntil(lambda: len(panel.curve.getData()[1] if panel.curve.getData()[1] is not None else []) == len(train))
     assert list(panel.curve.getData()[1]) == pytest.approx([e["loss"] for e in train])

@@ -161,3 +161,17 @@ def test_the_torch_walk_takes_the_engines_chain_steps_on_the_default_pair(monkey
     assert walked[:4] == engine_steps[:4]
     assert (acc, steps) == (sum(walked), len(walked))
     assert abs(acc / steps - sum(engine_steps) / len(engine_steps)) < 0.35
+
+
+def test_a_childs_log_line_carries_the_walk_to_the_progress_bar():
+    from engine_bridge.training.launch import progress_from_line
+
+    line = (
+        "[06:56:06] train: step     93  loss 3.286  val 2.663  val accepted/block(16) 2.67  walk 1.609  first block 0.66"
+        "  slot1 0.78  3.8 step/s  0:24 elapsed, ETA 7:35"
+    )
+    ev = progress_from_line(line)
+    assert ev is not None and (ev["step"], ev["val_accepted"], ev["val_walk"], ev["eta_s"]) == (93, 2.67, 1.609, 455.0)
+    old = line.replace("  walk 1.609", "")  # a log of before 2026-11-30
+    ev = progress_from_line(old)
+    assert ev is not None and ev["val_walk"] is None and ev["val_accepted"] == 2.67
