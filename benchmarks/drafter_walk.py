@@ -15,7 +15,8 @@ side on the same answers, with one drafter:
   of the trainer's random anchors), first ``--budget`` slots.
 
     python benchmarks/drafter_walk.py --target T.gguf --draft D.gguf \
-        --prompts resources/models/smollm2/prompts.jsonl --max-tokens 96 --budget 7
+        --prompts resources/models/smollm2/prompts.jsonl --max-tokens 128 --budget 7
+    python benchmarks/drafter_walk.py --target T.gguf --draft D.gguf --public ...   # report only
 
 Runs on CPU (the engine with 2 threads and full blocks, as a GPU drafts). Prints a table per
 category and writes JSON with ``--out``.
@@ -97,7 +98,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", type=Path, required=True)
     ap.add_argument("--draft", type=Path, required=True)
-    ap.add_argument("--prompts", type=Path, required=True, help="JSONL with messages and category")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompts", type=Path, help="JSONL with messages and category")
+    src.add_argument(
+        "--public", action="store_true", help="the public suites (MT-Bench, GSM8K test 100, HumanEval): reporting only"
+    )
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--budget", type=int, default=7)
     ap.add_argument("--limit", type=int, default=0, help="first N prompts per category (0: all)")
@@ -113,7 +118,12 @@ def main(argv=None) -> int:
     from engine_bridge.runtime.engine import Engine
 
     torch.set_num_threads(a.threads)
-    items = [json.loads(line) for line in a.prompts.read_text().splitlines() if line.strip()]
+    if a.public:
+        from engine_bridge.training.evaluate_chat import public_prompts
+
+        items = public_prompts()
+    else:
+        items = [json.loads(line) for line in a.prompts.read_text().splitlines() if line.strip()]
     cats: dict[str, list[dict]] = {}
     for it in items:
         cats.setdefault(it.get("category", "all"), []).append(it)
