@@ -36,62 +36,45 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def torch_pair(target: Path, draft: Path):
     """The PyTorch target and drafter, both read from their GGUFs (f32)."""
-    import torch
-
-    from engine_bridge.training.drafter_gguf import read_drafter_gguf
-    from engine_bridge.training.drafter_model import DFlashDrafter, DrafterConfig
+    from engine_bridge.training.drafter_gguf import drafter_from_gguf
     from engine_bridge.training.gguf_target import load_gguf_target
 
     tgt = load_gguf_target(target)
-    arrays, hdr = read_drafter_gguf(draft)
-    # the header has no rope base or norm epsilon: the trainer takes both from the target
-    tc = tgt.c
-    cfg = DrafterConfig(**{k: v for k, v in hdr.items() if v is not None}, rope_theta=tc.rope_theta, rms_eps=tc.rms_eps)
-    dr = DFlashDrafter(cfg)
-    dr.load_state_dict({k: torch.from_numpy(v) for k, v in arrays.items()})
-    dr.eval()
-    return tgt, dr
+    return tgt, drafter_from_gguf(draft, tgt)
 
 
-def accepted_run(drafts, truth) -> int:
-    n = 0
-    for d, t in zip(drafts, truth):
-        if d != t:
-            break
-        n += 1
-    return n
-
-
-def torch_scores(tgt, dr, prompt: list[int], answer: list[int], budget: int, batch: int = 64):
-    """(the walk's accepted drafts per step, the mean accepted drafts of a block at every answer
-    position), both over the first ``budget`` slots of a whole block."""
+def every_drafts(tgt, dr, prompt: list[int], answer: list[int], budget: int) -> dict[int, list[int]]:
+    """The drafter's first ``budget`` drafts of a whole block opened at every answer position."""
     import torch
 
-    x = prompt + answer
-    S = dr.c.block_size
-    head = tgt.lm_head_weight
-    emb = tgt.embed_tokens.weight
+    from engine_bridge.training.walk import span_drafts
+
+    x = torch.tensor([prompt + answer])
     with torch.no_grad():
-        _, feats = tgt(torch.tensor([x]), layer_inputs=dr.c.target_layers)
-        feats = torch.cat(feats, -1)
-        plen, n = len(prompt), len(x)
-        # a block at anchor a holds [x[a], mask...]; its slots j predict x[a + j]
-        anchors = list(range(plen, n - 1))
-        drafts: dict[int, list[int]] = {}
-        for i in range(0, len(anchors), batch):
-            part = anchors[i : i + batch]
-            blk = torch.full((1, len(part), S), dr.c.mask_token_id, dtype=torch.long)
-            blk[0, :, 0] = torch.tensor([x[a] for a in part])
-            logits = dr(feats, torch.tensor([part]), blk, emb, head)[0]
-            for a, row in zip(part, logits[:, 1 : 1 + budget].argmax(-1).tolist()):
-                drafts[a] = row
-    every = [accepted_run(drafts[a], x[a + 1 : a + 1 + budget]) for a in anchors]
-    walk, a = [], plen
-    while a < n - 1:
-        k = accepted_run(drafts[a], x[a + 1 : a + 1 + budget])
-        walk.append(k)
-        a += k + 1
-    return walk, every
+        _, feats = tgt(x, layer_inputs=dr.c.target_layers)
+    span = [(len(prompt), x.shape[1] - 1)]
+    return span_drafts(
+        dr,
+        torch.cat(feats, -1),
+        x,
+        span,
+        dr.c.block_size,
+        budget,
+        dr.c.mask_token_id,
+        tgt.embed_tokens.weight,
+        tgt.lm_head_weight,
+    )[0]
+
+
+def torch_scores(tgt, dr, prompt: list[int], answer: list[int], budget: int):
+    """(the walk's accepted drafts per step, the accepted drafts of a block at every answer position),
+    both over the first ``budget`` slots of a whole block."""
+    from engine_bridge.training.walk import matched, walk
+
+    x = prompt + answer
+    drafts = every_drafts(tgt, dr, prompt, answer, budget)
+    every = [matched(d, x[a + 1 : a + 1 + budget]) for a, d in sorted(drafts.items())]
+    return [k for _, k in walk(drafts, x, len(prompt), len(x) - 1)], every
 
 
 def main(argv=None) -> int:

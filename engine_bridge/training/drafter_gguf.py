@@ -68,3 +68,20 @@ def config_mismatch(gguf_cfg: dict, run_cfg: dict) -> list[str]:
         if v is not None and want is not None and v != want:  # lists are lists on both sides (_field)
             out.append(f"{k}: file {v}, run {want}")
     return out
+
+
+def drafter_from_gguf(path: str | Path, target):
+    """The PyTorch drafter of a DFlash GGUF, ready to draft (eval mode, f32) beside ``target`` (a
+    ``gguf_target`` model): the header has no rope base or norm epsilon, so both come from the target,
+    as the trainer takes them."""
+    import torch
+
+    from .drafter_model import DFlashDrafter, DrafterConfig
+
+    arrays, hdr = read_drafter_gguf(path)
+    cfg = DrafterConfig(
+        **{k: v for k, v in hdr.items() if v is not None}, rope_theta=target.c.rope_theta, rms_eps=target.c.rms_eps
+    )
+    drafter = DFlashDrafter(cfg)
+    drafter.load_state_dict({k: torch.from_numpy(v) for k, v in arrays.items()})
+    return drafter.eval()

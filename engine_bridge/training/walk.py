@@ -28,6 +28,8 @@ def span_drafts(model, feats, x, spans, S: int, budget: int, mask_id: int, embed
     import torch
 
     B = x.shape[0]
+    dev = feats.device
+    xc = x.cpu()
     out: list[dict[int, list[int]]] = [{} for _ in range(B)]
     width = max((hi - lo for lo, hi in spans), default=0)
     with torch.no_grad():
@@ -42,8 +44,7 @@ def span_drafts(model, feats, x, spans, S: int, budget: int, mask_id: int, embed
             if not live.any():
                 continue
             blk = torch.full((B, K, S), mask_id, dtype=torch.long)
-            blk[:, :, 0] = torch.gather(x.cpu(), 1, anc)
-            dev = feats.device
+            blk[:, :, 0] = torch.gather(xc, 1, anc)
             logits = model(feats, anc.to(dev), blk.to(dev), embed_w, head_w)[:, :, 1 : 1 + budget]
             drafts = logits.float().argmax(-1).cpu()
             for b in range(B):
@@ -95,7 +96,7 @@ def walk_anchors(model, feats, x, lens, lo, K: int, S: int, budget: int, mask_id
     xs = x.cpu().tolist()
     out = torch.zeros(B, K, dtype=torch.long)
     for b, (s, e) in enumerate(spans):
-        picked = [a for a, _ in walk(drafts[b], xs[b], s, e)][:K]
+        picked = [a for a, _ in walk(drafts[b], xs[b][: int(lens[b])], s, e)][:K]
         if len(picked) < K:
             u = torch.randint(s, max(s + 1, e), (K - len(picked),), generator=gen)
             picked += u.tolist()

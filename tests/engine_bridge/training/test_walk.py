@@ -93,7 +93,7 @@ def test_the_torch_walk_takes_the_engines_chain_steps_on_the_default_pair(monkey
     from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
     from engine_bridge.runtime.config import EngineConfig, GenerationSettings
     from engine_bridge.runtime.engine import Engine
-    from engine_bridge.training.drafter_gguf import read_drafter_gguf
+    from engine_bridge.training.drafter_gguf import drafter_from_gguf
     from engine_bridge.training.gguf_target import load_gguf_target
 
     target, draft = registry_models.cached(), smollm2_drafter()
@@ -120,12 +120,8 @@ def test_the_torch_walk_takes_the_engines_chain_steps_on_the_default_pair(monkey
         eng.close()
     engine_steps = [s.accepted for s in chain.steps if not s.prefill]
     tgt = load_gguf_target(target)
-    arrays, hdr = read_drafter_gguf(draft)
-    cfg = DrafterConfig(
-        **{k: v for k, v in hdr.items() if v is not None}, rope_theta=tgt.c.rope_theta, rms_eps=tgt.c.rms_eps
-    )
-    dr = DFlashDrafter(cfg).eval()
-    dr.load_state_dict({k: torch.from_numpy(v) for k, v in arrays.items()})
+    dr = drafter_from_gguf(draft, tgt)
+    cfg = dr.c
     x = torch.tensor([prompt + ar])
     with torch.no_grad():
         _, feats = tgt(x, layer_inputs=cfg.target_layers)

@@ -21,21 +21,18 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 
 def accepted_everywhere(target: Path, draft: Path, prompts: Path, max_tokens: int = 128, budget: int = 7):
-    import torch
-
-    from drafter_walk import accepted_run, torch_pair
+    from drafter_walk import every_drafts, torch_pair
     from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
     from engine_bridge.runtime.config import EngineConfig, GenerationSettings
     from engine_bridge.runtime.engine import Engine
+    from engine_bridge.training.walk import matched
 
-    torch.set_num_threads(2)
     items = [json.loads(line) for line in prompts.read_text().splitlines() if line.strip()]
     eng = Engine.load(
         EngineConfig(target=target, draft=draft, n_ctx=2048, n_gpu_layers=0, draft_n_gpu_layers=0, n_threads=2),
         preflight=PAIR_PREFLIGHT,
     )
     tgt, dr = torch_pair(target, draft)
-    S = dr.c.block_size
     out = []
     try:
         for it in items:
@@ -44,19 +41,9 @@ def accepted_everywhere(target: Path, draft: Path, prompts: Path, max_tokens: in
             eng.reset()
             ar = list(eng.generate(text, GenerationSettings(mode="ar", max_tokens=max_tokens)).tokens)
             x = prompt + ar
-            anchors = list(range(len(prompt), len(x) - 1))
-            acc = {}
-            with torch.no_grad():
-                _, feats = tgt(torch.tensor([x]), layer_inputs=dr.c.target_layers)
-                feats = torch.cat(feats, -1)
-                for i in range(0, len(anchors), 64):
-                    part = anchors[i : i + 64]
-                    blk = torch.full((1, len(part), S), dr.c.mask_token_id, dtype=torch.long)
-                    blk[0, :, 0] = torch.tensor([x[a] for a in part])
-                    lg = dr(feats, torch.tensor([part]), blk, tgt.embed_tokens.weight, tgt.lm_head_weight)[0]
-                    for a, row in zip(part, lg[:, 1 : 1 + budget].argmax(-1).tolist()):
-                        acc[a] = accepted_run(row, x[a + 1 : a + 1 + budget])
-            out.append({"cat": it["category"], "plen": len(prompt), "n": len(x), "acc": [acc[a] for a in anchors]})
+            drafts = every_drafts(tgt, dr, prompt, ar, budget)
+            acc = [matched(drafts[a], x[a + 1 : a + 1 + budget]) for a in range(len(prompt), len(x) - 1)]
+            out.append({"cat": it["category"], "plen": len(prompt), "n": len(x), "acc": acc})
     finally:
         eng.close()
     return out
