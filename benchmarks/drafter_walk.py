@@ -17,6 +17,7 @@ side on the same answers, with one drafter:
     python benchmarks/drafter_walk.py --target T.gguf --draft D.gguf \
         --prompts resources/models/smollm2/prompts.jsonl --max-tokens 128 --budget 7
     python benchmarks/drafter_walk.py --target T.gguf --draft D.gguf --public ...   # report only
+    python benchmarks/drafter_walk.py --summary walk48.json   # a saved run's figures, printed again
 
 Runs on CPU (the engine with 2 threads and full blocks, as a GPU drafts). Prints a table per
 category and writes JSON with ``--out``.
@@ -77,12 +78,55 @@ def torch_scores(tgt, dr, prompt: list[int], answer: list[int], budget: int):
     return [k for _, k in walk(drafts, x, len(prompt), len(x) - 1)], every
 
 
+def summarize(rows: list[dict]) -> dict:
+    """A category's figures from its rows (the engine's and the walk's accepted drafts per step, a
+    block at every position, agreement, and how the engine's step after a step that took no draft
+    does)."""
+    n_eng = sum(len(r["engine"]) for r in rows)
+    n_walk = sum(len(r["walk"]) for r in rows)
+    pairs = [(p, q) for r in rows for p, q in zip(r["engine"][:-1], r["engine"][1:])]
+    after0 = [q for p, q in pairs if p == 0]
+    after = [q for p, q in pairs if p > 0]
+    walk = statistics.fmean(k for r in rows for k in r["walk"]) if n_walk else 0.0
+    every = statistics.fmean(r["every_mean"] for r in rows) if rows else 0.0
+    return {
+        "n": len(rows),
+        "engine_accepted_per_step": sum(sum(r["engine"]) for r in rows) / max(n_eng, 1),
+        "walk_accepted_per_step": walk,
+        "every_position_accepted": every,
+        "walk_over_every": walk / every if every else 0.0,
+        "walks_equal_engine": sum(r["engine"] == r["walk"] for r in rows),
+        "identical_to_ar": sum(r["identical_to_ar"] for r in rows),
+        # steps the two take alike before a request's first parting, of the steps both take
+        "steps_agree": sum(r["steps_agree"] for r in rows),
+        "steps_compared": sum(min(len(r["engine"]), len(r["walk"])) for r in rows),
+        "walk_zero_share": sum(k == 0 for r in rows for k in r["walk"]) / max(n_walk, 1),
+        "engine_after_zero": statistics.fmean(after0) if after0 else 0.0,
+        "engine_after_some": statistics.fmean(after) if after else 0.0,
+        "engine_zero_after_zero": sum(q == 0 for q in after0) / max(len(after0), 1),
+        "engine_zero_share": sum(q == 0 for _, q in pairs) / max(len(pairs), 1),
+    }
+
+
+def line(cat: str, s: dict) -> str:
+    return (
+        f"{cat:6s} n={s['n']:3d}  engine {s['engine_accepted_per_step']:.3f}  walk {s['walk_accepted_per_step']:.3f}  "
+        f"every position {s['every_position_accepted']:.3f} (walk / every {s['walk_over_every']:.2f})  "
+        f"walk == engine on {s['walks_equal_engine']}/{s['n']}, steps alike before a parting "
+        f"{s['steps_agree']}/{s['steps_compared']}  identical to AR {s['identical_to_ar']}  "
+        f"no draft taken {s['walk_zero_share']:.0%} (walk)  engine after a step that took none "
+        f"{s['engine_after_zero']:.2f} / after one that took some {s['engine_after_some']:.2f}, "
+        f"P(0|0) {s['engine_zero_after_zero']:.2f} P(0) {s['engine_zero_share']:.2f}"
+    )
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--target", type=Path, required=True)
-    ap.add_argument("--draft", type=Path, required=True)
+    ap.add_argument("--target", type=Path)
+    ap.add_argument("--draft", type=Path)
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompts", type=Path, help="JSONL with messages and category")
+    src.add_argument("--summary", type=Path, help="print the figures of a saved --out JSON again (no run)")
     src.add_argument(
         "--public", action="store_true", help="the public suites (MT-Bench, GSM8K test 100, HumanEval): reporting only"
     )
@@ -92,6 +136,12 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path)
     a = ap.parse_args(argv)
+    if a.summary:
+        for cat, v in json.loads(a.summary.read_text())["categories"].items():
+            print(line(cat, summarize(v["rows"])))
+        return 0
+    if a.target is None or a.draft is None:
+        ap.error("--target and --draft are needed to run (only --summary goes without)")
     os.environ.setdefault("DFLASH_DRAFT_FULL_BLOCK", "1")  # a GPU's whole blocks, as the trainer scores
 
     import torch
@@ -149,23 +199,9 @@ def main(argv=None) -> int:
                         "every_mean": statistics.fmean(every) if every else 0.0,
                     }
                 )
-            n_eng = sum(len(r["engine"]) for r in rows)
-            n_walk = sum(len(r["walk"]) for r in rows)
-            summary = {
-                "n": len(rows),
-                "engine_accepted_per_step": sum(sum(r["engine"]) for r in rows) / max(n_eng, 1),
-                "walk_accepted_per_step": sum(sum(r["walk"]) for r in rows) / max(n_walk, 1),
-                "every_position_accepted": statistics.fmean(r["every_mean"] for r in rows),
-                "walks_equal_engine": sum(r["engine"] == r["walk"] for r in rows),
-                "identical_to_ar": sum(r["identical_to_ar"] for r in rows),
-            }
+            summary = summarize(rows)
             out["categories"][cat] = {"summary": summary, "rows": rows}
-            print(
-                f"{cat:6s} n={summary['n']:3d}  engine {summary['engine_accepted_per_step']:.3f}  "
-                f"walk {summary['walk_accepted_per_step']:.3f}  every position {summary['every_position_accepted']:.3f}  "
-                f"walk == engine on {summary['walks_equal_engine']}/{summary['n']}",
-                flush=True,
-            )
+            print(line(cat, summary), flush=True)
     finally:
         eng.close()
     if a.out:
