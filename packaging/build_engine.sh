@@ -19,6 +19,9 @@
 # index, or --source), so a given tree is never modified. The wheel cache key includes the patches'
 # sha256, and build-info.json (what `dflash-studio doctor` shows) lists them.
 #
+# DFLASH_CPU_NATIVE=0 builds the CPU code for any x86-64 with AVX2, not for this CPU's instruction sets
+# (below; the sets are part of the CMake flags, so of the cache key).
+#
 # DFLASH_FA_ALL_QUANTS=0 leaves out -DGGML_CUDA_FA_ALL_QUANTS=ON (a much shorter CUDA build; only
 # q4_0/q4_0, q8_0/q8_0, f16/f16 and bf16/bf16 KV pairs then get fast flash-attention kernels).
 #
@@ -52,7 +55,30 @@ if [ "$backend" = auto ]; then
   fi
 fi
 
-flags="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
+# The CPU code is built for the instruction sets of the CPU that builds it, since the engine is built
+# where it runs: on a CPU with AMX-INT8 (Xeon 4th generation and later) ggml then repacks the quantised
+# weights for its AVX512-VNNI kernels, and the default pair decoded 2.0-2.2x faster (AR) than with the
+# portable build (docs/benchmarks.md, "An engine built for the CPU it runs on"); patch 0020 keeps
+# many-row batches off the AMX tile path, which crashed. The sets are named from /proc/cpuinfo, not
+# taken with -march=native: that would also turn on AVX512-FP16, whose half-precision vectors ggml's
+# attention cannot use at a head size of 64 (it fell to scalar code there: AR 2x slower at 250 tokens
+# of context) and which accumulate dot products in half precision. A CPU with no more than AVX2 gets
+# the portable flags. DFLASH_CPU_NATIVE=0 builds for any x86-64 with AVX2: what the one-file bundle
+# freezes (packaging/bundle/build_bundle.sh), so that it runs on another machine.
+cpu_isa=""
+if [ "${DFLASH_CPU_NATIVE:-1}" != 0 ] && [ "$(uname -m)" = x86_64 ] && [ -r /proc/cpuinfo ]; then
+  have=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  has() { case "$have" in *" $1 "*) return 0;; esac; return 1; }
+  if has avx512f && has avx512cd && has avx512vl && has avx512dq && has avx512bw; then
+    cpu_isa="$cpu_isa -DGGML_AVX512=ON"
+    if has avx512vbmi; then cpu_isa="$cpu_isa -DGGML_AVX512_VBMI=ON"; fi
+    if has avx512_vnni; then cpu_isa="$cpu_isa -DGGML_AVX512_VNNI=ON"; fi
+    if has avx512_bf16; then cpu_isa="$cpu_isa -DGGML_AVX512_BF16=ON"; fi
+    if has amx_tile && has amx_int8 && has avx512_vnni; then cpu_isa="$cpu_isa -DGGML_AMX_TILE=ON -DGGML_AMX_INT8=ON"; fi
+  fi
+  if has avx_vnni; then cpu_isa="$cpu_isa -DGGML_AVX_VNNI=ON"; fi
+fi
+flags="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF$cpu_isa -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
 # RPC devices (issue 18): libggml-rpc.so ships beside libllama and registers itself. RDMA stays off:
 # CMake turns it on where libibverbs is found and the wheel would then fail to load where it is not.
 flags="$flags -DGGML_RPC=ON -DGGML_RPC_RDMA=OFF"

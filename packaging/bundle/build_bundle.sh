@@ -5,7 +5,8 @@
 #
 # 1. PyInstaller (pinned in requirements.txt, installed with `pip install --target` into
 #    ~/.cache/dflash-studio/pyinstaller/<hash>, never into .venv) freezes this checkout's app, CLI and the
-#    engine .venv holds (our llama-cpp-python build) into one folder (onedir, dflash-studio.spec).
+#    engine .venv holds (our llama-cpp-python build; a portable build of it where .venv's is for this
+#    CPU only) into one folder (onedir, dflash-studio.spec).
 # 2. That folder becomes one self-extracting file: sfx_header.sh + a tar.gz of it. Not an AppImage:
 #    its runtime and appimagetool come from no package registry here (PyPI, Debian, npm). Not Debian's
 #    makeself: its header takes every leading option for itself (`--version`, `--help`; an unknown one
@@ -41,15 +42,28 @@ say() { echo "package: $*" >&2; }
 export PYTHONPATH="$ROOT"
 "$PY" -c 'import llama_cpp.llama_cpp' 2>/dev/null || { say "the engine is not built in $PY's environment: run make setup"; exit 2; }
 
-read -r VERSION BACKEND < <("$PY" - <<'EOF'
+read -r VERSION BACKEND NATIVE < <("$PY" - <<'EOF'
 import json, engine_bridge
 from pathlib import Path
 import llama_cpp
 info = Path(llama_cpp.__file__).with_name("dflash_build_info.json")
-backend = json.loads(info.read_text()).get("backend", "cpu") if info.exists() else "cpu"
-print(engine_bridge.__version__, backend)
+build = json.loads(info.read_text()) if info.exists() else {}
+from engine_bridge.cli.engine import PORTABLE, cpu_build_advice
+built, _ = cpu_build_advice(build.get("cmake_args", ""), set())
+print(engine_bridge.__version__, build.get("backend", "cpu"), int(built != PORTABLE))
 EOF
 )
+# An engine built for this machine's CPU (packaging/build_engine.sh's default where the CPU has more
+# than AVX2), or of unknown flags, may not run on another one: the bundle freezes a portable build of the same source and patches instead, installed into
+# build/bundle/engine (from build_engine.sh's wheel cache after the first time), which then comes
+# first on the path. The bundle test compares the bundle's answers with that engine's.
+ENGINE_DIR="$ROOT/build/bundle/engine"
+rm -rf "$ENGINE_DIR"
+if [ "$NATIVE" = 1 ]; then
+    say "the .venv engine is not a portable build: building a portable one for the bundle into $ENGINE_DIR"
+    DFLASH_CPU_NATIVE=0 "$ROOT/packaging/build_engine.sh" --python "$PY" --target "$ENGINE_DIR" >&2
+    export PYTHONPATH="$ENGINE_DIR:$PYTHONPATH"
+fi
 ARCH=$(uname -m)
 NAME="dflash-studio-$VERSION-linux-$ARCH-$BACKEND"
 KEY=$("$PY" "$HERE/bundle_tools.py" key "$ROOT")
@@ -75,7 +89,7 @@ WORK="$ROOT/build/bundle"
 rm -rf "$WORK/dist"
 mkdir -p "$WORK"
 say "freezing the app, the CLI and the $BACKEND engine with PyInstaller (onedir)"
-PYTHONPATH="$ROOT:$PYI" "$PY" -m PyInstaller --noconfirm --log-level WARN \
+PYTHONPATH="$PYTHONPATH:$PYI" "$PY" -m PyInstaller --noconfirm --log-level WARN \
     --distpath "$WORK/dist" --workpath "$WORK/work" "$HERE/dflash-studio.spec"
 APPDIR="$WORK/dist/dflash-studio"
 "$PY" "$HERE/bundle_tools.py" slim "$APPDIR"

@@ -5,7 +5,8 @@ the self-extracting file; about 2.5 minutes on 2 cores, a copy from ~/.cache/dfl
 when nothing changed). Every run below is as clean as a user's machine: ``env -i`` (only HOME, a new
 empty folder, and PATH=/usr/bin:/bin, so no .venv and no python of ours), and the bundle file outside
 the checkout. The bundled CLI answers ``--version``, ``doctor`` and ``generate`` on the pair it ships,
-token for token as the .venv engine does; the bundled app comes up under Xvfb on Qt's xcb platform;
+token for token as the .venv engine does (or the portable build of it that the bundle froze, where
+.venv's is built for this CPU only); the bundled app comes up under Xvfb on Qt's xcb platform;
 user data lands in the XDG folders and nothing is written inside the unpacked bundle.
 """
 
@@ -34,6 +35,8 @@ PROMPT = "def fibonacci(n):"
 SIZE = (1480, 900)  # app.shell.screenshot.SIZE (not imported: this test imports no Qt)
 #: the default target ``make test`` fetched (read before anything points the data folder elsewhere)
 CACHED_TARGET = registry_models.cached()
+#: where build_bundle.sh installs the portable engine it freezes when .venv's is built for this CPU only
+FROZEN_ENGINE = ROOT / "build" / "bundle" / "engine"
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +56,15 @@ def bundle(tmp_path_factory) -> Path:
     user_copy = tmp_path_factory.mktemp("downloads") / path.name
     shutil.copy2(path, user_copy)
     return user_copy
+
+
+def checkout_env(**extra: str) -> dict[str, str]:
+    """A checkout run's environment with the engine the bundle froze: .venv's, or the portable build
+    of it that build_bundle.sh made (the bundle's answers are compared with that engine's)."""
+    env = dict(os.environ, **extra)
+    if (FROZEN_ENGINE / "llama_cpp").is_dir():
+        env["PYTHONPATH"] = os.pathsep.join([str(FROZEN_ENGINE), str(ROOT)])
+    return env
 
 
 def clean_env(home: Path, **extra: str) -> dict[str, str]:
@@ -116,12 +128,19 @@ def test_the_bundled_doctor_reports_the_engine_this_checkout_built(bundle, tmp_p
     proc = run(bundle, tmp_path / "home", "doctor")
     assert proc.returncode == 0, proc.stderr
     venv = subprocess.run(
-        [sys.executable, "-m", "engine_bridge.cli", "doctor"], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "engine_bridge.cli", "doctor"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=checkout_env(),
     )
     assert venv.returncode == 0, venv.stderr
     same = ("llama-cpp-python", "backend", "CMake flags", "llama.cpp patch", "RPC devices")
     pick = lambda out: [line for line in out.splitlines() if line.startswith(same)]  # noqa: E731
     assert pick(proc.stdout) == pick(venv.stdout) and len(pick(proc.stdout)) >= 6, proc.stdout
+    # whatever .venv's engine was built for, the bundle's runs on another machine's CPU
+    assert "CPU code for      any x86-64 with AVX2 (portable)" in proc.stdout, proc.stdout
 
 
 @pytest.mark.parametrize("mode", ["chain", "tree"])
@@ -152,7 +171,7 @@ def test_the_bundled_engine_answers_generate_as_the_venv_engine_does(bundle, tmp
         capture_output=True,
         text=True,
         timeout=300,
-        env=dict(os.environ, DFLASH_DATA_DIR=str(tmp_path / "venv-data")),
+        env=checkout_env(DFLASH_DATA_DIR=str(tmp_path / "venv-data")),
     )
     assert venv.returncode == 0, venv.stderr[-2000:]
     expected = json.loads(venv.stdout)
@@ -199,6 +218,7 @@ def test_the_bundle_fetches_the_default_target_and_chats_with_it_as_the_venv_doe
         capture_output=True,
         text=True,
         timeout=300,
+        env=checkout_env(),
     )
     assert venv.returncode == 0, venv.stderr[-2000:]
     expected = json.loads(venv.stdout)
