@@ -31,7 +31,7 @@ from ..models.model_browser import ModelBrowser
 from ..pairing.pairing_panel import PairingPanel
 from ..diagnostics.profiler_view import ProfilerView
 from .settings_panel import SettingsPanel
-from .status_bar import StudioStatusBar, backend_text
+from .status_bar import StudioStatusBar, backend_text, backend_tip
 from ..common.file_names import short_path
 from ..common.tasks import TaskRunner
 from ..serve.local_server import LocalServer
@@ -96,7 +96,7 @@ class MainWindow(QMainWindow):
         self.train = TrainPanel(self)  # trains a drafter for a target; the pair loads at the end
         self.status = StudioStatusBar(self)
         self.setStatusBar(self.status)
-        self.status.set_backend(backend_text())
+        self.status.set_backend(backend_text(), backend_tip())
 
         chat_page = QSplitter(Qt.Orientation.Horizontal, self)
         chat_page.setObjectName("chatSplitter")

@@ -25,6 +25,15 @@ def backend_text() -> str:
     return backend
 
 
+def backend_tip() -> str:
+    """The backend label's tooltip: what the engine's CPU code was built for, and, for a portable engine
+    on a CPU with AMX-INT8 (the one-file bundle's there), that an engine built on it runs faster."""
+    from engine_bridge.runtime.cpu_build import engine_cpu_build
+
+    built, advice = engine_cpu_build()
+    return f"CPU code built for {built}" + (f"\n{advice}" if advice else "")
+
+
 def human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
@@ -67,8 +76,9 @@ class StudioStatusBar(QStatusBar):
         for w in (self.backend, self.pair, self.speed, self.break_even, self.switch_to_auto, self.memory):
             self.addPermanentWidget(w)
 
-    def set_backend(self, text: str) -> None:
+    def set_backend(self, text: str, tip: str = "") -> None:
         self.backend.setText(text)
+        self.backend.setToolTip(plain_tip(tip))
 
     def set_pair(self, target: str | None, drafter: str | None) -> None:
         if not target:

@@ -48,7 +48,7 @@ from pathlib import Path
 import llama_cpp
 info = Path(llama_cpp.__file__).with_name("dflash_build_info.json")
 build = json.loads(info.read_text()) if info.exists() else {}
-from engine_bridge.cli.engine import PORTABLE, cpu_build_advice
+from engine_bridge.runtime.cpu_build import PORTABLE, cpu_build_advice
 built, _ = cpu_build_advice(build.get("cmake_args", ""), set())
 print(engine_bridge.__version__, build.get("backend", "cpu"), int(built != PORTABLE))
 EOF

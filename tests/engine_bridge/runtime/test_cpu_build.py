@@ -1,6 +1,7 @@
-"""What `dflash-studio doctor` says of the engine's CPU code: built for any x86-64 or for this CPU's
-instruction sets, and the advice to build on this CPU where a portable engine runs on one with AMX-INT8
-(packaging/build_engine.sh builds for the CPU it runs on unless DFLASH_CPU_NATIVE=0)."""
+"""What the engine's CPU code was built for (engine_bridge.runtime.cpu_build; `dflash-studio doctor`
+prints it): any x86-64 or this CPU's instruction sets, and the advice to build on this CPU where a
+portable engine runs on one with AMX-INT8 (packaging/build_engine.sh builds for the CPU it runs on
+unless DFLASH_CPU_NATIVE=0)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine_bridge.cli.engine import _cpu_flags, cpu_build_advice
+from engine_bridge.runtime.cpu_build import cpu_build_advice, cpu_flags
 
 ROOT = Path(__file__).resolve().parents[3]
 PORTABLE = "-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF"
@@ -58,7 +59,7 @@ def test_doctor_reports_the_cpu_build_of_the_installed_engine():
     )
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
-    assert (rep["cpu_build"], rep["cpu_advice"]) == cpu_build_advice(rep["cmake_args"], _cpu_flags())
+    assert (rep["cpu_build"], rep["cpu_advice"]) == cpu_build_advice(rep["cmake_args"], cpu_flags())
     text = subprocess.run(
         [sys.executable, "-m", "engine_bridge.cli", "doctor"], cwd=ROOT, capture_output=True, text=True, timeout=120
     ).stdout
