@@ -108,7 +108,9 @@ def test_installed_engine_lists_exactly_our_patches():
     )
 
 
-def test_doctor_lists_the_patches():
+def test_doctor_lists_the_patches_and_what_the_cpu_code_was_built_for():
+    from engine_bridge.runtime.cpu_build import cpu_build_advice, cpu_flags
+
     r = subprocess.run(
         [sys.executable, "-m", "engine_bridge.cli", "doctor", "--json"],
         cwd=ROOT,
@@ -124,6 +126,11 @@ def test_doctor_lists_the_patches():
     ).stdout
     for p in apply_patches.patch_files():
         assert f"llama.cpp patch   {p.name}" in text
+    # packaging/build_engine.sh's CPU flags, read back (engine_bridge/runtime/cpu_build.py)
+    assert (rep["cpu_build"], rep["cpu_advice"]) == cpu_build_advice(rep["cmake_args"], cpu_flags())
+    assert rep["cpu_build"] != "unknown"
+    assert f"CPU code for      {rep['cpu_build']}" in text
+    assert ("advice            " in text) == (rep["cpu_advice"] is not None)
 
 
 def test_every_patch_applies_to_the_pristine_tree(pristine_tree, tmp_path):
