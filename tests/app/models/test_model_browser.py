@@ -144,7 +144,7 @@ def test_same_named_drafters_are_told_apart_in_the_library_and_the_slot_menus(qt
         with qtbot.waitSignal(b.add_path(str(path)).succeeded, timeout=10_000):
             pass
     qtbot.waitUntil(lambda: len(b.library_entries("drafter")) == 2, timeout=10_000)
-    qtbot.waitUntil(lambda: b.tree.topLevelItem(1).childCount() == 2, timeout=10_000)
+    qtbot.waitUntil(lambda: b.tree.topLevelItemCount() and b.tree.topLevelItem(1).childCount() == 2, timeout=10_000)
     drafters = b.tree.topLevelItem(1)
     names = sorted(drafters.child(i).text(0) for i in range(2))
     assert names == ["one/drafter.gguf", "two/drafter.gguf"]
@@ -170,7 +170,8 @@ def test_variants_go_to_the_data_folder_forget_offers_to_delete_them_and_exports
     b = w.browser
     with qtbot.waitSignal(b.add_path(str(drafter)).succeeded, timeout=10_000):
         pass
-    qtbot.waitUntil(lambda: b.tree.topLevelItem(1).childCount() == 1, timeout=10_000)
+    # the tree is empty until the window's first library read has been drawn (a job on the pool)
+    qtbot.waitUntil(lambda: b.tree.topLevelItemCount() and b.tree.topLevelItem(1).childCount() == 1, timeout=10_000)
     b.tree.setCurrentItem(b.tree.topLevelItem(1).child(0))
     b.variant_type.setCurrentText("q8_0")
     b._make_variant()
