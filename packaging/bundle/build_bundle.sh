@@ -54,9 +54,10 @@ print(engine_bridge.__version__, build.get("backend", "cpu"), int(built != PORTA
 EOF
 )
 # An engine built for this machine's CPU (packaging/build_engine.sh's default where the CPU has more
-# than AVX2), or of unknown flags, may not run on another one: the bundle freezes a portable build of the same source and patches instead, installed into
-# build/bundle/engine (from build_engine.sh's wheel cache after the first time), which then comes
-# first on the path. The bundle test compares the bundle's answers with that engine's.
+# than AVX2), or of unknown flags, may not run on another one: the bundle freezes a portable build of
+# the same source and patches instead, installed into build/bundle/engine (from build_engine.sh's
+# wheel cache after the first time), which then comes first on the path. The bundle test compares the
+# bundle's answers with that engine's.
 ENGINE_DIR="$ROOT/build/bundle/engine"
 rm -rf "$ENGINE_DIR"
 if [ "$NATIVE" = 1 ]; then
