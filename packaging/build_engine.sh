@@ -59,7 +59,8 @@ fi
 # where it runs: on a CPU with AMX-INT8 (Xeon 4th generation and later) ggml then repacks the quantised
 # weights for its AVX512-VNNI kernels, and the default pair decoded 2.0-2.2x faster (AR) than with the
 # portable build (docs/benchmarks.md, "An engine built for the CPU it runs on"); patch 0020 keeps
-# many-row batches off the AMX tile path, which crashed. The sets are named from /proc/cpuinfo, not
+# many-row batches off the AMX tile path (0021 makes that path safe; DFLASH_AMX_TILES=1 sends prompts of
+# 64 rows or more through it). The sets are named from /proc/cpuinfo, not
 # taken with -march=native: that would also turn on AVX512-FP16, whose half-precision vectors ggml's
 # attention cannot use at a head size of 64 (it fell to scalar code there: AR 2x slower at 250 tokens
 # of context) and which accumulate dot products in half precision. A CPU with no more than AVX2 gets
