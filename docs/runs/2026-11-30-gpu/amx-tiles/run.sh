@@ -12,7 +12,7 @@ case "$1" in
   prep)
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu-bundle/whl/*.whl
     cp resources/models/smollm2/drafter.gguf /tmp/t/drafter.gguf
-    cp $H/*.py $W/
+    cp $H/prefill.py docs/runs/2026-11-30-cpu/cpu-build/calib_ctx.py $W/
     rm -rf $W/lcp; tar xzf .gpu-bundle/lcp-*.tgz -C $W
     { grep -m1 'model name' /proc/cpuinfo; grep -m1 '^flags' /proc/cpuinfo; nproc; } > $W/cpu.txt
     setsid bash -c "SECONDS=0; PYTHONPATH=/tmp/site DFLASH_BACKEND=cpu DFLASH_WHEEL_CACHE=$W/wc \
