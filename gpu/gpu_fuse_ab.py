@@ -91,7 +91,7 @@ def measure(a, sides: list[str]) -> None:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     py = sys.executable
-    for v in sides:  # equality first: cheap, and it must hold
+    for v in [] if a.no_eq else sides:  # equality first: cheap, and it must hold
         run(
             [py, __file__, "--target", a.target, "--draft", a.draft, "--worker-out", str(out / f"{TAG}_eq_{v}")],
             v,
@@ -113,6 +113,8 @@ def measure(a, sides: list[str]) -> None:
                     str(a.timed),
                     "--steps",
                     str(a.steps),
+                    "--context",
+                    str(a.context),
                     "--json",
                     str(out / f"{TAG}_{v}_{rnd}.json"),
                 ],
@@ -257,7 +259,8 @@ def report(out: Path, ncu: Path | None, sides: list[str]) -> str:
     env = out / "env.txt"
     if env.exists():
         lines += ["", "```", env.read_text().strip(), "```"]
-    lines += timing(out, sides) + equality(out, sides)
+    has_eq = (out / f"{TAG}_eq_{sides[0]}.json").exists()
+    lines += timing(out, sides) + (equality(out, sides) if has_eq else [])
     if ncu is not None:
         lines += kernels(ncu, sides)
     return "\n".join(lines) + "\n"
@@ -281,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--timed", type=int, default=50, help="iterations per phase and round (gpu_step_profile --timed)")
     ap.add_argument("--steps", type=int, default=40, help="chain7 / tree15 steps per run")
+    ap.add_argument("--context", type=int, default=0, help="prompt tokens before the timed loops (gpu_step_profile)")
+    ap.add_argument("--no-eq", action="store_true", help="skip the logits / greedy-token equality runs")
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     _set_switch(a.env, a.tag)

@@ -21,7 +21,7 @@ synchronisation that ends the phase in the decoding loop), written to --json.
 iterations, cudaProfilerStop; run under `ncu --profile-from-start off` so only those are profiled
 (gpu/gpu_ncu.sh). The build's toggles (DFLASH_MMVQ_MAX_ROWS ...) are read once per process.
 
-Usage: python gpu/gpu_step_profile.py --target T --draft D (--time [--json J] | --profile PHASE [--iters 2])
+Usage: python gpu/gpu_step_profile.py --target T --draft D (--time [--json J] | --profile PHASE [--iters 2]) [--context N]
 """
 
 from __future__ import annotations
@@ -57,11 +57,21 @@ def profiler():
     return drv.cuProfilerStart, drv.cuProfilerStop
 
 
+def long_prompt(eng: Engine, n: int) -> list[int]:
+    """PROMPT's paragraph repeated to n tokens (cut there): the KV length the loops then hold."""
+    one = eng.tokenize(" " + PROMPT, add_special=False) if n else []
+    toks = eng.tokenize(PROMPT)
+    while len(toks) < n:
+        toks += one
+    return toks[:n] if n else toks
+
+
 class Bench:
-    def __init__(self, eng: Engine, keep: int):
+    def __init__(self, eng: Engine, keep: int, context: int = 0):
         self.e, self.keep = eng, keep
         self.t, self.d = eng.target_ctx, eng.drafter
-        toks = eng.tokenize(PROMPT)
+        toks = long_prompt(eng, context)
+        self.context = context
         eng._prefill(toks[:-1], need_features=True)  # as a chain run leaves it
         self.t.set_backend_greedy(eng.config.backend_sampling, n_seqs=1)
         self.d.ctx.set_backend_greedy(eng.config.backend_sampling)
@@ -125,7 +135,10 @@ class Bench:
     def steps(self, phase: str, n_steps: int, around=None) -> list:
         """Whole steps of a real run; the profiler range (if any) covers steps WARMUP+1 .. WARMUP+n_steps."""
         mode, budget = ("chain", 7) if phase == "chain7" else ("tree", 15)
-        s = GenerationSettings(mode=mode, budget=budget, max_tokens=WARMUP + n_steps + 4, stop_at_eog=False)
+        n_tok = WARMUP + n_steps + 4  # a step commits ~1 token on random weights; a repeated long prompt up to a block
+        s = GenerationSettings(
+            mode=mode, budget=budget, max_tokens=n_tok * (budget + 1 if self.context else 1), stop_at_eog=False
+        )
         self.e.generate(self.toks, s.replace(max_tokens=16))  # warm-up run: graphs captured
         seen = []
 
@@ -151,13 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timed", type=int, default=50, help="--time: iterations per phase and round")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--steps", type=int, default=40, help="--time: steps timed per chain7 / tree15 run")
+    ap.add_argument("--context", type=int, default=0, help="prompt tokens before the loops (0: PROMPT alone)")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
     cfg = EngineConfig(target=a.target, draft=a.draft, n_ctx=4096, flash_attn="on")
     from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 
     with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
-        bench = Bench(eng, a.keep)
+        bench = Bench(eng, a.keep, a.context)
         if a.profile:
             around = profiler()
             if a.profile in ("chain7", "tree15"):
@@ -171,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             if a.json:
                 Path(a.json).write_text(json.dumps(info) + "\n")
             return 0
-        res: dict = {"keep": a.keep, "phases": {}}
+        res: dict = {"keep": a.keep, "context": len(bench.toks), "phases": {}}
         times: dict[str, list[float]] = {p: [] for p in LOOPS}
         for _ in range(a.rounds):  # rounds interleave: drift spreads over all
             for p in times:
