@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Pending patch 0022 (DFLASH_VERIFY_KERNELS) on one GPU machine: build the series + 0022, then
+# phases per side (gpu_fuse_ab.py) at a short and a long context, then the bench per side.
 # (It built the first version of 0022, docs/design/pending-patches/0022-verify-kernels.patch at commit
 # 99bcefa, with the warps as "w"; the shipped packaging/patches/0022-verify-vec-attention.patch keeps "a".)
-# phases per side (gpu_fuse_ab.py) at a short and a long context, then the bench per side.
 #   call 1 (.gpu-bundle carried): bash gpu/tmp_x/run22.sh setup
 #   calls 2-3 (.gpu-carry/s48 parts):  bash gpu/gpu_carry.sh take s48
 #   then: bash gpu/tmp_x/run22.sh start; bash gpu/tmp_x/run22.sh follow 500
