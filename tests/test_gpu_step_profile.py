@@ -5,14 +5,13 @@ takes most of a repeated prompt's blocks. Run on the CPU engine with the tiny pa
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 GPU = Path(__file__).resolve().parents[1] / "gpu"
 
 
-def test_context_holds_the_prompt_in_the_cache_and_times_every_phase(tiny_pair, tmp_path):
-    sys.path.insert(0, str(GPU))
+def test_context_holds_the_prompt_in_the_cache_and_times_every_phase(tiny_pair, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(GPU))
     import gpu_step_profile as sp
 
     target, draft = tiny_pair
@@ -26,8 +25,8 @@ def test_context_holds_the_prompt_in_the_cache_and_times_every_phase(tiny_pair, 
     assert res["phases"]["chain7"]["n"] == 4 and res["phases"]["tree15"]["n"] == 4
 
 
-def test_long_prompt_repeats_the_paragraph_to_the_length_asked(tiny_engine):
-    sys.path.insert(0, str(GPU))
+def test_long_prompt_repeats_the_paragraph_to_the_length_asked(tiny_engine, monkeypatch):
+    monkeypatch.syspath_prepend(str(GPU))
     import gpu_step_profile as sp
 
     short = sp.long_prompt(tiny_engine, 0)
