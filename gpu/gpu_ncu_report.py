@@ -362,7 +362,7 @@ def benches(d: Path) -> str:
     return "\n".join(out) + "\n"
 
 
-PHASES = ("draft", "inject", "verify", "accept", "other")
+BENCH_PHASES = ("draft", "inject", "verify", "accept", "other")  # a bench row's phase columns
 
 
 def real_benches(d: Path) -> str:
@@ -379,8 +379,8 @@ def real_benches(d: Path) -> str:
         for x in r["rows"]:
             if x["kind"] != "spec" or x["status"] != "ok" or ar is None:
                 continue
-            ph = [x.get(f"phase_{p}_ms") or 0.0 for p in PHASES]
-            ar_ms = sum(ar.get(f"phase_{p}_ms") or 0.0 for p in PHASES)
+            ph = [x.get(f"phase_{p}_ms") or 0.0 for p in BENCH_PHASES]
+            ar_ms = sum(ar.get(f"phase_{p}_ms") or 0.0 for p in BENCH_PHASES)
             rows.append(
                 f"| {suite} | {side} | {x['verify_mode']} {x['budget']} | {x['mean_commit_len']:.2f} | "
                 f"{x['speedup']:.3f} | {sum(ph):.3f} ({sum(ph) / ar_ms:.2f}) | "
@@ -391,7 +391,7 @@ def real_benches(d: Path) -> str:
         return ""
     head = [
         "The real pair (dflash-studio bench, step real), per run: commit, x AR (same run), step ms (AR tokens), "
-        "phases ms (" + " / ".join(PHASES) + "):",
+        "phases ms (" + " / ".join(BENCH_PHASES) + "):",
         "",
         "| suite | side | mode | commit | x AR | step | phases |",
         "|---|---|---|---|---|---|---|",
