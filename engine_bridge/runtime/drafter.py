@@ -336,9 +336,8 @@ class Drafter:
         # order, so every entry is marked as an output and the draft is read from first_out on
         # (marking only the mask slots would make row k hold slot k, not slot k + 1).
         select = self.out_rows and not every_row and n_block - n_read >= OUT_ROWS_MIN_SAVED
-        for i in range(n_block):
-            out = not select or first_out <= i < first_out + n_read
-            b.add_token(last if i == 0 else self.mask_token, pos + i, 0, out)
+        outs = [not select or first_out <= i < first_out + n_read for i in range(n_block)]
+        b.add_tokens([last] + [self.mask_token] * (n_block - 1), pos, 0, outs)
         t0 = time.perf_counter()
         self.ctx.process(b)
         self.t_native += time.perf_counter() - t0
@@ -368,7 +367,7 @@ class Drafter:
             return tokens, None
         if self.ctx.backend_greedy:
             # argmax ran on the device; reading a token synchronises: the end of the draft decode
-            tokens = np.fromiter((self.ctx.sampled_token(i) for i in range(first_out, first_out + n)), np.int64, n)
+            tokens = self.ctx.sampled_tokens(first_out, n)
             self.ctx.seq_rm(0, pos, -1)
             self.t_native += time.perf_counter() - t0
             return tokens, None

@@ -722,8 +722,7 @@ class Engine:
             chunk = tokens[off : off + step]
             p = pos0 + off
             b.clear()
-            for i, tok in enumerate(chunk):
-                b.add_token(tok, p + i, 0, out_last and off + i == n - 1)
+            b.add_tokens(chunk, p, 0, [out_last and off + i == n - 1 for i in range(len(chunk))])
             self.target_ctx.process(b)
             if features:
                 assert self.drafter is not None  # features are extracted for a drafter only

@@ -273,8 +273,8 @@ class Generation:
     def _target_choices(self, ctx: Context, n_rows: int, draft: np.ndarray) -> list[int]:
         """The target's committed tokens for a verified block: accepted drafts + its own next one."""
         if self.sampler is None:
-            if ctx.backend_greedy:  # argmax already taken on the device: read rows as needed
-                pick = ctx.sampled_token
+            if ctx.backend_greedy:  # argmax already taken on the device: every row's pick in one read
+                pick = ctx.sampled_tokens(0, n_rows).__getitem__
             else:  # one vectorised pass over the logits block, no per-row copies
                 picks = ctx.logits(n_rows).argmax(axis=1)
                 pick = picks.__getitem__
@@ -452,9 +452,7 @@ class Generation:
         tv = now()
         b = e.target_batch
         b.clear()
-        b.add_token(last, pos, 0, True)
-        for i, tok in enumerate(draft):
-            b.add_token(int(tok), pos + 1 + i, 0, True)
+        b.add_tokens([last, *draft], pos, 0, [True] * (len(draft) + 1))
         tn = now()  # batch building above is host work, not native
         tctx.process(b)
         tctx.synchronize()  # sync point: end of verify

@@ -18,6 +18,7 @@ from .config import FLASH_ATTN, KV_TYPES, KVTypes
 from ..common.placement import MAX_DEVICES, SPLIT_MODES, Placement
 from ..common.errors import ContextOverflowError, DecodeError, ModelLoadError
 from . import llama_log
+from . import llama_ffi
 from .llama_ffi import C
 
 # llama.cpp's log is quiet unless DFLASH_LLAMA_LOG is set; its warnings are kept for our messages
@@ -207,6 +208,7 @@ class Context(_Handle):
         self.n_batch = int(C.llama_n_batch(ptr))
         self.n_ubatch = int(C.llama_n_ubatch(ptr))
         self.n_vocab = model.n_vocab
+        self._sampled_buf = (ctypes.c_int32 * 64)()  # sampled_tokens' output, grown on demand
 
     # -- backend sampling ---------------------------------------------------------------------------
     @property
@@ -268,6 +270,17 @@ class Context(_Handle):
     def sampled_token(self, i: int) -> int:
         """The backend sampler's token for batch entry ``i`` of the last decode (synchronises)."""
         return int(C.llama_get_sampled_token_ith(self.ptr, i))
+
+    def sampled_tokens(self, first: int, n: int) -> np.ndarray:
+        """The backend sampler's tokens of batch entries first .. first + n - 1 (int64; synchronises):
+        sampled_token for each, in one FFI call with patch 0023."""
+        api = llama_ffi.bulk_batch_api()
+        if api is None:
+            return np.fromiter((self.sampled_token(first + i) for i in range(n)), np.int64, n)
+        if n > len(self._sampled_buf):
+            self._sampled_buf = (ctypes.c_int32 * n)()
+        api[1](self.ptr, first, n, self._sampled_buf)
+        return np.array(self._sampled_buf[:n], dtype=np.int64)
 
     def sampled_top_k(self, first: int, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Backend top-k results of entries first..first+n-1: (token ids, raw logits), each (n, k),
@@ -382,6 +395,9 @@ class Batch(_Handle):
         offset = vars(C.llama_embd)["data"].offset  # (the field's descriptor; 0: the struct's first field)
         self._embd_data = ctypes.c_size_t.from_buffer(self._embd, offset)
         self.n = 0
+        # add_tokens' arguments, kept between calls (a step's blocks are 1-16 rows; grown on demand)
+        self._tok_buf = (ctypes.c_int32 * 64)()
+        self._out_buf = (ctypes.c_int8 * 64)()
 
     def clear(self) -> None:
         C.llama_batch_ext_clear(self.ptr)
@@ -401,6 +417,30 @@ class Batch(_Handle):
 
     def add_token(self, token: int, pos: int, seq: int = 0, output: bool = False) -> int:
         return self._place(C.llama_batch_ext_add_token(self.ptr, seq, token), pos, output)
+
+    def add_tokens(self, tokens, pos0: int, seq: int = 0, outputs=None) -> int:
+        """Entries for ``tokens`` at positions pos0, pos0 + 1, ... of one sequence, an output where
+        ``outputs[i]`` is true (None: no outputs): add_token for each, in one FFI call with patch
+        0023 (``llama_ffi.bulk_batch_api``). Returns the batch index of the first entry."""
+        n = len(tokens)
+        api = llama_ffi.bulk_batch_api()
+        if api is None or n == 0:
+            first = -1
+            for i in range(n):
+                idx = self.add_token(int(tokens[i]), pos0 + i, seq, bool(outputs[i]) if outputs is not None else False)
+                first = idx if i == 0 else first
+            return first
+        if n > len(self._tok_buf):
+            self._tok_buf = (ctypes.c_int32 * n)()
+            self._out_buf = (ctypes.c_int8 * n)()
+        self._tok_buf[:n] = [int(t) for t in tokens]
+        if outputs is not None:
+            self._out_buf[:n] = [1 if o else 0 for o in outputs]
+        first = api[0](self.ptr, seq, self._tok_buf, n, pos0, self._out_buf if outputs is not None else None)
+        if first < 0:
+            raise DecodeError(f"batch is full or an entry is invalid (code {first})")
+        self.n += n
+        return first
 
     def add_token_seqs(self, token: int, pos: int, seqs, output: bool = False) -> int:
         """One entry that belongs to several sequences (tree verification)."""
