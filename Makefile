@@ -38,9 +38,11 @@ fetch-test-models: fetch-default
 	$(VENV)/bin/dflash-studio fetch-model gemma3-270m
 	$(VENV)/bin/dflash-studio fetch-model qwen2.5-coder-0.5b
 
+# --durations: the 25 slowest tests at the end of every run, to keep a fresh run within CI's time (the
+# suite grew from 25 to 38 minutes on a 2-vCPU machine over three sessions without a known cause)
 test: setup fetch-test-models
 	$(PY) -m app.shell.qt_system_deps --for test
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q --durations=25
 
 # ruff (lint; format check on the files already formatted) and mypy on engine_bridge/, pinned in the dev
 # extra and configured in pyproject.toml; make test runs the same checks (tests/test_lint.py)
