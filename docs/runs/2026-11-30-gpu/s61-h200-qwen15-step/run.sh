@@ -7,7 +7,18 @@
 #   ncu    kernels of ar, verify8, verify16, draft8, inject, chain7 (the defaults)
 #   call 1 (.gpu-bundle carried): bash gpu/tmp_x/run61.sh setup
 #   calls 2-24 (.gpu-carry/qwen15 parts): bash gpu/gpu_carry.sh take qwen15
-#   then: bash gpu/tmp_x/run61.sh start; bash gpu/tmp_x/run61.sh follow 500; bash gpu/tmp_x/run61.sh keep
+#   then: bash gpu/tmp_x/run61.sh start
+#   the default pair as well (report_smol.md): a call with the shipped drafter in the tree,
+#     `cp resources/models/smollm2/drafter.gguf /tmp/t/drafter.gguf && bash gpu/tmp_x/run61.sh smol`,
+#     then two calls `bash gpu/gpu_carry.sh take s48` (.gpu-carry/s48 parts)
+#   then: bash gpu/tmp_x/run61.sh follow 540; the r61.tgz here was packed again by hand without *.npz
+#     once smolrun was done; bash gpu/tmp_x/run61.sh keep (the .gpu-keep-s61 parts)
+#   the drafter sitting (train-log.txt, gen-stats.json, run-summary.json), carrying .gpu-carry/wq/data:
+#     TARGET=/tmp/t/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf GEN_SECONDS=150 TRAIN_SECONDS=330 \
+#       EXTRA="--layers 1 --ffn 3072" bash gpu/gpu_drafter.sh start .gpu-carry/wq/data
+#     bash gpu/gpu_drafter.sh follow 470; bash gpu/gpu_drafter.sh follow 120 (the shards into $OUT;
+#     drafter-00 split into 15 MiB parts by hand in one more call)
+# (It ran as gpu/tmp_x/run61.sh, moved here afterwards.)
 set -u
 W=/tmp/w; R=$W/r; OUT=${OUT:-/tmp/out}; B=.gpu-bundle
 T=/tmp/t/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf; D=/tmp/t/d15-q8_0.gguf
