@@ -111,6 +111,43 @@ def test_a_bad_join_names_the_problem_and_writes_nothing(pool, tmp_path):
     assert shards.main(["--out", str(tmp_path / "c"), str(root / "shard-1")]) == 2
 
 
+def test_an_earlier_pool_joins_after_the_shares_without_its_validation_answers(tiny, pool, tmp_path):
+    """``--earlier RUN``: an earlier sitting's pool of the same data follows the shares; its
+    validation answers stay out (shard 0 brings this pool's), its own requests keep apart."""
+    root, _ = pool
+    old = tmp_path / "old"
+    _generate(tiny, old)
+    zo = np.load(old / "gen" / "responses.npz")
+    val = gen_conversations.KIND_VAL
+    has_val = (tiny[1] / "val.npz").exists()
+    assert has_val and (zo["kind"] == val).any()  # the test needs validation answers to leave out
+    out = tmp_path / "run"
+    assert shards.main(["--out", str(out), str(root / "shard-0"), str(root / "shard-1"), "--earlier", str(old)]) == 0
+    merged = json.loads((out / "gen" / "gen-stats.json").read_text())
+    seqs, _, pidx, kinds = gen_conversations.load_sequences(out)
+    parts = [gen_conversations.load_sequences(root / f"shard-{k}") for k in range(2)]
+    oseqs, _, opidx, okinds = gen_conversations.load_sequences(old)
+    n_new = sum(len(p[0]) for p in parts)
+    keep = [i for i, k in enumerate(okinds) if k != val]
+    assert len(seqs) == n_new + len(keep) == merged["n"] and merged["earlier"][0]["n"] == len(keep)
+    assert all(np.array_equal(seqs[n_new + j], oseqs[i]) for j, i in enumerate(keep))
+    assert (np.asarray(kinds) == val).sum() == (np.asarray(parts[0][3]) == val).sum()
+    tail = np.asarray(pidx[n_new:])
+    assert tail[tail >= 0].tolist() == [opidx[i] for i in keep if opidx[i] >= 0]
+    neg_new = {p for p in pidx[:n_new] if p < 0}
+    assert not neg_new & {p for p in tail if p < 0}  # the target's own requests stay apart
+    z = np.load(out / "gen" / "responses.npz")
+    assert merged["tokens"] == int(z["resp_offsets"][-1])  # response tokens, the earlier ones counted
+    with pytest.raises(ValueError, match="no generated pool"):
+        shards.merge_pools(tmp_path / "x", [root / "shard-0", root / "shard-1"], [tmp_path / "nothing"])
+    other = json.loads((old / "gen" / "gen-stats.json").read_text())
+    other["of"] += 1
+    (old / "gen" / "gen-stats.json").write_text(json.dumps(other))
+    with pytest.raises(ValueError, match="other prepared data"):
+        shards.merge_pools(tmp_path / "y", [root / "shard-0", root / "shard-1"], [old])
+    assert not (tmp_path / "x" / "gen").exists() and not (tmp_path / "y" / "gen").exists()
+
+
 def test_shard_flag_is_checked():
     assert shard_of("1/4") == (1, 4) and shard_of(None) == (0, 1)
     for bad in ("4/4", "x", "1/0", "-1/2"):
