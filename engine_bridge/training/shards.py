@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -98,7 +99,7 @@ def _without_val(z: dict) -> dict:
     return {"ctx_ids": ci, "ctx_offsets": co, "resp_ids": ri, "resp_offsets": ro, **{k: z[k][keep] for k in _ARRAYS}}
 
 
-def merge_pools(out: str | Path, shard_runs: list[str | Path], earlier: list[str | Path] = ()) -> dict:
+def merge_pools(out: str | Path, shard_runs: list[str | Path], earlier: Sequence[str | Path] = ()) -> dict:
     """Joins the shards' pools into ``out/gen``, then each ``earlier`` run's pool without its
     validation answers; returns the joined statistics (``earlier``: what each earlier pool gave). A
     shard or earlier run without a pool, shards of another split (their ``shard`` field), an earlier
