@@ -8,8 +8,9 @@ second turn or at temperature > 0. Three passes share one time budget:
 1. **Magpie** (``magpie_frac`` of the budget): the target gets only its template's user-turn
    prefix (``chat_turns`` fragment ``pre_query``) and writes a request itself, sampled at T = 1.
    What reads like a request is kept (ended with an end-of-turn token, 6-120 tokens, no looping, and
-   clean under ``decontam`` when the checker is there), deduplicated, and joins the prompts. This
-   needs no data and follows the target's own idea of what users ask.
+   clean under ``decontam``: without the checker or a detokenizer for the vocabulary none is kept),
+   deduplicated, and joins the prompts. This needs no data and follows the target's own idea of what
+   users ask.
 2. **First turns** (the bulk): each prompt answered once, greedily or sampled in turn
    (``temperatures``, default 0 and 0.8; ``every_temperature``: once at each), in length-sorted
    batches, until the budget is spent.
@@ -293,6 +294,12 @@ def generate(
             uniq = [q for i, q in enumerate(uniq) if i not in bad]
             (gdir).mkdir(parents=True, exist_ok=True)
             (gdir / "magpie-samples.txt").write_text("\n---\n".join(texts[:200]))
+        unchecked = 0
+        if checker is None or detok is None:
+            # requests nobody checked against the evaluation sets never reach training (sitting s63's
+            # shares ran with the fingerprints missing and were checked only afterwards)
+            unchecked, uniq = len(uniq), []
+            log(f"generate/magpie: {unchecked} requests dropped: they could not be checked for contamination")
         magpie = [close_query(q, frag, stop) for q in uniq]
         magpie = [list(frag["pre_query"]) + q for q in magpie]
         stats["magpie"] = {
@@ -301,6 +308,7 @@ def generate(
             "not_a_request": len(raw) - len(ok),
             "duplicates": len(ok) - n_uniq,
             "contaminated": dropped_contam,
+            "unchecked": unchecked,
             "checked": bool(checker is not None and detok is not None),
         }
         log(f"generate/magpie: {len(raw)} sampled, {len(magpie)} kept ({stats['magpie']})")

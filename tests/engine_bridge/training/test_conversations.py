@@ -161,6 +161,36 @@ def test_generation_holds_greedy_sampled_magpie_and_follow_up_turns(tiny, tmp_pa
     assert any("reusing" in s for s in again)
 
 
+def test_requests_the_target_wrote_are_dropped_when_they_cannot_be_checked(tiny, tmp_path, monkeypatch):
+    """Without the evaluation sets' fingerprints no Magpie request reaches the pool: an unchecked
+    request could be a benchmark question (sitting s63 ran with them hidden)."""
+    from engine_bridge.training import decontam
+
+    target, data, model, _ = tiny
+
+    def run(out):
+        lines: list[str] = []
+        stats = gen_conversations.generate(
+            model, target, data, out, seconds=600, max_new=6, batch=8, max_prompts=2, log=lines.append,
+            progress=None, cancel=None, magpie_n=8, query_min_tokens=1, followup_frac=0.0,
+        )  # fmt: skip
+        return stats, np.load(out / "gen" / "responses.npz")["prompt_index"], lines
+
+    checked, pidx, _ = run(tmp_path / "checked")
+    assert checked["magpie"]["checked"] and checked["magpie"]["unchecked"] == 0
+    assert checked["magpie"]["kept"] > 0 and (pidx < 0).any()  # the test needs requests to drop
+    decontam.load.cache_clear()
+    monkeypatch.setattr(decontam, "default_path", lambda: tmp_path / "missing.npz")
+    try:
+        stats, pidx, lines = run(tmp_path / "unchecked")
+    finally:
+        decontam.load.cache_clear()
+    m = stats["magpie"]
+    assert not m["checked"] and m["kept"] == 0 and m["unchecked"] == checked["magpie"]["kept"]
+    assert not (pidx < 0).any()
+    assert any("could not be checked" in ln for ln in lines)
+
+
 def test_validation_split_keeps_a_prompts_answers_together():
     pidx = np.repeat(np.arange(-50, 400), 3)  # three answers per prompt
     val = train_chat.val_split(pidx, 0.05)
