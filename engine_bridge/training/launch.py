@@ -5,7 +5,7 @@ settings go back to ``train_chat``'s own flags (``flags_from``), and three steps
 processes:
 1. one ``--stage generate --shard K/N`` process per GPU (``CUDA_VISIBLE_DEVICES=K``), side by side,
    each writing its share of the pool into ``OUT/shard-K``;
-2. ``shards.merge_pools`` joining the shares into ``OUT/gen``;
+2. ``shards.merge_pools`` joining the shares (and earlier sittings' pools, ``--earlier-pool``) into ``OUT/gen``;
 3. ``torchrun --nproc_per_node N ... --stage train`` (``multi_gpu``: DDP, rank 0 writes the run).
 A pool already in ``OUT/gen`` is trained on as it is. The children's lines reach ``log`` and, read
 back into events, ``progress`` (the Train tab's bar and loss plot); a cancel stops them (the training leaves its last checkpoint, from which a second call resumes).
@@ -61,6 +61,7 @@ FLAGS: dict[str, str] = {
     "select": "--select",
     "every_temperature": "--every-temperature",
     "init": "--init",
+    "earlier_pools": "--earlier-pool",
 }
 SWITCHES = {"gen_fp32", "mixed_blocks", "every_temperature"}
 
@@ -195,7 +196,7 @@ def run_on_gpus(
         bad = [k for k, c in enumerate(codes) if c != 0]
         if bad:
             raise RuntimeError(f"generation failed on GPU(s) {bad} (exit {[codes[k] for k in bad]}); see the log above")
-        merged = merge_pools(out, [out / f"shard-{k}" for k in range(gpus)])
+        merged = merge_pools(out, [out / f"shard-{k}" for k in range(gpus)], settings.get("earlier_pools") or [])
         log(f"generate: {merged['shards']} shares joined, {merged['n']} responses, {merged['tokens']} tokens")
         summary["generate"] = merged
     if "train" in stages:

@@ -766,6 +766,7 @@ def run(
     threads: int | None = None,
     shard: tuple[int, int] = (0, 1),
     gpus: int = 1,
+    earlier_pools: list[str] | None = None,
     progress: Callable[[dict], None] | None = None,
     cancel=None,
     log: Callable[[str], None] | None = None,
@@ -784,6 +785,9 @@ def run(
     training runs on every rank in DistributedDataParallel (``multi_gpu``); rank 0 writes the run.
     ``gpus`` > 1 outside torchrun: both stages on that many GPUs of this host, as child processes
     (``launch``; their lines reach ``log``, and ``progress`` the events they stand for).
+    ``earlier_pools``: run folders of earlier sittings on the same prepared data; a pool generated
+    here is joined with theirs (``shards.merge_pools``: without their validation answers), so that a
+    warm start trains on every sitting's conversations.
     """
     from .launch import FLAGS
 
@@ -847,11 +851,13 @@ def run(
         if "generate" in stages:
             from . import gen_conversations
 
+            # with earlier pools, this sitting's pool is written beside the run and joined into it
+            join = bool(earlier_pools) and shard == (0, 1) and not (out / "gen" / "responses.npz").exists()
             summary["generate"] = gen_conversations.generate(
                 model,
                 target,
                 data,
-                out,
+                out / "shard-0" if join else out,
                 seconds=gen_seconds,
                 max_new=max_new,
                 batch=gen_batch,
@@ -867,6 +873,14 @@ def run(
                 every_temperature=every_temperature,
                 shard=shard,
             )
+            if join:
+                from .shards import merge_pools
+
+                summary["generate"] = merge_pools(out, [out / "shard-0"], list(earlier_pools or []))
+                log_(
+                    f"generate: joined with {len(earlier_pools or [])} earlier pool(s): {summary['generate']['n']} "
+                    f"responses, {summary['generate']['tokens']} tokens"
+                )
         if "train" in stages:
             summary["train"] = train(
                 model,
@@ -926,6 +940,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         type=_shard,
         default=(0, 1),
         help="generate the K-th of N shares of the prompts (K/N; one process per GPU, then engine_bridge.training.shards)",
+    )
+    ap.add_argument(
+        "--earlier-pool",
+        default=None,
+        metavar="RUN[,RUN]",
+        help="run folders of earlier sittings (same prepared data) whose conversations join this sitting's pool",
     )
     ap.add_argument("--gen-seconds", type=float, default=DEFAULTS["gen_seconds"], help="generation time budget")
     ap.add_argument("--seconds", type=float, default=DEFAULTS["seconds"], help="training time budget")
@@ -1125,6 +1145,7 @@ def kwargs_from(a) -> dict:
         init=a.init,
         shard=a.shard,
         gpus=a.gpus,
+        earlier_pools=[x for x in a.earlier_pool.split(",") if x] if a.earlier_pool else None,
     )
 
 

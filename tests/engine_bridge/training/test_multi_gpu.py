@@ -148,6 +148,31 @@ def test_an_earlier_pool_joins_after_the_shares_without_its_validation_answers(t
     assert not (tmp_path / "x" / "gen").exists() and not (tmp_path / "y" / "gen").exists()
 
 
+def test_a_sitting_joins_its_pool_with_an_earlier_one_and_trains_on_both(tiny, tmp_path):
+    """``train-drafter --earlier-pool OLD`` on one process: this sitting's pool is generated beside
+    the run and joined with the earlier one before training."""
+    target, data, _, _ = tiny
+    old = tmp_path / "old"
+    _generate(tiny, old)
+    run = tmp_path / "run"
+    ap = __import__("argparse").ArgumentParser()
+    train_chat.add_arguments(ap)
+    a = ap.parse_args(["--earlier-pool", str(old), "--device", "cpu"])
+    kw = {k: v for k, v in train_chat.kwargs_from(a).items() if k in ("earlier_pools", "device")}
+    assert kw["earlier_pools"] == [str(old)]
+    lines: list[str] = []
+    s = train_chat.run(
+        target, data, run, max_prompts=8, gen_batch=8, max_new=8, n_layer=1, batch=2, anchors=4, max_steps=2,
+        ckpt_every=0.0, val_seqs=8, log=lines.append, seed=5, **kw,
+    )  # fmt: skip
+    g = json.loads((run / "gen" / "gen-stats.json").read_text())
+    mine = json.loads((run / "shard-0" / "gen" / "gen-stats.json").read_text())
+    assert g["earlier"][0]["n"] > 0 and g["n"] == mine["n"] + g["earlier"][0]["n"] == s["generate"]["n"]
+    seqs = gen_conversations.load_sequences(run)[0]
+    assert len(seqs) == g["n"] and s["train"]["steps"] == 2
+    assert any("joined with 1 earlier pool" in ln for ln in lines)
+
+
 def test_shard_flag_is_checked():
     assert shard_of("1/4") == (1, 4) and shard_of(None) == (0, 1)
     for bad in ("4/4", "x", "1/0", "-1/2"):
