@@ -27,7 +27,9 @@
 #     (EVAL=eval-par: `then` runs eval-par instead of eval; NEW_N limits eval-par's new drafter too)
 # A chain of sittings: a `part` call also keeps .gpu-carry/old.gguf (a drafter GGUF: EXTRA="--init
 #   /tmp/eval/old.gguf" warm-starts from it) and .gpu-carry/init/ (an earlier sitting's f16 shards +
-#   drafter.json, as follow-eval returns them: EXTRA="--init /tmp/init") in /tmp.
+#   drafter.json, as follow-eval returns them: EXTRA="--init /tmp/init") in /tmp. An earlier sitting's
+#   pool (pool-out there, gpu_carry.sh keep here, take + tar xf into DIR there) joins the new one with
+#   EXTRA="--earlier-pool DIR" (the new conversations and the old, same prepared data).
 # Environment: GEN_SECONDS (330), TRAIN_SECONDS (540), EXTRA (train_chat flags), OLD_N (24 prompts per
 #   category for the shipped drafter), NEW_N (all: the new drafter's prompts per category in `eval`),
 #   MAX_TOKENS (128), TARGET (another target, joined by gpu_carry.sh).
