@@ -296,8 +296,8 @@ def generate(
             (gdir / "magpie-samples.txt").write_text("\n---\n".join(texts[:200]))
         unchecked = 0
         if checker is None or detok is None:
-            # requests nobody checked against the evaluation sets never reach training (sitting s63's
-            # shares ran with the fingerprints missing and were checked only afterwards)
+            # requests nobody checked against the evaluation sets never reach training (three GPU
+            # sittings ran with the fingerprints missing from the carried tree, said only in the log)
             unchecked, uniq = len(uniq), []
             log(f"generate/magpie: {unchecked} requests dropped: they could not be checked for contamination")
         magpie = [close_query(q, frag, stop) for q in uniq]

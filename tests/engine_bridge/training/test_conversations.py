@@ -163,7 +163,7 @@ def test_generation_holds_greedy_sampled_magpie_and_follow_up_turns(tiny, tmp_pa
 
 def test_requests_the_target_wrote_are_dropped_when_they_cannot_be_checked(tiny, tmp_path, monkeypatch):
     """Without the evaluation sets' fingerprints no Magpie request reaches the pool: an unchecked
-    request could be a benchmark question (sitting s63 ran with them hidden)."""
+    request could be a benchmark question (three GPU sittings ran with them missing)."""
     from engine_bridge.training import decontam
 
     target, data, model, _ = tiny

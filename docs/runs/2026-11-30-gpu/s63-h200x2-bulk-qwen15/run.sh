@@ -15,10 +15,11 @@
 #        `run63.sh shards` (the drafter's f16 shards, kept here in .gpu-carry/init-qwen15-s63/).
 # What happened: a first machine ran this with GEN=200 TRAIN=660 and was lost mid-generation (no call
 #   for > 30 s while check_pool.py was written here: the decontamination fingerprints had been hidden
-#   with the large files, so the shares' Magpie requests went unchecked); the second machine ran it
-#   again with the defaults below and checked the joined pool with check_pool.py before training (0
-#   hits in 3,518 entries). Its bench of side 0 on HumanEval did not finish before the device time ran
-#   out. (It ran as gpu/tmp_x/run63.sh, moved here afterwards.)
+#   with the large files, so its shares' Magpie requests went unchecked). The second machine ran it
+#   again with the defaults below and the fingerprints back in the tree (its shares checked their
+#   requests), and checked the joined pool with check_pool.py before training, s61's unchecked pool
+#   included (0 hits in 3,518 entries). Its bench of side 0 on HumanEval did not finish before the
+#   device time ran out. (It ran as gpu/tmp_x/run63.sh, moved here afterwards.)
 set -u
 W=/tmp/w; R=$W/r; OUT=${OUT:-/tmp/out}; B=.gpu-bundle; RUN=/tmp/dflash-train
 T=/tmp/t/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
