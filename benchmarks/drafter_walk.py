@@ -44,15 +44,17 @@ def torch_pair(target: Path, draft: Path):
     return tgt, drafter_from_gguf(draft, tgt)
 
 
-def every_drafts(tgt, dr, prompt: list[int], answer: list[int], budget: int) -> dict[int, list[int]]:
-    """The drafter's first ``budget`` drafts of a whole block opened at every answer position."""
+def every_drafts(tgt, dr, prompt: list[int], answer: list[int], budget: int, feats=None) -> dict[int, list[int]]:
+    """The drafter's first ``budget`` drafts of a whole block opened at every answer position;
+    ``feats``: the target's layer inputs over prompt + answer when the caller has them already."""
     import torch
 
     from engine_bridge.training.walk import span_drafts
 
     x = torch.tensor([prompt + answer])
-    with torch.no_grad():
-        _, feats = tgt(x, layer_inputs=dr.c.target_layers)
+    if feats is None:
+        with torch.no_grad():
+            _, feats = tgt(x, layer_inputs=dr.c.target_layers)
     span = [(len(prompt), x.shape[1] - 1)]
     return span_drafts(
         dr,
@@ -65,6 +67,21 @@ def every_drafts(tgt, dr, prompt: list[int], answer: list[int], budget: int) -> 
         tgt.embed_tokens.weight,
         tgt.lm_head_weight,
     )[0]
+
+
+def prompts_by_category(path: Path | None, limit: int = 0) -> dict[str, list[dict]]:
+    """The prompts of a suite file (JSONL with messages and a category), or the public suites when
+    ``path`` is None, grouped by category; the first ``limit`` of each (0: all)."""
+    if path is None:
+        from engine_bridge.training.evaluate_chat import public_prompts
+
+        items = public_prompts()
+    else:
+        items = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    cats: dict[str, list[dict]] = {}
+    for it in items:
+        cats.setdefault(it.get("category", "all"), []).append(it)
+    return {c: v[:limit] for c, v in cats.items()} if limit else cats
 
 
 def torch_scores(tgt, dr, prompt: list[int], answer: list[int], budget: int):
@@ -151,17 +168,7 @@ def main(argv=None) -> int:
     from engine_bridge.runtime.engine import Engine
 
     torch.set_num_threads(a.threads)
-    if a.public:
-        from engine_bridge.training.evaluate_chat import public_prompts
-
-        items = public_prompts()
-    else:
-        items = [json.loads(line) for line in a.prompts.read_text().splitlines() if line.strip()]
-    cats: dict[str, list[dict]] = {}
-    for it in items:
-        cats.setdefault(it.get("category", "all"), []).append(it)
-    if a.limit:
-        cats = {c: v[: a.limit] for c, v in cats.items()}
+    cats = prompts_by_category(None if a.public else a.prompts, a.limit)
     eng = Engine.load(
         EngineConfig(
             target=a.target, draft=a.draft, n_ctx=2048, n_gpu_layers=0, draft_n_gpu_layers=0, n_threads=a.threads

@@ -92,19 +92,14 @@ def main(argv=None) -> int:
 
     import torch
 
-    from benchmarks.drafter_walk import torch_pair
+    from benchmarks.drafter_walk import every_drafts, prompts_by_category, torch_pair
     from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
     from engine_bridge.runtime.config import EngineConfig, GenerationSettings
     from engine_bridge.runtime.engine import Engine
-    from engine_bridge.training.walk import span_drafts, walk
+    from engine_bridge.training.walk import walk
 
     torch.set_num_threads(a.threads)
-    items = [json.loads(line) for line in a.prompts.read_text().splitlines() if line.strip()]
-    by_cat: dict[str, list[dict]] = {}
-    for it in items:
-        by_cat.setdefault(it.get("category", "all"), []).append(it)
-    if a.limit:
-        by_cat = {c: v[: a.limit] for c, v in by_cat.items()}
+    by_cat = prompts_by_category(a.prompts, a.limit)
     eng = Engine.load(
         EngineConfig(target=a.target, draft=None, n_ctx=2048, n_gpu_layers=0, n_threads=a.threads),
         check=False,
@@ -126,17 +121,7 @@ def main(argv=None) -> int:
                     # the top-1 probability of the token at answer position i, predicted from i - 1
                     probs = torch.softmax(logits[0, len(prompt) - 1 : x.shape[1] - 1].float(), -1)
                 p1 = probs.max(-1).values.tolist()
-                drafts = span_drafts(
-                    dr,
-                    torch.cat(feats, -1),
-                    x,
-                    [(len(prompt), x.shape[1] - 1)],
-                    dr.c.block_size,
-                    a.budget,
-                    dr.c.mask_token_id,
-                    tgt.embed_tokens.weight,
-                    tgt.lm_head_weight,
-                )[0]
+                drafts = every_drafts(tgt, dr, prompt, answer, a.budget, feats=feats)
                 xs = prompt + answer
                 steps = walk(drafts, xs, len(prompt), len(xs) - 1)
                 t = tally(p1, steps, len(prompt), len(answer), a.budget)
