@@ -2,14 +2,16 @@
 
 A patch reads its switch once per process (--env: DFLASH_MMVQ_FUSE_ROWS of the dropped patch 0006,
 "0" upstream / "16"; DFLASH_BATCHED_ARGMAX of patch 0006, "0" upstream / "1"; DFLASH_LAYER_INP_RESERVE
-of patch 0007, "1" upstream / "0"), so each side is its own process, the sides alternating, twice each:
+of patch 0007, "1" upstream / "0"; DFLASH_SMALL_TOP_K of patch 0024, "0" upstream / "1"), so each side
+is its own process, the sides alternating, twice each:
 
   1. wall ms per phase: gpu/gpu_step_profile.py --time (ar, verify8/16, draft8/16, inject, and
      whole chain7 / tree15 steps), per side and round, into DIR/fuse_VALUE_ROUND.json
      (--sides 0,16 by default; e.g. --sides 0,8,16 adds a side fused up to 8 rows)
   2. equality: per side, the target's raw logits for batches of 2, 8 and 16 rows after one prompt,
-     and the greedy tokens of AR, chain 7, chain 15 and tree 15 runs (--worker), compared between
-     the sides (the fused epilogue adds in the same order as the unfused kernels: expect 0 or ~1e-6)
+     the drafter's backend top-k candidates (32 a row) of one 16-row block, and the greedy tokens of
+     AR, chain 7, chain 15 and tree 15 runs (--worker), compared between the sides (the fused
+     epilogue adds in the same order as the unfused kernels: expect 0 or ~1e-6)
   3. with --ncu DIR2 (gpu/gpu_ncu.sh step fusencu): kernels per phase and family from its csvs
 Files are named by --tag (default "fuse": fuse_SIDE_ROUND.json, fuse_eq_SIDE.*).
 
@@ -65,6 +67,20 @@ def worker(a) -> int:
             eng.target_ctx.synchronize()
             arrays[f"rows{n}"] = np.array(eng.target_ctx.logits(n), dtype=np.float32).copy()
             eng.target_ctx.seq_rm(0, pos, -1)
+        # the drafter's backend top-k as a tree step takes it (patch 0007; 0024 replaces its sort):
+        # one 16-row block's candidate ids and raw logits, in the device's order, twice (the second
+        # from a replayed graph)
+        d = eng.drafter
+        eng._prefill(toks[:-1], need_features=True)
+        pos = len(toks) - 1
+        d.ctx.set_backend_top_k(32)
+        for rep in (0, 1):
+            d.ctx.seq_rm(0, pos, -1)
+            _, first_out, _ = d._decode_block(toks[-1], pos, 15)
+            ids, lg = d.ctx.sampled_top_k(first_out, 15)
+            arrays[f"cand_ids{rep}"], arrays[f"cand_logits{rep}"] = np.array(ids).copy(), np.array(lg).copy()
+        d.ctx.seq_rm(0, pos, -1)
+        d.ctx.set_backend_top_k(0)
         for mode, budget in (("ar", 1), ("chain", 7), ("chain", 15), ("tree", 15)):
             s = GenerationSettings(mode=mode, budget=budget, max_tokens=48, stop_at_eog=False)
             res["tokens"][f"{mode}{budget}"] = list(eng.generate(toks, s).tokens)
@@ -133,6 +149,13 @@ def equality(out: Path, sides: list[str]) -> list[str]:
 
             a, b = np.load(out / f"{TAG}_eq_{sides[0]}.npz"), np.load(out / f"{TAG}_eq_{v}.npz")
             for k in a.files:
+                if k.startswith("cand_ids"):
+                    rows_same = sum(set(x) == set(y) for x, y in zip(a[k].tolist(), b[k].tolist()))
+                    lines.append(
+                        f"- drafter top-k {k}: {a[k].shape}, same order {bool((a[k] == b[k]).all())}, rows with "
+                        f"the same candidates {rows_same}/{a[k].shape[0]}"
+                    )
+                    continue
                 d = np.abs(a[k] - b[k])
                 same_argmax = int((a[k].argmax(-1) == b[k].argmax(-1)).sum())
                 lines.append(
