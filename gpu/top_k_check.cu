@@ -2,8 +2,10 @@
 // every case's column ids against a host reference (a stable sort by value, descending, NaN read as
 // -inf), then the kernel's time against the sort it replaces there (CUB's segmented radix sort of
 // every row, as ggml's top-k runs it without CCCL 3.2's DeviceTopK, plus the 2D copy of the first
-// k columns), at the drafter block's shapes. The kernel is not copied here: gpu/gpu_top_k_check.sh
-// cuts it out of the patch into top_k_small.inc and builds this file against it.
+// k columns), at the drafter block's shapes. With patch 0025 (top_k_small_launch: a row cut into
+// parts over more of the GPU, then merged) both ways are checked and timed: one block a row (0024)
+// and the parts. The kernels are not copied here: gpu/gpu_top_k_check.sh cuts them out of a
+// patched top-k.cu into top_k_small.inc and builds this file against it.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -21,6 +23,32 @@
 
 #define WARP_SIZE 32
 #include "top_k_small.inc"
+
+// the op's launch: one block a row (nsplit 1), or the row cut into nsplit parts and merged
+static void launch(const float * dx, int * dd, float * pv, int * pi, int ncols, int nrows, int k, int nsplit,
+                   cudaStream_t s) {
+#ifdef TOPK_SMALL_LAUNCH
+    top_k_small_launch(dx, dd, pv, pi, ncols, nrows, k, nsplit, s);
+#else
+    (void) pv;
+    (void) pi;
+    (void) nsplit;
+    k_top_k_small<<<nrows, TOPK_SMALL_WARPS * WARP_SIZE, 0, s>>>(dx, dd, ncols, k);
+#endif
+}
+
+// the parts the op would cut a row into on this GPU (1 before patch 0025)
+static int parts(int ncols, int nrows) {
+#ifdef TOPK_SMALL_LAUNCH
+    cudaDeviceProp prop;
+    cudaGetDeviceProperties(&prop, 0);
+    return top_k_small_parts(ncols, nrows, prop.multiProcessorCount);
+#else
+    (void) ncols;
+    (void) nrows;
+    return 1;
+#endif
+}
 
 #define CHECK(x)                                                                        \
     do {                                                                                \
@@ -69,27 +97,39 @@ static int check_case(int nrows, int ncols, int k, const char * kind, std::mt199
     CHECK(cudaMalloc(&dx, x.size() * sizeof(float)));
     CHECK(cudaMalloc(&dd, (size_t) nrows * k * sizeof(int)));
     CHECK(cudaMemcpy(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
-    k_top_k_small<<<nrows, TOPK_SMALL_WARPS * WARP_SIZE>>>(dx, dd, ncols, k);
+    float * pv;
+    int *   pi;
+    const int np = parts(ncols, nrows);
+    CHECK(cudaMalloc(&pv, (size_t) nrows * np * 32 * sizeof(float)));
+    CHECK(cudaMalloc(&pi, (size_t) nrows * np * 32 * sizeof(int)));
+    int bad = 0;
+    for (int nsplit : { 1, np }) {
+    launch(dx, dd, pv, pi, ncols, nrows, k, nsplit, 0);
     CHECK(cudaGetLastError());
     std::vector<int> got((size_t) nrows * k);
     CHECK(cudaMemcpy(got.data(), dd, got.size() * sizeof(int), cudaMemcpyDeviceToHost));
-    int bad = 0;
     for (int r = 0; r < nrows; ++r) {
         const std::vector<int> want = reference(x.data() + (size_t) r * ncols, ncols, k);
         for (int j = 0; j < k; ++j) {
             if (got[(size_t) r * k + j] != want[j]) {
                 if (bad < 3) {
-                    fprintf(stderr, "  %s rows %d cols %d k %d: row %d slot %d got %d want %d\n", kind, nrows, ncols, k,
-                            r, j, got[(size_t) r * k + j], want[j]);
+                    fprintf(stderr, "  %s rows %d cols %d k %d parts %d: row %d slot %d got %d want %d\n", kind, nrows,
+                            ncols, k, nsplit, r, j, got[(size_t) r * k + j], want[j]);
                 }
                 ++bad;
                 break;
             }
         }
     }
+    if (np == 1) {
+        break;
+    }
+    }
     CHECK(cudaFree(dx));
     CHECK(cudaFree(dd));
-    printf("check %-6s rows %2d cols %6d k %2d: %s\n", kind, nrows, ncols, k, bad ? "FAIL" : "ok");
+    CHECK(cudaFree(pv));
+    CHECK(cudaFree(pi));
+    printf("check %-6s rows %2d cols %6d k %2d (parts 1, %d): %s\n", kind, nrows, ncols, k, np, bad ? "FAIL" : "ok");
     return bad ? 1 : 0;
 }
 
@@ -101,7 +141,8 @@ __global__ void k_iota_rows(int * ids, int ncols, int nrows) {
 }
 
 // microseconds per call, the mean of `iters` launches captured in one CUDA graph (as the drafter's
-// graph replays them): the kernel, or the segmented radix sort + the 2D copy of k columns
+// graph replays them): the segmented radix sort + the 2D copy of k columns, the kernel with one
+// block a row, and (patch 0025) the row in parts and their merge
 static void time_case(int nrows, int ncols, int k, int iters, std::mt19937 & rng) {
     std::vector<float> x((size_t) nrows * ncols);
     fill(x, "normal", rng);
@@ -125,10 +166,15 @@ static void time_case(int nrows, int ncols, int k, int iters, std::mt19937 & rng
                                                              nrows, offs, offs + 1));
     void * tmp;
     CHECK(cudaMalloc(&tmp, tmp_bytes));
+    const int np = parts(ncols, nrows);
+    float *   pv;
+    int *     pi;
+    CHECK(cudaMalloc(&pv, (size_t) nrows * np * 32 * sizeof(float)));
+    CHECK(cudaMalloc(&pi, (size_t) nrows * np * 32 * sizeof(int)));
     cudaStream_t s;
     CHECK(cudaStreamCreate(&s));
-    float us[2];
-    for (int side = 0; side < 2; ++side) {
+    float us[3] = { 0.f, 0.f, 0.f };
+    for (int side = 0; side < (np > 1 ? 3 : 2); ++side) {
         cudaGraph_t     g;
         cudaGraphExec_t ge;
         CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
@@ -141,7 +187,7 @@ static void time_case(int nrows, int ncols, int k, int iters, std::mt19937 & rng
                 CHECK(cudaMemcpy2DAsync(dd, k * sizeof(int), ids_out, ncols * sizeof(int), k * sizeof(int), nrows,
                                         cudaMemcpyDeviceToDevice, s));
             } else {
-                k_top_k_small<<<nrows, TOPK_SMALL_WARPS * WARP_SIZE, 0, s>>>(dx, dd, ncols, k);
+                launch(dx, dd, pv, pi, ncols, nrows, k, side == 1 ? 1 : np, s);
             }
         }
         CHECK(cudaStreamEndCapture(s, &g));
@@ -161,8 +207,14 @@ static void time_case(int nrows, int ncols, int k, int iters, std::mt19937 & rng
         CHECK(cudaGraphExecDestroy(ge));
         CHECK(cudaGraphDestroy(g));
     }
-    printf("time rows %2d cols %6d k %2d: radix sort + copy %.1f us, k_top_k_small %.1f us (%.1fx)\n", nrows, ncols,
-           k, us[0], us[1], us[0] / us[1]);
+    printf("time rows %2d cols %6d k %2d: radix sort + copy %.1f us, k_top_k_small %.1f us (%.1fx)", nrows, ncols, k,
+           us[0], us[1], us[0] / us[1]);
+    if (np > 1) {
+        printf(", in %d parts + merge %.1f us (%.1fx)", np, us[2], us[0] / us[2]);
+    }
+    printf("\n");
+    cudaFree(pv);
+    cudaFree(pi);
     cudaFree(dx);
     cudaFree(keys_out);
     cudaFree(dd);

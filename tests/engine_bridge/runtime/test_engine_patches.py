@@ -226,3 +226,37 @@ def test_applier_rejects_a_malformed_patch(tmp_path):
         text=True,
     )
     assert r.returncode == 1 and "0001-bad.patch: no file changes found" in r.stderr
+
+
+def test_the_gpu_top_k_check_builds_on_the_patched_kernels(pristine_tree, tmp_path):
+    """gpu/gpu_top_k_check.sh cuts the top-k kernels out of top-k.cu patched with every patch that
+    changes only that file (0024, and 0025 while it waits): the cut holds the kernel, the launch
+    where 0025 is in, and nothing of ggml's context; with nvcc here, gpu/top_k_check.cu builds
+    against it (the GPU machine runs it)."""
+    r = subprocess.run(
+        ["bash", "gpu/gpu_top_k_check.sh", "--extract", str(pristine_tree / VENDOR), str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHON=sys.executable),
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    inc = (tmp_path / "top_k_small.inc").read_text(encoding="utf-8")
+    names = [p.name for p in apply_patches.patch_files() + apply_patches.patch_files(PENDING)]
+    assert "k_top_k_small" in inc and "ggml_cuda_info" not in inc
+    assert ("top_k_small_launch" in inc) == any(n.startswith("0025-") for n in names)
+    assert "0024-small-top-k.patch" in r.stderr
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        return
+    stub = tmp_path / "stub"  # no CUDA libraries are linked: compile only
+    stub.mkdir()
+    b = subprocess.run(
+        [nvcc, "-std=c++17", "-arch=sm_90", "-c", f"-I{tmp_path}", "-o", str(stub / "x.o"), "gpu/top_k_check.cu"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert b.returncode == 0, b.stderr[-2000:]
