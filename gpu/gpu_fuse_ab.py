@@ -10,9 +10,9 @@ sides alternating, twice each:
      whole chain7 / tree15 steps), per side and round, into DIR/fuse_VALUE_ROUND.json
      (--sides 0,16 by default; e.g. --sides 0,8,16 adds a side fused up to 8 rows)
   2. equality: per side, the target's raw logits for batches of 2, 8 and 16 rows after one prompt,
-     the drafter's backend top-k candidates (32 a row) of one 16-row block, and the greedy tokens of
-     AR, chain 7, chain 15 and tree 15 runs (--worker), compared between the sides (the fused
-     epilogue adds in the same order as the unfused kernels: expect 0 or ~1e-6)
+     the drafter's backend top-k candidates (BACKEND_TOP_K a row) of one 16-row block, and the
+     greedy tokens of AR, chain 7, chain 15 and tree 15 runs (--worker), compared between the sides
+     (the fused epilogue adds in the same order as the unfused kernels: expect 0 or ~1e-6)
   3. with --ncu DIR2 (gpu/gpu_ncu.sh step fusencu): kernels per phase and family from its csvs
 Files are named by --tag (default "fuse": fuse_SIDE_ROUND.json, fuse_eq_SIDE.*).
 
@@ -49,6 +49,7 @@ def worker(a) -> int:
 
     from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
     from engine_bridge.runtime.config import EngineConfig, GenerationSettings
+    from engine_bridge.runtime.drafter import BACKEND_TOP_K
     from engine_bridge.runtime.engine import Engine
 
     cfg = EngineConfig(target=a.target, draft=a.draft, n_ctx=4096, flash_attn="on")
@@ -74,7 +75,7 @@ def worker(a) -> int:
         d = eng.drafter
         eng._prefill(toks[:-1], need_features=True)
         pos = len(toks) - 1
-        d.ctx.set_backend_top_k(32)
+        d.ctx.set_backend_top_k(BACKEND_TOP_K)
         for rep in (0, 1):
             d.ctx.seq_rm(0, pos, -1)
             _, first_out, _ = d._decode_block(toks[-1], pos, 15)
