@@ -130,6 +130,24 @@ def load_init(drafter, init: Path, log: Callable[[str], None]) -> int:
     return n_init
 
 
+def init_history(init: Path | None) -> dict | None:
+    """What an ``--init`` drafter's training recorded, for the log and this run's drafter.json: the
+    step it kept, the steps over every sitting it descends from, how many sittings, and its held-out
+    walk then (on that sitting's held-out answers). None for a GGUF (users' drafters keep no such
+    record) or a folder without drafter.json. A drafter.json written before ``steps_total`` existed
+    counts its own sitting only."""
+    if init is None or init.suffix == ".gguf" or not (init / "drafter.json").is_file():
+        return None
+    t = json.loads((init / "drafter.json").read_text()).get("train") or {}
+    kept = int(t.get("kept_step", t.get("steps", 0)))
+    return {
+        "kept_step": kept,
+        "steps_total": int(t.get("steps_total", kept)),
+        "sittings": int(t.get("sittings", 1)),
+        "val_walk_accepted": t.get("val_walk_accepted"),
+    }
+
+
 def default_target_layers(n_layer: int, n: int = 5) -> list[int]:
     """GGUF ids (input of layer k), spread evenly from layer 2 to layer L-2: the recipe's Hugging Face
     hidden states 1 .. L-3 (the output of layer k is the input of layer k + 1)."""
@@ -419,11 +437,19 @@ def train(
     # each rank draws its own batches (and anchors) from the one pool
     rank_seed = seed + 1_000_003 * group.rank
     gen = torch.Generator().manual_seed(rank_seed)
+    before = init_history(init)
     if init is not None and not (resume and (ckdir / "state.json").exists()):
         # a warm start from another sitting's exported weights: the optimiser state stays behind, so
         # this run warms up again
         load_init(drafter, init, log)
         log(f"train: warm start from {init} (its optimiser state is not carried; {warmup:.0%} warm-up)")
+        if before is not None:
+            # which drafter this is, said where a wrong folder shows: sitting s65 carried s61's
+            # shards where s63's were meant, and only its held-out walk at step 1 told
+            log(
+                f"train: {init} kept step {before['kept_step']} of its sitting, {before['steps_total']} steps over "
+                f"{before['sittings']} sitting(s); its held-out walk then {before['val_walk_accepted']}"
+            )
     if resume and (ckdir / "state.json").exists():
         st = json.loads((ckdir / "state.json").read_text())
         if st["config"] != cfg.to_dict():
@@ -686,6 +712,10 @@ def train(
         "params": n_params,
         "steps": state["step"],
         "kept_step": kept,
+        # the drafter's lineage: the warm start it came from, and the steps and sittings of all of it
+        "init": None if init is None else {"path": str(init), **(before or {})},
+        "steps_total": (before["steps_total"] if before else 0) + kept,
+        "sittings": (before["sittings"] if before else 0) + 1,
         "seconds": round(state["elapsed"], 1),
         "batch": batch,
         "anchors_per_seq": anchors,

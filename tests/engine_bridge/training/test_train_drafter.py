@@ -386,9 +386,23 @@ def test_a_warm_start_begins_from_the_given_drafter(tiny_run, tiny_target, tmp_p
     lines = []
     train_chat.run(tiny_target, work / "data", run, log=lines.append, init=work / "run", **{**TINY, "max_steps": 0})
     assert any("warm start" in ln for ln in lines)
-    before, _ = load_sharded(work / "run", "drafter")
-    after, _ = load_sharded(run, "drafter")
+    before, c0 = load_sharded(work / "run", "drafter")
+    after, c1 = load_sharded(run, "drafter")
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    # the lineage: the init's own record in the log, and in this drafter's, its steps added to the init's
+    t0, t1 = c0["train"], c1["train"]
+    assert t0["sittings"] == 1 and t0["steps_total"] == t0["kept_step"] > 0 and t0["init"] is None
+    said = f"kept step {t0['kept_step']} of its sitting, {t0['kept_step']} steps over 1 sitting(s)"
+    assert any(said in ln for ln in lines)
+    assert t1["init"]["path"] == str(work / "run") and t1["init"]["val_walk_accepted"] == t0["val_walk_accepted"]
+    assert t1["sittings"] == 2 and t1["steps_total"] == t0["steps_total"] + t1["kept_step"]
+    third = tmp_path / "third"
+    (third / "gen").mkdir(parents=True)
+    for f in ("responses.npz", "gen-stats.json"):
+        (third / "gen" / f).write_bytes((work / "run" / "gen" / f).read_bytes())
+    train_chat.run(tiny_target, work / "data", third, log=lines.append, init=run, **{**TINY, "max_steps": 2})
+    t2 = load_sharded(third, "drafter")[1]["train"]
+    assert t2["sittings"] == 3 and t2["steps_total"] == t1["steps_total"] + t2["kept_step"]
     other = tmp_path / "other"
     (other / "gen").mkdir(parents=True)
     for f in ("responses.npz", "gen-stats.json"):
