@@ -92,38 +92,41 @@ static void fill(std::vector<float> & x, const char * kind, std::mt19937 & rng) 
 static int check_case(int nrows, int ncols, int k, const char * kind, std::mt19937 & rng) {
     std::vector<float> x((size_t) nrows * ncols);
     fill(x, kind, rng);
-    float * dx;
-    int *   dd;
+    std::vector<std::vector<int>> want(nrows);
+    for (int r = 0; r < nrows; ++r) {
+        want[r] = reference(x.data() + (size_t) r * ncols, ncols, k);
+    }
+    const int np = parts(ncols, nrows);
+    float *   dx, *pv;
+    int *     dd, *pi;
     CHECK(cudaMalloc(&dx, x.size() * sizeof(float)));
     CHECK(cudaMalloc(&dd, (size_t) nrows * k * sizeof(int)));
-    CHECK(cudaMemcpy(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
-    float * pv;
-    int *   pi;
-    const int np = parts(ncols, nrows);
     CHECK(cudaMalloc(&pv, (size_t) nrows * np * 32 * sizeof(float)));
     CHECK(cudaMalloc(&pi, (size_t) nrows * np * 32 * sizeof(int)));
+    CHECK(cudaMemcpy(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
     int bad = 0;
     for (int nsplit : { 1, np }) {
-    launch(dx, dd, pv, pi, ncols, nrows, k, nsplit, 0);
-    CHECK(cudaGetLastError());
-    std::vector<int> got((size_t) nrows * k);
-    CHECK(cudaMemcpy(got.data(), dd, got.size() * sizeof(int), cudaMemcpyDeviceToHost));
-    for (int r = 0; r < nrows; ++r) {
-        const std::vector<int> want = reference(x.data() + (size_t) r * ncols, ncols, k);
-        for (int j = 0; j < k; ++j) {
-            if (got[(size_t) r * k + j] != want[j]) {
-                if (bad < 3) {
-                    fprintf(stderr, "  %s rows %d cols %d k %d parts %d: row %d slot %d got %d want %d\n", kind, nrows,
-                            ncols, k, nsplit, r, j, got[(size_t) r * k + j], want[j]);
+        // ids left by the way before must not pass for this one's
+        CHECK(cudaMemset(dd, 0xff, (size_t) nrows * k * sizeof(int)));
+        launch(dx, dd, pv, pi, ncols, nrows, k, nsplit, 0);
+        CHECK(cudaGetLastError());
+        std::vector<int> got((size_t) nrows * k);
+        CHECK(cudaMemcpy(got.data(), dd, got.size() * sizeof(int), cudaMemcpyDeviceToHost));
+        for (int r = 0; r < nrows; ++r) {
+            for (int j = 0; j < k; ++j) {
+                if (got[(size_t) r * k + j] != want[r][j]) {
+                    if (bad < 3) {
+                        fprintf(stderr, "  %s rows %d cols %d k %d parts %d: row %d slot %d got %d want %d\n", kind,
+                                nrows, ncols, k, nsplit, r, j, got[(size_t) r * k + j], want[r][j]);
+                    }
+                    ++bad;
+                    break;
                 }
-                ++bad;
-                break;
             }
         }
-    }
-    if (np == 1) {
-        break;
-    }
+        if (np == 1) {
+            break;
+        }
     }
     CHECK(cudaFree(dx));
     CHECK(cudaFree(dd));
