@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The CUDA top-k kernels of patches 0024 (and 0025 where it is in the series or waiting in
-# docs/design/pending-patches/) checked and timed alone, on the GPU machine (gpu/top_k_check.cu):
+# The CUDA top-k kernels of patch 0024 (and of 0025, dropped, when it is copied back into
+# docs/design/pending-patches/ or the series) checked and timed alone, on the GPU machine (gpu/top_k_check.cu):
 # a pristine llama.cpp's top-k.cu is patched with every patch that changes only that file, the
 # kernels are cut out of it (the "#if !defined(GGML_USE_HIP)" block the patches add), built with
 # nvcc, then every case's ids are compared with a host reference and the kernels' time with the

@@ -63,11 +63,15 @@ BACKEND_TOP_K = 32
 TREE_TOP_K_ON = "auto"
 BACKEND_TOP_K_MIN_VOCAB = 100_000
 #: ... and, below that vocabulary, from this tree budget up. Patch 0007 runs one top-k for all the
-#: block's rows; on an H200 with the default pair (SmolLM2, 49k vocabulary; 8 prompts per public
-#: suite, 3 runs a side, docs/benchmarks.md "One top-k for all the rows of a drafter block") tree 15
-#: ran at 0.564 / 0.537 / 0.346x AR against the host's 0.536 / 0.438 / 0.331 (draft phase -1.1 to
-#: -1.5 ms a step), while tree 7 was a wash (0.553 / 0.498 / 0.387 against 0.545 / 0.503 / 0.363).
-BACKEND_TOP_K_MIN_BUDGET = 12
+#: block's rows. When it was a radix sort of every row (CUDA 13's CCCL), tree 15 won on an H200 and
+#: tree 7 was a wash (docs/benchmarks.md "One top-k for all the rows of a drafter block"), so the
+#: threshold was 12. Patch 0024's one-pass top-k made the device's pass 5.6x cheaper; on an H200 with
+#: the default pair (SmolLM2, 49k vocabulary; the first 80 prompts of each public suite, two runs, the
+#: sides back to back in both orders) tree 7 then ran at 1.17-1.25 / 1.55-1.58 / 1.39-1.42x AR on
+#: the backend against the host's 0.88-0.95 / 1.15-1.23 / 1.10-1.11 (MT-Bench / GSM8K / HumanEval;
+#: draft phase 0.58-0.71 ms a step against 1.17-1.47), commit lengths within 0.013 of each other
+#: (docs/benchmarks.md "The tree's top-k on the device from budget 7"). Below 7 was not measured.
+BACKEND_TOP_K_MIN_BUDGET = 7
 #: Environment variable that forces TREE_TOP_K_ON's choice ("host", "backend" or "auto"), for A/B
 #: measurements such as patch 0007's (one top-k for all the block rows); unset or empty: TREE_TOP_K_ON.
 TREE_TOP_K_ENV = "DFLASH_TREE_TOP_K"

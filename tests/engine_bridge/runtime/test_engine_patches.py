@@ -230,7 +230,7 @@ def test_applier_rejects_a_malformed_patch(tmp_path):
 
 def test_the_gpu_top_k_check_builds_on_the_patched_kernels(pristine_tree, tmp_path):
     """gpu/gpu_top_k_check.sh cuts the top-k kernels out of top-k.cu patched with every patch that
-    changes only that file (0024, and 0025 while it waits): the cut holds the kernel, the launch
+    changes only that file (0024; 0025, dropped, if copied back into pending): the cut holds the kernel, the launch
     where 0025 is in, and nothing of ggml's context; with nvcc here, gpu/top_k_check.cu builds
     against it (the GPU machine runs it)."""
     r = subprocess.run(
