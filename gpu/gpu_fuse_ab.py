@@ -3,7 +3,8 @@
 A patch reads its switch once per process (--env: DFLASH_MMVQ_FUSE_ROWS of the dropped patch 0006,
 "0" upstream / "16"; DFLASH_BATCHED_ARGMAX of patch 0006, "0" upstream / "1"; DFLASH_LAYER_INP_RESERVE
 of patch 0007, "1" upstream / "0"; DFLASH_SMALL_TOP_K of patch 0024, "0" upstream / "1";
-DFLASH_TOP_K_SPLIT of the dropped patch 0025, "0" one block a row / "1"), so each side is its own process, the
+DFLASH_TOP_K_SPLIT of the dropped patch 0025, "0" one block a row / "1"; DFLASH_TREE_BATCH of patch 0026,
+"0" a tree verify filled entry by entry / "1"), so each side is its own process, the
 sides alternating, twice each:
 
   1. wall ms per phase: gpu/gpu_step_profile.py --time (ar, verify8/16, draft8/16, inject, and

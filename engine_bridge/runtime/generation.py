@@ -388,8 +388,8 @@ class Generation:
         b = e.target_batch
         b.clear()
         base = len(e.kv)
-        for i, tok in enumerate(self.unwritten):
-            b.add_token_seqs(tok, base + i, self.all_seqs, False)
+        n = len(self.unwritten)
+        b.add_token_sets(self.unwritten, range(base, base + n), [self.all_seqs] * n, [False] * n)
         e.target_ctx.process(b)
         e.kv.extend(self.unwritten)
         self.unwritten = []
@@ -570,11 +570,13 @@ class Generation:
         b.clear()
         # their next tokens are committed: outputs only to keep the output count (and the graph)
         off = n_un if self.tree_fixed_outputs else 0  # output rows ahead of the root's
-        for i, tok in enumerate(unwritten):
-            b.add_token_seqs(tok, base + i, self.all_seqs, self.tree_fixed_outputs)
-        b.add_token_seqs(last, pos, self.all_seqs, True)
-        for i, tok in enumerate(tr.tokens):
-            b.add_token_seqs(tok, pos + 1 + tr.depth[i], sets[i], True)
+        # one FFI call with patch 0026 (entry by entry without it)
+        b.add_token_sets(
+            [*unwritten, last, *tr.tokens],
+            [*range(base, base + n_un), pos, *(pos + 1 + dep for dep in tr.depth)],
+            [self.all_seqs] * (n_un + 1) + sets,
+            [self.tree_fixed_outputs] * n_un + [True] * (len(tr) + 1),
+        )
         tn = now()
         tctx.process(b)
         tctx.synchronize()  # sync point: end of verify

@@ -251,6 +251,27 @@ def bulk_batch_api() -> tuple[Any, Any] | None:
     return add, read
 
 
+@functools.lru_cache(maxsize=1)
+def token_sets_api() -> Any | None:
+    """Patch 0026's ``llama_batch_ext_add_token_sets``, bound: a tree verify's entries, each in its
+    set of sequences, added in one call, where per-entry calls cost three ctypes calls an entry and
+    one per extra sequence (~97 us a tree-15 step on the H200 machine's host). None when this build
+    lacks the patch, or with DFLASH_BULK_BATCH=0 (the per-entry calls, as for patch 0023) or
+    DFLASH_TREE_BATCH=0 (this patch alone off, for its own A/B)."""
+    import os
+
+    if os.environ.get("DFLASH_BULK_BATCH", "") == "0" or os.environ.get("DFLASH_TREE_BATCH", "") == "0":
+        return None
+    try:
+        fn = _lib.llama_batch_ext_add_token_sets
+    except AttributeError:
+        return None
+    i32p = ctypes.POINTER(ctypes.c_int32)
+    fn.argtypes = [ctypes.c_void_p, i32p, i32p, i32p, i32p, ctypes.c_int32, ctypes.POINTER(ctypes.c_int8)]
+    fn.restype = ctypes.c_int32
+    return fn
+
+
 def _patched_switch(symbol: str, ctx, value, ctype=ctypes.c_bool) -> bool:
     """Calls a patch's ``void symbol(llama_context *, <ctype>)``; False when this build lacks it."""
     try:

@@ -445,6 +445,8 @@ class Batch(_Handle):
     def add_token_seqs(self, token: int, pos: int, seqs, output: bool = False) -> int:
         """One entry that belongs to several sequences (tree verification)."""
         seqs = list(seqs)
+        if not seqs:
+            raise DecodeError("a batch entry needs at least one sequence")
         idx = C.llama_batch_ext_add_token(self.ptr, seqs[0], token)
         if idx < 0:
             raise DecodeError(f"batch is full (code {idx})")
@@ -452,6 +454,38 @@ class Batch(_Handle):
             if not C.llama_batch_ext_add_seq(self.ptr, idx, s):
                 raise DecodeError(f"could not add sequence {s} to a batch entry")
         return self._place(idx, pos, output)
+
+    def add_token_sets(self, tokens, positions, seq_sets, outputs) -> int:
+        """Entries ``tokens[i]`` at ``positions[i]`` in the sequences ``seq_sets[i]`` (tree
+        verification), an output where ``outputs[i]``: add_token_seqs for each, in one FFI call with
+        patch 0026 (``llama_ffi.token_sets_api``). Returns the batch index of the first entry."""
+        n = len(tokens)
+        fn = llama_ffi.token_sets_api()
+        if fn is None or n == 0:
+            first = -1
+            for i in range(n):
+                idx = self.add_token_seqs(int(tokens[i]), int(positions[i]), seq_sets[i], bool(outputs[i]))
+                first = idx if i == 0 else first
+            return first
+        counts = [len(s) for s in seq_sets]
+        if min(counts) < 1:
+            raise DecodeError("a batch entry needs at least one sequence")
+        # ctypes takes Python and numpy integers as they are (no int() a value: this runs every tree step)
+        i32 = ctypes.c_int32
+        flat = [q for s in seq_sets for q in s]
+        first = fn(
+            self.ptr,
+            (i32 * n)(*tokens),
+            (i32 * n)(*positions),
+            (i32 * n)(*counts),
+            (i32 * len(flat))(*flat),
+            n,
+            (ctypes.c_int8 * n)(*map(bool, outputs)),
+        )
+        if first < 0:
+            raise DecodeError(f"batch is full or an entry is invalid (code {first})")
+        self.n += n
+        return first
 
     def add_embd_at(self, addr: int, n_embd: int, pos: int, seq: int = 0) -> int:
         """One token given by the embedding row of ``n_embd`` float32 values at address ``addr``
