@@ -39,23 +39,33 @@ def bulk(monkeypatch):
     llama_ffi.token_sets_api.cache_clear()
 
 
-def _decode(eng, tokens, bulk_add: bool) -> np.ndarray:
-    """The target's logits of every row of one batch of ``tokens`` at positions 0.., filled either way."""
+def _logits_of(eng, fill, n_entries: int, n_out: int) -> np.ndarray:
+    """The target's logits of the ``n_out`` output rows of one batch that ``fill(batch)`` fills with
+    ``n_entries`` entries, decoded from an empty cache (which is emptied again after)."""
     eng.reset()
     ctx, b = eng.target_ctx, eng.target_batch
     ctx.set_backend_greedy(False)
     b.clear()
-    if bulk_add:
-        assert b.add_tokens(tokens, 0, 0, [True] * len(tokens)) == 0
-    else:
-        for i, t in enumerate(tokens):
-            b.add_token(t, i, 0, True)
-    assert b.n == len(tokens)
+    fill(b)
+    assert b.n == n_entries
     ctx.process(b)
     ctx.synchronize()
-    out = ctx.logits(len(tokens)).copy()
+    out = ctx.logits(n_out).copy()
     eng.reset()
     return out
+
+
+def _decode(eng, tokens, bulk_add: bool) -> np.ndarray:
+    """The target's logits of every row of one batch of ``tokens`` at positions 0.., filled either way."""
+
+    def fill(b) -> None:
+        if bulk_add:
+            assert b.add_tokens(tokens, 0, 0, [True] * len(tokens)) == 0
+        else:
+            for i, t in enumerate(tokens):
+                b.add_token(t, i, 0, True)
+
+    return _logits_of(eng, fill, len(tokens), len(tokens))
 
 
 def test_the_engine_carries_the_patch_and_binds_it(bulk):
@@ -150,21 +160,15 @@ def test_generations_are_the_same_either_way(tiny_engine, bulk, mode, budget):
 # --- patch 0026: a tree verify's entries in one call ----------------------------------------------
 def _tree_batch(eng, tokens, positions, sets, outputs, one_call: bool) -> np.ndarray:
     """The target's logits of the output rows of one tree-shaped batch, filled either way."""
-    eng.reset()
-    ctx, b = eng.target_ctx, eng.target_batch
-    ctx.set_backend_greedy(False)
-    b.clear()
-    if one_call:
-        assert b.add_token_sets(tokens, positions, sets, outputs) == 0
-    else:
-        for t, p, q, o in zip(tokens, positions, sets, outputs, strict=True):
-            b.add_token_seqs(t, p, q, o)
-    assert b.n == len(tokens)
-    ctx.process(b)
-    ctx.synchronize()
-    out = ctx.logits(sum(outputs)).copy()
-    eng.reset()
-    return out
+
+    def fill(b) -> None:
+        if one_call:
+            assert b.add_token_sets(tokens, positions, sets, outputs) == 0
+        else:
+            for t, p, q, o in zip(tokens, positions, sets, outputs, strict=True):
+                b.add_token_seqs(t, p, q, o)
+
+    return _logits_of(eng, fill, len(tokens), sum(outputs))
 
 
 def test_the_engine_carries_the_tree_patch_and_binds_it(bulk):
