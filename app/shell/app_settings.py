@@ -25,7 +25,7 @@ from engine_bridge.runtime.config import (
     GenerationSettings,
     KVTypes,
 )
-from engine_bridge.runtime.default_mode import default_mode
+from engine_bridge.runtime.default_mode import default_budget, default_mode
 
 ORGANIZATION = "DFlashStudio"
 APPLICATION = "DFlash Studio"
@@ -112,10 +112,9 @@ class StudioSettings:
     # generation (applies to the next request). A first run's mode: chain on a GPU build, auto on a
     # CPU-only one, where chain runs slower than the target alone (engine_bridge.runtime.default_mode)
     mode: str = field(default_factory=lambda: default_mode(True))
-    # chain 7, not 15: faster on every public suite and device measured (an H200, the full sets: 1.41 /
-    # 1.33 / 0.97x AR against 1.17 / 1.07 / 0.85x; the 2-vCPU CPU: 0.26-0.46x against 0.16-0.31x;
-    # docs/benchmarks.md "The full public sets on an H200"); the server's default already was 7
-    budget: int = 7
+    # a first run's budget: 5 for chain on a GPU build (faster than 7 and 3 on every public suite on an
+    # H100), else 7 (faster than 15 everywhere measured; engine_bridge.runtime.default_mode)
+    budget: int = field(default_factory=lambda: default_budget(default_mode(True)))
     temperature: float = 0.0
     top_k: int = 40
     top_p: float = 1.0

@@ -63,7 +63,10 @@ def register(sub) -> None:
         "chain on a GPU build, auto on a CPU-only one, where chain is slower than the target alone)",
     )
     g.add_argument(
-        "--budget", type=int, default=7, help="draft tokens per step (tree: node budget; default 7, as serve's)"
+        "--budget",
+        type=int,
+        default=None,
+        help="draft tokens per step (tree: node budget; default 5 for chain on a GPU build, else 7, as serve's)",
     )
     g.add_argument("--p-min", type=float, default=0.0, help="stop drafting below this drafter probability")
     g.add_argument(
@@ -314,12 +317,12 @@ def cmd_generate(args) -> int:
     try:
         prompt_text = read_prompt(args)
         cfg = config_from_args(args)
-        from ..runtime.default_mode import default_mode
+        from ..runtime.default_mode import default_budget, default_mode
 
         mode = args.mode or default_mode(bool(cfg.draft))
         settings = GenerationSettings(
             mode=mode,
-            budget=args.budget,
+            budget=args.budget if args.budget is not None else default_budget(mode),
             p_min=args.p_min,
             exact_phases=args.exact_phases,
             max_tokens=args.max_tokens,

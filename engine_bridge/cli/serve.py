@@ -38,7 +38,12 @@ def register(sub) -> None:
         default=None,
         help="default mode (default with a drafter: chain on a GPU build, auto on a CPU-only one; else ar)",
     )
-    p.add_argument("--budget", type=int, default=7, help="default draft tokens per step (tree: node budget; default 7)")
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help="default draft tokens per step (tree: node budget; default 5 for chain on a GPU build, else 7)",
+    )
     p.add_argument("--p-min", type=float, default=0.0, help="stop drafting below this drafter probability")
     p.add_argument("--temp", type=float, default=0.0, help="temperature when a request names none (default 0: greedy)")
     p.add_argument("--top-k", type=int, default=40, help="top-k when a request names none (default 40)")
@@ -71,11 +76,21 @@ def cmd_serve(args) -> int:
         cfg = config_from_args(args)
         if args.queue < 1:
             raise ValueError("--queue must be at least 1")
-        from ..runtime.default_mode import default_mode
+        from ..runtime.default_mode import default_budget, default_mode
 
         mode = args.mode or default_mode(bool(cfg.draft))
+        budget_given = args.budget is not None
+        if not budget_given:
+            args.budget = default_budget(mode)
         GenerationSettings(mode=mode, budget=args.budget)  # the same checks generate makes
-        defaults = Defaults(mode=mode, budget=args.budget, p_min=args.p_min, temperature=args.temp, top_k=args.top_k)
+        defaults = Defaults(
+            mode=mode,
+            budget=args.budget,
+            budget_given=budget_given,
+            p_min=args.p_min,
+            temperature=args.temp,
+            top_k=args.top_k,
+        )
     except (ValueError, FileNotFoundError) as exc:
         print(f"dflash-studio serve: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE

@@ -1,5 +1,5 @@
-"""The verify mode a request runs in when nobody chose one (the app's first run, ``generate`` and
-``serve`` without ``--mode``).
+"""The verify mode and budget a request runs with when nobody chose them (the app's first run,
+``generate`` and ``serve`` without ``--mode`` / ``--budget``).
 
 Without a drafter: AR. With one, it depends on where the target runs, because a speculative step is
 priced by the machine:
@@ -12,19 +12,40 @@ priced by the machine:
   speculation does not pay (docs/benchmarks.md, "A CPU-only build starts in auto"). Its first
   request on a pair and machine measures their step costs first (6.8 s there), and says so
   (``Engine.generate``'s ``on_progress``).
+
+The budget: 5 for chain on a GPU build, 7 otherwise. On an H100 (2026-12-06, the default pair, the
+issue's public sets, one run per suite) chain 5 beat chain 7 and chain 3 on every suite: 1.32 / 1.77 /
+1.61x AR on MT-Bench / GSM8K / HumanEval against 1.26 / 1.70 / 1.57 (chain 3: 1.24 / 1.54 / 1.44);
+its step is cheaper and the drafter's 6th and 7th tokens are rarely kept (docs/benchmarks.md, "The
+best fixed chain budget on an H100"). Tree keeps 7: below 7 its top-k runs on the host
+(``drafter.BACKEND_TOP_K_MIN_BUDGET``) and tree 5 ran at 1.07 / 1.35x AR where chain 5 ran at 1.29 /
+1.68. Auto, and every mode on a CPU build, keep 7 as before (budget 5 was not measured for them).
 """
 
 from __future__ import annotations
 
 from . import llama_ffi
 
+GPU_CHAIN_BUDGET = 5
+BUDGET = 7
+
+
+def _backend() -> str | None:
+    try:
+        return str(llama_ffi.build_info().get("backend", "cpu"))
+    except Exception:  # noqa: BLE001 - no engine to ask (a broken install)
+        return None
+
 
 def default_mode(has_drafter: bool) -> str:
     """ "ar" without a drafter; else "chain" on a GPU build, "auto" on a CPU-only one (see above)."""
     if not has_drafter:
         return "ar"
-    try:
-        backend = llama_ffi.build_info().get("backend", "cpu")
-    except Exception:  # noqa: BLE001 - no engine to ask (a broken install): the mode before
-        return "chain"
-    return "auto" if backend == "cpu" else "chain"
+    return "auto" if _backend() == "cpu" else "chain"  # no engine to ask: chain, the mode before
+
+
+def default_budget(mode: str) -> int:
+    """Draft tokens per step (a tree's node budget) for ``mode`` when none was chosen: 5 for chain on
+    a GPU build, else 7 (see above). An engine that cannot say its build keeps 7."""
+    backend = _backend()
+    return GPU_CHAIN_BUDGET if mode == "chain" and backend not in (None, "cpu") else BUDGET

@@ -9,6 +9,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..runtime.config import MODES, GenerationSettings
+from ..runtime.default_mode import default_budget
 from ..runtime.records import PHASES, GenerationResult
 
 #: The engine's finish reasons, as OpenAI names them ("cancelled" only reaches a client that left).
@@ -74,6 +75,10 @@ class Defaults:
 
     mode: str
     budget: int
+    # False when --budget was left out: a request that picks another mode and no budget then gets that
+    # mode's own default (runtime.default_mode.default_budget; a GPU build's chain 5 would run tree 5,
+    # whose top-k is on the host there), not the budget chosen for the server's mode
+    budget_given: bool = True
     p_min: float = 0.0
     temperature: float = 0.0
     top_k: int = 40
@@ -195,7 +200,12 @@ def _speculative(body: dict, d: Defaults, lim: Limits) -> tuple[str, int, str | 
     mode = sp.get("mode", d.mode)
     if mode not in MODES:
         raise _bad(f"speculative.mode {mode!r} is not one of {', '.join(MODES)}", "speculative.mode")
-    budget = sp.get("budget", d.budget)
+    if "budget" in sp:
+        budget = sp["budget"]
+    elif mode != d.mode and not d.budget_given:
+        budget = default_budget(mode)
+    else:
+        budget = d.budget
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise _bad(f"speculative.budget must be an integer >= 1, not {budget!r}", "speculative.budget")
     if mode in ("chain", "tree", "auto") and not lim.has_drafter:
