@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
 
 from engine_bridge.common.placement import Placement
 from engine_bridge.runtime.config import KV_TYPES, EngineConfig
+from engine_bridge.runtime.default_mode import default_budget
 
 from .app_settings import FLOAT_RANGES, INT_RANGES, StudioSettings, nonzero_floor
 
@@ -493,11 +494,25 @@ class SettingsPanel(QScrollArea):
             return "PASS", f"not checked: {exc}"
 
     # -- editing ----------------------------------------------------------------------------------
+    def _follow_mode_budget(self) -> None:
+        """A budget still at the old mode's default takes the new mode's: a GPU build's chain runs 5,
+        its tree 7 (below 7 a tree's top-k runs on the host; runtime.default_mode). A budget the user
+        chose stays."""
+        old_mode, new_mode = self.settings.mode, self.mode.currentData()
+        if new_mode and new_mode != old_mode and self.budget.value() == default_budget(old_mode):
+            self._updating = True  # one edit, reported once below
+            try:
+                self.budget.setValue(default_budget(new_mode))
+            finally:
+                self._updating = False
+
     def _edited(self, *args) -> None:
         if self._updating:
             return
         if self.sender() in (self.flash_attn, self.kv[("target", "k")], self.kv[("drafter", "k")]):
             self.refresh_kv()
+        if self.sender() is self.mode:
+            self._follow_mode_budget()
         variant, adapters = self.variant.currentData() or ("", [])
         split_text = self.tensor_split.text().strip()
         try:

@@ -170,3 +170,25 @@ def test_the_drafter_window_is_a_load_setting_held_to_what_the_engine_takes(qtbo
         p.apply_button.click()
     assert loaded.args[0].describe["draft_window"] == 0
     assert not p.banner.isVisible()
+
+
+def test_a_budget_at_its_modes_default_follows_the_mode_and_a_chosen_one_stays(qtbot, make_window, monkeypatch):
+    """On a GPU build chain's default budget is 5 and tree's 7 (runtime.default_mode): switching the
+    mode moves a budget still at the old mode's default to the new one's, and leaves a chosen one."""
+    from engine_bridge.runtime import llama_ffi
+
+    assert tree_supported()  # this engine verifies trees
+    monkeypatch.setattr(llama_ffi, "build_info", lambda: {"backend": "cuda"})
+    w = make_window(mode="chain", budget=5)
+    p = w.settings_panel
+    p.mode.setCurrentIndex(p.mode.findData("tree"))
+    assert (w.settings.mode, w.settings.budget, p.budget.value()) == ("tree", 7, 7)
+    p.mode.setCurrentIndex(p.mode.findData("chain"))
+    assert (w.settings.mode, w.settings.budget) == ("chain", 5)
+    p.budget.setValue(9)  # the user's choice
+    p.mode.setCurrentIndex(p.mode.findData("tree"))
+    assert (w.settings.mode, w.settings.budget) == ("tree", 9)
+    monkeypatch.setattr(llama_ffi, "build_info", lambda: {"backend": "cpu"})  # every mode's default 7
+    p.budget.setValue(7)
+    p.mode.setCurrentIndex(p.mode.findData("chain"))
+    assert (w.settings.mode, w.settings.budget) == ("chain", 7)
