@@ -3,9 +3,10 @@
 
 Without a drafter: AR. With one, it depends on where the target runs, because a speculative step is
 priced by the machine:
-- On a GPU build, chain: chain 7 beat auto on every public suite measured (an H200, the full
-  MT-Bench / GSM8K test / HumanEval sets: 0.97 / 1.41 / 1.33x AR against auto's 0.91-0.95 / 1.16 /
-  1.05-1.07; docs/benchmarks.md, "The full public sets on an H200").
+- On a GPU build, chain: on an H100 (2026-12-06, patches 0001-0026, the full MT-Bench / GSM8K test /
+  HumanEval sets, one run per suite) chain 7 ran at 1.24 / 1.65 / 1.52x AR, tree 7 at 1.25 / 1.59 /
+  1.47 and auto 7 at 1.24 / 1.60 / 1.43 (docs/benchmarks.md, "Sitting s68"); before, on an H200, chain
+  7 beat auto on every suite ("The full public sets on an H200").
 - On a CPU-only build, auto: on a 2-vCPU machine a chain-7 step of the default pair costs 4-5 AR
   steps, more than the shipped drafter commits (1.6-2.8 tokens a step on public prompts there), and
   chain 7 ran at 0.39-0.70x AR where auto ran at 0.92-1.01x: it keeps the target alone where
@@ -16,8 +17,8 @@ priced by the machine:
 The budget: 5 for chain on a GPU build, 7 otherwise. On an H100 (2026-12-06, the default pair, the
 issue's public sets, one run per suite) chain 5 beat chain 7 and chain 3 on every suite: 1.32 / 1.77 /
 1.61x AR on MT-Bench / GSM8K / HumanEval against 1.26 / 1.70 / 1.57 (chain 3: 1.24 / 1.54 / 1.44);
-its step is cheaper and the drafter's 6th and 7th tokens are rarely kept (docs/benchmarks.md, "The
-best fixed chain budget on an H100"). Tree keeps 7: below 7 its top-k runs on the host
+its verify is ~0.1 ms cheaper and the drafter's 6th and 7th tokens add 0.03-0.10 to the commit
+(docs/benchmarks.md, "Sitting s68"). Tree keeps 7: below 7 its top-k runs on the host
 (``drafter.BACKEND_TOP_K_MIN_BUDGET``) and tree 5 ran at 1.07 / 1.35x AR where chain 5 ran at 1.29 /
 1.68. Auto, and every mode on a CPU build, keep 7 as before (budget 5 was not measured for them).
 """
