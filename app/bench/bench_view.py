@@ -51,6 +51,7 @@ from engine_bridge.bench.export import write_report
 from engine_bridge.bench.report import build_report, summary_table
 from engine_bridge.bench.suites import builtin_names, load_suite
 from engine_bridge.runtime.config import EngineConfig
+from engine_bridge.runtime.default_mode import default_budget
 
 from ..common.file_names import short_path
 from ..common.plain_text import plain, plain_tip
@@ -140,7 +141,9 @@ class BenchView(QWidget):
             "A GPU's speed can drift by 10 % over a minute; small blocks put seconds, not a whole "
             "suite, between a configuration and its baseline (each block has its own warm-up)."
         )
-        self.budget_edit = QLineEdit("15", objectName="benchBudgetEdit")
+        # the budget chat starts with (5 for chain on a GPU build, else 7): a first bench measures
+        # what a first chat runs
+        self.budget_edit = QLineEdit(str(default_budget("chain")), objectName="benchBudgetEdit")
         self.verify_edit = QLineEdit("chain", objectName="benchVerifyEdit")
         self.kv_edit = QLineEdit("", objectName="benchKvEdit", placeholderText="pair's K/V, or e.g. f16,q8_0/q8_0")
         self.variant_edit = QLineEdit(
@@ -314,7 +317,7 @@ class BenchView(QWidget):
             reps=self.reps_spin.value(),
             max_tokens=self.tokens_spin.value(),
             round_prompts=self.block_spin.value(),
-            budget=single.get("budget", [15])[0],
+            budget=single.get("budget", [default_budget(single.get("verify_mode", ["chain"])[0])])[0],
             verify_mode=single.get("verify_mode", ["chain"])[0],
             sweep=parsed,
         )

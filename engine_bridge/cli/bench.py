@@ -38,7 +38,12 @@ def register(sub) -> None:
     b.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N prompts of the suite")
     b.add_argument("--reps", type=int, default=3, help="timed repetitions per prompt (default 3)")
     b.add_argument("--max-tokens", type=int, default=64, help="tokens generated per prompt (default 64)")
-    b.add_argument("--budget", type=int, default=15, help="draft tokens per step when not swept")
+    b.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help="draft tokens per step when not swept (default: what chat runs, 5 for chain on a GPU build, else 7)",
+    )
     b.add_argument("--verify", choices=("chain", "tree", "auto"), default="chain", help="verify mode when not swept")
     b.add_argument("--p-min", type=float, default=0.0, help="stop drafting below this drafter probability")
     b.add_argument(
@@ -120,6 +125,7 @@ def run(args) -> int:
     from ..bench.export import write_report
     from ..bench.report import advice_lines, build_report, md_table, summary_table
     from ..bench.suites import SuiteError, load_suite
+    from ..runtime.default_mode import default_budget
 
     try:
         cfg = config_from_args(args)
@@ -129,7 +135,7 @@ def run(args) -> int:
             suite=suite,
             reps=args.reps,
             max_tokens=args.max_tokens,
-            budget=args.budget,
+            budget=args.budget if args.budget is not None else default_budget(args.verify),
             verify_mode=args.verify,
             p_min=args.p_min,
             exact_phases=args.exact_phases,

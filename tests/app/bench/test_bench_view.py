@@ -160,3 +160,23 @@ def test_the_bench_refuses_a_pair_the_pair_tab_refused_and_tells_drafter_files_a
     qtbot.waitUntil(bench.run_button.isEnabled, timeout=10_000)
     assert bench.refusal() is None and not bench.status_label.text()
     assert bench.pair_label.text().endswith(" + good/drafter.gguf")
+
+
+def test_a_first_bench_measures_the_budget_chat_starts_with(qtbot, tiny_pair, monkeypatch):
+    """The budget field starts at chat's default for chain (5 on a GPU build, 7 on a CPU one), and a
+    single tree row without a budget takes tree's default."""
+    from engine_bridge.runtime import llama_ffi
+
+    for backend, chain_budget in (("cuda", 5), ("cpu", 7)):
+        monkeypatch.setattr(llama_ffi, "build_info", lambda b=backend: {"backend": b})
+        v = BenchView()
+        qtbot.addWidget(v)
+        v.set_pair(tiny_pair[0], tiny_pair[1], {"n_ctx": 512})
+        assert v.budget_edit.text() == str(chain_budget)
+        spec = v.build_spec()
+        assert (spec.verify_mode, spec.budget, spec.sweep) == ("chain", chain_budget, {})
+        v.budget_edit.setText("")
+        v.verify_edit.setText("tree")
+        spec = v.build_spec()
+        assert (spec.verify_mode, spec.budget) == ("tree", 7)
+        v.shutdown()

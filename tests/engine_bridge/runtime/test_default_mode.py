@@ -110,3 +110,15 @@ def test_this_cpu_build_defaults_to_auto_in_the_app_and_in_generate(tiny_pair, t
     assert "dflash-studio generate: calibrating AR: step costs 1/" in err
     assert cli_main(base) == 0  # no drafter: AR
     assert json.loads(capsys.readouterr().out)["summary"]["mode"] == "ar"
+
+
+def test_bench_without_budget_measures_the_default(tiny_pair, tmp_path, monkeypatch):
+    """``bench`` with no --budget and no budget sweep runs chat's default budget (7 on this CPU build)."""
+    monkeypatch.setenv("DFLASH_DATA_DIR", str(tmp_path / "data"))
+    t, d = map(str, tiny_pair)
+    out = tmp_path / "r.json"
+    args = ["bench", "--target", t, "--draft", d, "--threads", "1", "--n-ctx", "512", "--suite", "code"]
+    args += ["--limit", "1", "--reps", "1", "--max-tokens", "8", "--quiet", "--out", str(out)]
+    assert cli_main(args) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["budget"] for r in rows] == [0, dm.default_budget("chain")]
