@@ -79,14 +79,15 @@ def cmd_serve(args) -> int:
         from ..runtime.default_mode import default_budget, default_mode
 
         mode = args.mode or default_mode(bool(cfg.draft))
-        budget_given = args.budget is not None
-        if not budget_given:
+        # without --budget each mode a request may pick has its own default, read once here
+        mode_budgets = () if args.budget is not None else tuple((m, default_budget(m)) for m in MODES)
+        if args.budget is None:
             args.budget = default_budget(mode)
         GenerationSettings(mode=mode, budget=args.budget)  # the same checks generate makes
         defaults = Defaults(
             mode=mode,
             budget=args.budget,
-            budget_given=budget_given,
+            mode_budgets=mode_budgets,
             p_min=args.p_min,
             temperature=args.temp,
             top_k=args.top_k,

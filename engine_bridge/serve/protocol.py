@@ -9,7 +9,6 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..runtime.config import MODES, GenerationSettings
-from ..runtime.default_mode import default_budget
 from ..runtime.records import PHASES, GenerationResult
 
 #: The engine's finish reasons, as OpenAI names them ("cancelled" only reaches a client that left).
@@ -75,10 +74,10 @@ class Defaults:
 
     mode: str
     budget: int
-    # False when --budget was left out: a request that picks another mode and no budget then gets that
-    # mode's own default (runtime.default_mode.default_budget; a GPU build's chain 5 would run tree 5,
-    # whose top-k is on the host there), not the budget chosen for the server's mode
-    budget_given: bool = True
+    # (mode, budget) pairs, set when --budget was left out: a request that picks another mode and no
+    # budget then gets that mode's own default (runtime.default_mode.default_budget, read once at
+    # start; a GPU build's chain 5 would otherwise run tree 5, whose top-k is on the host there)
+    mode_budgets: tuple[tuple[str, int], ...] = ()
     p_min: float = 0.0
     temperature: float = 0.0
     top_k: int = 40
@@ -202,10 +201,8 @@ def _speculative(body: dict, d: Defaults, lim: Limits) -> tuple[str, int, str | 
         raise _bad(f"speculative.mode {mode!r} is not one of {', '.join(MODES)}", "speculative.mode")
     if "budget" in sp:
         budget = sp["budget"]
-    elif mode != d.mode and not d.budget_given:
-        budget = default_budget(mode)
     else:
-        budget = d.budget
+        budget = d.budget if mode == d.mode else dict(d.mode_budgets).get(mode, d.budget)
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise _bad(f"speculative.budget must be an integer >= 1, not {budget!r}", "speculative.budget")
     if mode in ("chain", "tree", "auto") and not lim.has_drafter:
