@@ -18,9 +18,11 @@ The budget: 5 for chain on a GPU build, 7 otherwise. On an H100 (2026-12-06, the
 issue's public sets, one run per suite) chain 5 beat chain 7 and chain 3 on every suite: 1.32 / 1.77 /
 1.61x AR on MT-Bench / GSM8K / HumanEval against 1.26 / 1.70 / 1.57 (chain 3: 1.24 / 1.54 / 1.44);
 its verify is ~0.1 ms cheaper and the drafter's 6th and 7th tokens add 0.03-0.10 to the commit
-(docs/benchmarks.md, "Sitting s68"). Tree keeps 7: below 7 its top-k runs on the host
-(``drafter.BACKEND_TOP_K_MIN_BUDGET``) and tree 5 ran at 1.07 / 1.35x AR where chain 5 ran at 1.29 /
-1.68. Auto, and every mode on a CPU build, keep 7 as before (budget 5 was not measured for them).
+(docs/benchmarks.md, "Sitting s68"). Sitting s69 (chain 4 / 5 / 6 in one run per suite) kept 5: 1.32 /
+1.73 / 1.62x against 1.28 / 1.58 / 1.55 (chain 4) and 1.31 / 1.69 / 1.65 (chain 6). Tree keeps 7: tree 5
+was measured on MT-Bench alone (1.31x AR once its top-k moved to the device in s69,
+``drafter.BACKEND_TOP_K_MIN_BUDGET``). Auto, and every mode on a CPU build, keep 7 as before (budget 5
+was not measured for them).
 """
 
 from __future__ import annotations

@@ -345,6 +345,10 @@ class Context(_Handle):
         """The smallest position ``seq`` holds in the KV cache, -1 when it holds none."""
         return int(C.llama_memory_seq_pos_min(self.mem, seq))
 
+    def seq_pos_max(self, seq: int) -> int:
+        """The largest position ``seq`` holds in the KV cache, -1 when it holds none."""
+        return int(C.llama_memory_seq_pos_max(self.mem, seq))
+
     def seq_keep(self, seq: int) -> None:
         C.llama_memory_seq_keep(self.mem, seq)
 

@@ -196,7 +196,7 @@ def test_dflash_tree_top_k_forces_the_choice(tiny_engine, monkeypatch):
 
 
 def test_auto_takes_the_backend_top_k_for_large_trees_on_a_gpu(tiny_engine, monkeypatch):
-    # the measured rule: on a GPU, patch 0007's one top-k (0024's kernel) pays from a tree budget of 7 up at
+    # the measured rule: on a GPU, patch 0007's one top-k (0024's kernel) pays from a tree budget of 5 up at
     # any vocabulary; below it, only at >= 100k tokens; never on the CPU
     d = tiny_engine.drafter
     monkeypatch.delenv(drafter_mod.TREE_TOP_K_ENV, raising=False)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sitting s69 (issue 28), prepared 2026-12-06: one GPU (H100 or H200), the default pair, public prompts.
 # What it measures, in this order (each later part is skipped when the lane runs out of time):
+#   kv     patch 0027 (KV position ranges visit only the used cells): gpu_fuse_ab.py --env
+#          DFLASH_KV_USED_RANGE --sides 0,1 (the tree-15 step keeps its branch with ~15 such calls)
 #   peer   upstream's drivers (gpu/gpu_peer_tools.sh: built against our engine's ggml, every patch
 #          switch at upstream's behaviour) on the first N public prompts of each category:
 #          llama-completion (AR), llama-speculative-simple --spec-type draft-dflash n_max 5 and 7;
@@ -41,7 +43,7 @@ setup)
   cp resources/models/smollm2/drafter.gguf $DS
   cp -r .gpu-carry/next $K/next
   bash gpu/gpu_carry.sh take s48
-  LANE_END=$(( $(date +%s) + ${LANE_SECONDS:-1380} )) setsid bash $K/next/run69.sh lane < /dev/null > $W/lane.log 2>&1 &
+  LANE_END=$(( $(date +%s) + ${LANE_SECONDS:-1150} )) setsid bash $K/next/run69.sh lane < /dev/null > $W/lane.log 2>&1 &
   say "setup: build and lane started"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $W/env.txt; nproc ;;
 lane)
@@ -51,6 +53,9 @@ lane)
   ENGINE_LIB=/tmp/lcp_site/llama_cpp/lib bash gpu/gpu_peer_tools.sh $K/peer-llama.cpp.tgz $W/peer 16 > $W/peer_tools.log 2>&1
   say "peer tools rc=$? $(tail -n 1 $W/peer_tools.log)"
   while [ ! -f $TS.ok ]; do sleep 3; done
+  say "kv: phases, DFLASH_KV_USED_RANGE 0 / 1"
+  timeout 300 python3 gpu/gpu_fuse_ab.py --env DFLASH_KV_USED_RANGE --tag kv --sides 0,1 --rounds 3 \
+      --target $TS --draft $DS --out $R/kv > $R/kv.log 2>&1; say "kv rc=$?"
   # the rendered public prompts, N per category, in the order the bench reads its suites
   python3 - "$TS" "$R" "$N" <<'PY'
 import json, sys
@@ -111,6 +116,7 @@ follow)
   end=$((SECONDS + ${2:-500}))
   while [ $SECONDS -lt $end ] && [ ! -f $W/lane.done ]; do sleep 10; done
   cat $W/progress.log; tail -n 2 $W/lcp_build.log; tail -n 3 $W/peer_tools.log 2>/dev/null
+  [ -f $R/kv/kv_report.md ] && head -n 40 $R/kv/kv_report.md
   grep -hE "tok/s" $R/upstream-*.txt 2>/dev/null | cut -c1-200
   grep -h avg_ts $R/llama-bench-*.json 2>/dev/null
   for f in $R/bench-*.md; do [ -f $f ] && { echo "== $f"; grep -E '^\| (ar|c[0-9]|t[0-9]) \| (autoregressive|verify)' $f | cut -d'|' -f2,3,5,8,12,13,16; }; done
