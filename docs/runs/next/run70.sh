@@ -18,7 +18,7 @@
 #   bash gpu/gpu_carry.sh hide
 # Calls: setup (.gpu-bundle, .gpu-carry/next, .gpu-carry/s48/MANIFEST), then `take s48` with part.00,
 #   part.01, part.02 one per call, then `follow 560` until "lane done"; give the machine back at once.
-#   s69's lane: build 192 s, peer tools 25 s. After the sitting, here: bash gpu/gpu_carry.sh unhide.
+#   s69's lane: build 192 s, peer tools 25 s. `ONLY=depth bash ... setup` runs the depth part alone. After the sitting, here: bash gpu/gpu_carry.sh unhide.
 set -u
 W=/tmp/w; R=$W/r; OUT=${OUT:-/tmp/out}; B=.gpu-bundle; K=/tmp/keep
 TS=/tmp/t/SmolLM2-135M-Instruct.Q4_1.gguf; DS=/tmp/t/drafter.gguf
@@ -74,6 +74,8 @@ with Engine.load(EngineConfig(target=target, draft=draft), preflight=PAIR_PREFLI
     print("RESULT " + json.dumps(out))
 PY
   say "ar depth rc=$?"
+  # ONLY=depth (set at setup): a short sitting of the first part alone
+  [ "${ONLY:-}" = depth ] && { touch $W/lane.done; say "lane done (depth only)"; exit 0; }
   python3 - "$TS" "$R" <<'PY'
 import json, sys
 from pathlib import Path
