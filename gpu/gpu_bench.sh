@@ -131,8 +131,9 @@ step_ours() {   # $1: pair
   tail -n 8 "$R/ours_$1.txt"; return $rc
 }
 
-# the peer carries packaging/patches; these toggles turn them off, so that it runs as upstream
-upstream_env=(env DFLASH_MULTIROW_GRAPHS=0 DFLASH_MMVQ_MAX_ROWS=8)
+# the peer carries packaging/patches; these switches turn every one that has a switch back to upstream's
+# behaviour, so that it runs as upstream (gpu_peer_tools.sh env prints them)
+read -r -a upstream_env <<< "env $(bash "$here/gpu/gpu_peer_tools.sh" env | sed 's/^export //')"
 
 step_upstream() {   # $1: pair
   local T=$M/$1-target.gguf D=$M/$1-dflash.gguf bs=""

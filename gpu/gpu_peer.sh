@@ -4,8 +4,10 @@
 # --n-per-category): upstream llama.cpp's own drivers on the same files, one process per prompt, in
 # one run -- llama-completion (AR), llama-speculative-simple --spec-type draft-dflash on our drafter
 # (n_max 7) and classic speculation with a small draft model of the same vocabulary (draft-simple,
-# n_max 4 / 8 / 16; Qwen2.5-Coder-0.5B for the 1.5B). Needs the peer build (gpu_bench.sh's, into
-# $BIN) and our engine (the chat template is rendered through it, as gpu_pair_bench.sh does).
+# n_max 4 / 8 / 16; Qwen2.5-Coder-0.5B for the 1.5B). Needs the peer build (gpu_bench.sh's, or
+# gpu_peer_tools.sh's against the engine's ggml, into $BIN) and our engine (the chat template is
+# rendered through it, as gpu_pair_bench.sh does). The peer carries packaging/patches: every patch
+# switch is set to upstream's behaviour (`gpu_peer_tools.sh env`) for its runs.
 #
 # Usage, from the project root on the GPU machine:
 #   TARGET=T.gguf DRAFT=D.gguf CLASSIC=C.gguf bash gpu/gpu_peer.sh      # -> $P/upstream-CAT.{json,txt}
@@ -32,6 +34,7 @@ for cat in ("chat", "math", "code"):
             g.write(json.dumps({"id": r.get("id"), "prompt": render_chat(tmpl, r["messages"], add_generation_prompt=True)}) + "\n")
     print(cat, len(sel), "prompts")
 PY
+eval "$(bash "$(dirname "$0")/gpu_peer_tools.sh" env)"
 for cat in ${CATS:-chat math code}; do
   echo "[$(date -u +%H:%M:%S)] upstream on $cat"
   timeout 600 python3 gpu/gpu_upstream.py --bin "$BIN" --target "$T" --draft "$D" --classic-draft "$C" \
