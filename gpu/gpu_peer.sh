@@ -18,22 +18,7 @@ T=${TARGET:?target GGUF}; D=${DRAFT:?DFlash drafter GGUF}; C=${CLASSIC:?classic 
 N=${PEER_N:-6}; P=${P:-/tmp/peer}; BIN=${BIN:-/tmp/w/llama.cpp/build/bin}
 export PYTHONPATH=/tmp/lcp_site:/tmp/site:$(pwd) PYTHONUNBUFFERED=1
 mkdir -p "$P"
-python3 - "$T" "$P" "$N" <<'PY'
-import json, sys
-from pathlib import Path
-from engine_bridge.runtime.chat_template import render_chat
-from engine_bridge.runtime.native import Model
-from engine_bridge.training.evaluate_chat import public_prompts
-target, p, n = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
-tmpl = Model(target, n_gpu_layers=0).chat_template()
-items = public_prompts()
-for cat in ("chat", "math", "code"):
-    sel = [r for r in items if r["category"] == cat][:n]
-    with open(p / f"{cat}-rendered.jsonl", "w") as g:
-        for r in sel:
-            g.write(json.dumps({"id": r.get("id"), "prompt": render_chat(tmpl, r["messages"], add_generation_prompt=True)}) + "\n")
-    print(cat, len(sel), "prompts")
-PY
+python3 gpu/gpu_render_prompts.py "$T" "$P" "$N" || exit 1
 eval "$(bash "$(dirname "$0")/gpu_peer_tools.sh" env)"
 for cat in ${CATS:-chat math code}; do
   echo "[$(date -u +%H:%M:%S)] upstream on $cat"

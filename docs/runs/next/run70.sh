@@ -76,18 +76,7 @@ PY
   say "ar depth rc=$?"
   # ONLY=depth (set at setup): a short sitting of the first part alone
   [ "${ONLY:-}" = depth ] && { touch $W/lane.done; say "lane done (depth only)"; exit 0; }
-  python3 - "$TS" "$R" <<'PY'
-import json, sys
-from pathlib import Path
-from engine_bridge.runtime.chat_template import render_chat
-from engine_bridge.runtime.native import Model
-from engine_bridge.training.evaluate_chat import public_prompts
-target, r = sys.argv[1], Path(sys.argv[2])
-tmpl = Model(target, n_gpu_layers=0).chat_template()
-with open(r / "chat-rendered.jsonl", "w") as g:
-    for x in [x for x in public_prompts() if x["category"] == "chat"][:20]:
-        g.write(json.dumps({"id": x.get("id"), "prompt": render_chat(tmpl, x["messages"], add_generation_prompt=True)}) + "\n")
-PY
+  python3 gpu/gpu_render_prompts.py "$TS" "$R" 20 --cats chat
   if [ -x $BIN/llama-completion ]; then
     # our kernel switches at their defaults (no gpu_peer_tools.sh env): the same kernels as our AR
     timeout 200 python3 gpu/gpu_upstream.py --bin $BIN --target $TS --draft $DS --n 128 --prompts 20 \
