@@ -216,6 +216,9 @@ class Engine:
         #: (bench_drift's "branch" shapes, H200: up to 3.8 logits), so a path that leaves the chain
         #: commits the first node off it (read from its parent's row, on the chain) and stops
         self.exact_chain_rows = False
+        #: the target's layers run on a GPU (or RPC device): its decodes return before the device is
+        #: done, so a plain run streams a step's tokens while the next decode runs (generation.py)
+        self.target_on_device = False
         ok, reason = _tree_support(target)
         # a transformer's KV drops any span of positions; a recurrent/hybrid state cannot be rolled
         # back by an arbitrary number of tokens (auto mode's drafter catch-up needs the former)
@@ -291,6 +294,9 @@ class Engine:
             raise
         eng = cls(config, target, ctx, report)
         eng.exact_chain_rows = config.exact and config.n_gpu_layers != 0 and bool(gpus)
+        eng.target_on_device = config.n_gpu_layers != 0 and (
+            bool(gpus) or llama_ffi.build_info().get("backend", "cpu") != "cpu"
+        )
         eng.devices = devices
         eng.preflight = preflight
         if config.draft is not None:

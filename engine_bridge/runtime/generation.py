@@ -18,7 +18,9 @@ Timing: on a GPU llama_process returns before the device is done. Each phase end
 synchronisation point — reading logits (``Context.logits`` / the sampler) or an explicit
 ``synchronize()`` — so phase times are device-inclusive and sum to at most the step's wall time.
 The inject is the exception unless ``GenerationSettings.exact_phases`` is set: it is left
-asynchronous for speed, so its device time lands in the next step's draft phase.
+asynchronous for speed, so its device time lands in the next step's draft phase. A plain AR or chain
+run on a GPU streams a step's tokens during the next step's decode (OVERLAP_COMMIT_ENV): that host time
+is the next step's ``t_other``, and its verify phase leaves it out.
 """
 
 from __future__ import annotations
@@ -77,6 +79,28 @@ def first_token_from_prefill() -> bool:
     return os.environ.get(FIRST_TOKEN_ENV, "prefill").strip().lower() != "decode"
 
 
+#: Plain AR and chain runs stream a step's tokens (detokenising, the token events, the step's record)
+#: while the device decodes the next step's batch, not between the two steps while the device waits:
+#: on a GPU, ``llama_decode`` returns once the decode is queued, so that host work hides behind it.
+#: The tokens, their order and the steps are the same; each event arrives one step later. Off on a
+#: CPU target (its decode returns when done: nothing to hide behind), with exact phase times, and in
+#: auto (its policy reads each step's record as the step ends, and its calibration times steps as auto
+#: runs them: ``GenerationSettings.overlap_commit``). Environment variable "0" or "1" forces it either
+#: way otherwise (A/B measurements; tests on a CPU build).
+OVERLAP_COMMIT_ENV = "DFLASH_OVERLAP_COMMIT"
+
+
+def overlap_commit_on(target_on_device: bool, settings: GenerationSettings) -> bool:
+    forced = os.environ.get(OVERLAP_COMMIT_ENV, "").strip()
+    if forced and forced not in ("0", "1"):
+        raise ValueError(f"{OVERLAP_COMMIT_ENV}={forced!r}: expected 0 or 1")
+    if not settings.overlap_commit:  # the caller times the steps auto runs (calibration)
+        return False
+    if forced:
+        return forced == "1"
+    return target_on_device and not settings.exact_phases
+
+
 def tree_fixed_outputs() -> bool:
     """Whether a tree verify's unwritten leading tokens are outputs: $DFLASH_TREE_FIXED_OUTPUTS != "0"."""
     return os.environ.get(TREE_FIXED_OUTPUTS_ENV, "").strip() != "0"
@@ -122,6 +146,10 @@ class Generation:
         self._margins: list[float] = []  # the current step's top-2 margins (settings.record_margins)
         # a step's inject ends at a sync only for exact phase times (drafter.SYNC_INJECT says why)
         self._sync_inject = drafter_mod.sync_inject_on(self.s.exact_phases)
+        # a plain AR or chain run's last step, committed but not streamed yet: (chosen tokens, drafts
+        # among them, its record, t0); streamed while the next decode runs (OVERLAP_COMMIT_ENV)
+        self.defer_commit = False
+        self._deferred: tuple[list[int], int, StepRecord, float] | None = None
 
     def _effective_budget(self) -> tuple[int, str]:
         s, d = self.s, self.e.drafter
@@ -187,6 +215,7 @@ class Generation:
                     self.finish = "context_full"
                     break
                 last, done = step_fn(last, t0)
+            self._stream_deferred()
             if self.unwritten and self.finish in ("eog", "max_tokens"):
                 # a last tree step's kept nodes off its chain: written now, in batch-invariant rows,
                 # as AR leaves them in the cache, rather than prefilled with the next request's prompt
@@ -237,7 +266,8 @@ class Generation:
         return self.s.mode != "ar"
 
     def _step_function(self):
-        """What runs each step (auto mode's subclass picks per step)."""
+        """What runs each step (auto mode's subclass picks per step, and never defers a commit)."""
+        self.defer_commit = self.mode in ("ar", "chain") and overlap_commit_on(self.e.target_on_device, self.s)
         return {"ar": self._ar_step, "chain": self._chain_step, "tree": self._tree_step}[self.mode]
 
     def _choose_samplers(self) -> None:
@@ -340,6 +370,41 @@ class Generation:
         if self.on_step is not None:
             self.on_step(rec)
 
+    # -- a commit streamed while the next decode runs (OVERLAP_COMMIT_ENV) -------------------------
+    def _n_out(self) -> int:
+        """Tokens committed so far, the deferred step's included."""
+        return len(self.tokens) + (len(self._deferred[0]) if self._deferred is not None else 0)
+
+    def _may_defer(self, chosen: list[int]) -> bool:
+        """Whether a step's commit can wait for the next decode: a plain run that overlaps, and a
+        commit that does not end the run (end-of-generation or max_tokens end it at once, as before,
+        so that no decode is queued after the last one)."""
+        if not self.defer_commit:
+            return False
+        if self.s.stop_at_eog and any(self.e.target.is_eog(t) for t in chosen):
+            return False
+        return self._n_out() + len(chosen) < self.s.max_tokens
+
+    def _stream_deferred(self) -> None:
+        """Streams the deferred step: its tokens (events, text) and then its record, in step order."""
+        if self._deferred is None:
+            return
+        chosen, n_ok, rec, t0 = self._deferred
+        self._deferred = None
+        rec.step = len(self.steps)
+        self._commit(chosen, n_ok, rec.step, t0)  # commits all of them: _may_defer said so
+        self._record(rec)
+
+    def _stream_deferred_during_decode(self) -> tuple[float, bool]:
+        """Streams the deferred step while the decode just queued runs. Returns (the seconds it took,
+        whether a callback cancelled the run meanwhile: then the queued decode's picks are dropped, as
+        the run would have stopped before queueing it)."""
+        if self._deferred is None:
+            return 0.0, False
+        th = now()
+        self._stream_deferred()
+        return now() - th, self.cancel is not None and self.cancel.is_set()
+
     # -- the first token --------------------------------------------------------------------------
     def _first_token(self, t0: float) -> tuple[int, bool]:
         """Picks the first token from the prefill's last row (the target's logits after the prompt)
@@ -404,28 +469,39 @@ class Generation:
         b.add_token(last, pos, 0, True)
         tv = now()
         e.target_ctx.process(b)
+        e.kv.append(last)  # in the cache from here on (a cancelled run keeps it: its K/V is right)
+        t_hidden, cancelled = self._stream_deferred_during_decode()
         e.target_ctx.synchronize()  # sync point: end of verify (the forward pass)
-        t_verify = now() - tv
+        t_verify = now() - tv - t_hidden
+        if cancelled:
+            self.finish = "cancelled"
+            return last, True
         ta = now()
         chosen = self._target_choices(e.target_ctx, 1, np.empty(0, dtype=np.int64))
         t_accept = now() - ta
-        e.kv.append(last)
-        n, done = self._commit(chosen, 0, len(self.steps), t0)
+        defer = self._may_defer(chosen)
+        if defer:
+            n, done = len(chosen), False
+        else:
+            n, done = self._commit(chosen, 0, len(self.steps), t0)
         wall = now() - ts
-        self._record(
-            StepRecord(
-                step=len(self.steps),
-                pos=pos,
-                drafted=0,
-                accepted=0,
-                committed=n,
-                t_verify=t_verify,
-                t_accept=t_accept,
-                t_other=max(0.0, wall - t_verify - t_accept),
-                t_native=t_verify + t_accept,
-                wall=wall,
-            )
+        rec = StepRecord(
+            step=len(self.steps),
+            pos=pos,
+            drafted=0,
+            accepted=0,
+            committed=n,
+            t_verify=t_verify,
+            t_accept=t_accept,
+            # with the deferred step's streaming, which ran inside this step's decode
+            t_other=max(0.0, wall - t_verify - t_accept),
+            t_native=t_verify + t_accept,
+            wall=wall,
         )
+        if defer:
+            self._deferred = (chosen, 0, rec, t0)
+        else:
+            self._record(rec)
         return (chosen[-1] if chosen else last), done
 
     # -- chain speculative ------------------------------------------------------------------------
@@ -435,7 +511,7 @@ class Generation:
         self._write_unwritten()
         ts = now()
         pos = len(e.kv)
-        remaining = s.max_tokens - len(self.tokens)
+        remaining = s.max_tokens - self._n_out()
         n_draft = max(0, min(self.budget, tctx.n_ctx - pos - 2, remaining - 1))
         d.t_native = 0.0
 
@@ -455,9 +531,15 @@ class Generation:
         b.add_tokens([last, *draft], pos, 0, [True] * (len(draft) + 1))
         tn = now()  # batch building above is host work, not native
         tctx.process(b)
+        t_hidden, cancelled = self._stream_deferred_during_decode()
         tctx.synchronize()  # sync point: end of verify
-        t_verify = now() - tv
-        native += now() - tn
+        t_verify = now() - tv - t_hidden
+        native += now() - tn - t_hidden
+        if cancelled:  # nothing of this step stays: its rows leave the target's cache (the drafter
+            # dropped its block after drafting)
+            tctx.seq_rm(0, pos, -1)
+            self.finish = "cancelled"
+            return last, True
 
         # 3. accept
         ta = now()
@@ -466,8 +548,13 @@ class Generation:
         n_ok = len(chosen) - 1  # drafts the target agreed with
         native += t_accept
 
-        # 4. commit (stream) -- may stop early at EOG or max_tokens
-        n_commit, done = self._commit(chosen, n_ok, len(self.steps), t0)
+        # 4. commit (stream) -- may stop early at EOG or max_tokens; or streamed during the next
+        # step's verify (_may_defer: a plain run on a GPU), when it cannot end the run
+        defer = self._may_defer(chosen)
+        if defer:
+            n_commit, done = len(chosen), False
+        else:
+            n_commit, done = self._commit(chosen, n_ok, len(self.steps), t0)
         # rows that enter the KV: `last` and the committed tokens but the newest, which becomes
         # the next `last` (it is decoded by the next step's verify); after end-of-generation the
         # newest too (`_keep_rows`), as AR leaves it
@@ -492,22 +579,24 @@ class Generation:
         self.n_drafted += len(draft)
         accepted = min(n_ok, n_commit)
         self.n_accepted += accepted
-        self._record(
-            StepRecord(
-                step=len(self.steps),
-                pos=pos,
-                drafted=len(draft),
-                accepted=accepted,
-                committed=n_commit,
-                t_draft=t_draft,
-                t_inject=t_inject,
-                t_verify=t_verify,
-                t_accept=t_accept,
-                t_other=max(0.0, wall - t_draft - t_inject - t_verify - t_accept),
-                t_native=native,
-                wall=wall,
-            )
+        rec = StepRecord(
+            step=len(self.steps),
+            pos=pos,
+            drafted=len(draft),
+            accepted=accepted,
+            committed=n_commit,
+            t_draft=t_draft,
+            t_inject=t_inject,
+            t_verify=t_verify,
+            t_accept=t_accept,
+            t_other=max(0.0, wall - t_draft - t_inject - t_verify - t_accept),
+            t_native=native,
+            wall=wall,
         )
+        if defer:
+            self._deferred = (chosen, n_ok, rec, t0)
+        else:
+            self._record(rec)
         return (chosen[n_commit - 1] if n_commit else last), done
 
     # -- tree speculative (DDTree) -------------------------------------------------------------------

@@ -1,0 +1,152 @@
+"""A switch read at each request, A/B in one process: prompt by prompt, the side that goes first
+alternating.
+
+Two processes of one configuration differ by up to 3-6 % on the GPU machines (docs/benchmarks.md), so
+an effect of a few per cent is measured inside one process: the engine reads switches such as
+``DFLASH_OVERLAP_COMMIT`` or ``DFLASH_FIRST_TOKEN`` when a request starts. For each suite, prompt,
+mode and side this runs one greedy request from an empty cache and keeps its generated tokens and
+generation time (the prefill left out, as the bench's tok/s). The table gives tok/s per side, the
+ratio of the last side to the first, the median of the per-request ratios, and in how many requests
+the two sides gave the same tokens.
+
+Usage (GPU machine): PYTHONPATH=/tmp/lcp_site:/tmp/site:. python3 gpu/gpu_request_ab.py --target T
+--draft D --env DFLASH_OVERLAP_COMMIT [--sides 0,1] [--suites mt-bench,gsm8k,humaneval] [--prompts 40]
+[--rounds 2] [--max-tokens 128] [--modes ar,chain] [--budget 5] [--json OUT.json];
+`--from OUT.json` prints a saved run's table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from engine_bridge.bench.suites import load_suite  # noqa: E402
+from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT  # noqa: E402
+from engine_bridge.runtime.config import EngineConfig, GenerationSettings  # noqa: E402
+from engine_bridge.runtime.engine import Engine  # noqa: E402
+
+
+def one_request(eng, text: str, env: str, side: str, mode: str, budget: int, max_tokens: int) -> dict:
+    os.environ[env] = side
+    eng.reset()
+    res = eng.generate(text, GenerationSettings(mode=mode, budget=budget, max_tokens=max_tokens))
+    s = res.summary
+    return {"side": side, "mode": mode, "n_gen": s.n_generated, "gen_s": s.t_generate, "tokens": res.tokens}
+
+
+def table(runs: list[dict], sides: list[str]) -> list[dict]:
+    """One row per suite and mode (and "all" per mode): tok/s per side, ratios, identical outputs."""
+    rows = []
+    suites = list(dict.fromkeys(r["suite"] for r in runs))
+    for mode in dict.fromkeys(r["mode"] for r in runs):
+        for suite in [*suites, "all"] if len(suites) > 1 else suites:
+            mine = [r for r in runs if r["mode"] == mode and suite in ("all", r["suite"])]
+            by_side = {sd: [r for r in mine if r["side"] == sd] for sd in sides}
+            tok_s = {
+                sd: sum(r["n_gen"] for r in rs) / max(1e-9, sum(r["gen_s"] for r in rs)) for sd, rs in by_side.items()
+            }
+            a, b = by_side[sides[0]], by_side[sides[-1]]
+            pairs = list(zip(a, b))
+            rows.append(
+                {
+                    "mode": mode,
+                    "suite": suite,
+                    "requests": len(pairs),
+                    "tok_s": tok_s,
+                    "ratio": tok_s[sides[-1]] / tok_s[sides[0]],
+                    # per request: the first side's time over the last side's, per token
+                    "median_ratio": statistics.median(
+                        (ra["gen_s"] / max(1, ra["n_gen"])) / max(1e-12, rb["gen_s"] / max(1, rb["n_gen"]))
+                        for ra, rb in pairs
+                    ),
+                    "same_tokens": sum(ra["tokens"] == rb["tokens"] for ra, rb in pairs),
+                }
+            )
+    return rows
+
+
+def print_table(rows: list[dict], sides: list[str], env: str) -> None:
+    heads = " | ".join(f"tok/s {env}={sd}" for sd in sides)
+    print(f"| mode | suite | requests | {heads} | {sides[-1]} / {sides[0]} | median per request | same tokens |")
+    print("|---" * (6 + len(sides)) + "|")
+    for r in rows:
+        cells = " | ".join(f"{r['tok_s'][sd]:.1f}" for sd in sides)
+        print(
+            f"| {r['mode']} | {r['suite']} | {r['requests']} | {cells} | {r['ratio']:.4f} | "
+            f"{r['median_ratio']:.4f} | {r['same_tokens']} / {r['requests']} |"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target")
+    ap.add_argument("--draft")
+    ap.add_argument("--env", default="DFLASH_OVERLAP_COMMIT", help="the switch the engine reads at each request")
+    ap.add_argument("--sides", default="0,1")
+    ap.add_argument("--suites", default="mt-bench,gsm8k,humaneval")
+    ap.add_argument("--prompts", type=int, default=40, help="the first N prompts of each suite")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--modes", default="ar,chain")
+    ap.add_argument("--budget", type=int, default=5)
+    ap.add_argument("--gpu-layers", type=int, default=-1)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--json", default=None, help="write every run here")
+    ap.add_argument("--from", dest="from_json", default=None, help="print the table of a saved --json instead")
+    a = ap.parse_args(argv)
+    if a.from_json:
+        saved = json.loads(Path(a.from_json).read_text())
+        print_table(table(saved["runs"], saved["sides"]), saved["sides"], saved["env"])
+        return 0
+    if not (a.target and a.draft):
+        ap.error("--target and --draft are required (or --from a saved --json)")
+    sides = [s for s in a.sides.split(",") if s]
+    modes = [m for m in a.modes.split(",") if m]
+    if len(sides) < 2:
+        ap.error("--sides needs two values or more")
+    before = os.environ.get(a.env)
+    runs = []
+    t0 = time.time()
+    cfg = EngineConfig(target=a.target, draft=a.draft, n_gpu_layers=a.gpu_layers, n_threads=a.threads)
+    try:
+        with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
+            texts = {
+                s: [p.render(eng.format_chat) for p in load_suite(s).prompts[: a.prompts]] for s in a.suites.split(",")
+            }
+            first = next(iter(texts.values()))[0]
+            for mode in modes:  # warm-up: graphs, buffers (and auto's calibration)
+                for side in sides:
+                    one_request(eng, first, a.env, side, mode, a.budget, a.max_tokens)
+            n = 0
+            for _ in range(a.rounds):
+                for suite, prompts in texts.items():
+                    for text in prompts:
+                        for mode in modes:
+                            for side in sides if n % 2 == 0 else sides[::-1]:
+                                r = one_request(eng, text, a.env, side, mode, a.budget, a.max_tokens)
+                                runs.append({"suite": suite, **r})
+                            n += 1
+    finally:
+        if before is None:
+            os.environ.pop(a.env, None)
+        else:
+            os.environ[a.env] = before
+    print(
+        f"{a.env} = {' / '.join(sides)}, one process, {a.rounds} rounds of the first {a.prompts} prompts of "
+        f"{a.suites}, budget {a.budget}, {a.max_tokens} tokens, greedy, {time.time() - t0:.0f} s"
+    )
+    runs.sort(key=lambda r: (r["suite"], r["mode"]))  # stable: each side's requests keep their order
+    print_table(table(runs, sides), sides, a.env)
+    if a.json:
+        Path(a.json).write_text(json.dumps({"env": a.env, "sides": sides, "runs": runs}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

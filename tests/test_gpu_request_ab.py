@@ -1,0 +1,73 @@
+"""gpu/gpu_request_ab.py: a per-request switch, A/B in one process, on the tiny pair (CPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpu"))
+import gpu_request_ab  # noqa: E402
+
+
+def test_each_prompt_runs_on_both_sides_and_the_table_reads_the_saved_runs(tiny_pair, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("DFLASH_OVERLAP_COMMIT", raising=False)
+    target, draft = tiny_pair
+    out = tmp_path / "ab.json"
+    rc = gpu_request_ab.main(
+        [
+            "--target",
+            str(target),
+            "--draft",
+            str(draft),
+            "--suites",
+            "mt-bench,gsm8k",
+            "--prompts",
+            "2",
+            "--rounds",
+            "1",
+            "--max-tokens",
+            "6",
+            "--modes",
+            "ar,chain",
+            "--threads",
+            "2",
+            "--json",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    assert "DFLASH_OVERLAP_COMMIT" not in os.environ  # the switch is left as it was
+    saved = json.loads(out.read_text())
+    runs = saved["runs"]
+    # 2 suites x 2 prompts x 2 modes x 2 sides, and each request generated its tokens
+    assert len(runs) == 16 and all(r["n_gen"] == 6 and r["gen_s"] > 0 for r in runs)
+    assert {(r["suite"], r["mode"], r["side"]) for r in runs} == {
+        (s, m, d) for s in ("mt-bench", "gsm8k") for m in ("ar", "chain") for d in ("0", "1")
+    }
+    rows = gpu_request_ab.table(runs, saved["sides"])
+    # per mode: each suite, then both together; the switch does not change greedy tokens
+    assert [(r["mode"], r["suite"]) for r in rows] == [
+        (m, s) for m in ("ar", "chain") for s in ("gsm8k", "mt-bench", "all")
+    ]
+    assert all(r["same_tokens"] == r["requests"] for r in rows)
+    assert [r["requests"] for r in rows] == [2, 2, 4, 2, 2, 4]
+    printed = capsys.readouterr().out
+    assert gpu_request_ab.main(["--from", str(out)]) == 0
+    again = capsys.readouterr().out
+    assert again.strip() and again.strip() in printed
+
+
+def test_the_ratio_is_the_last_side_over_the_first():
+    runs = [
+        {"suite": "s", "mode": "ar", "side": "0", "n_gen": 10, "gen_s": 1.0, "tokens": [1]},
+        {"suite": "s", "mode": "ar", "side": "1", "n_gen": 10, "gen_s": 0.5, "tokens": [1]},
+        {"suite": "s", "mode": "ar", "side": "1", "n_gen": 10, "gen_s": 1.0, "tokens": [2]},
+        {"suite": "s", "mode": "ar", "side": "0", "n_gen": 10, "gen_s": 1.0, "tokens": [3]},
+    ]
+    (row,) = gpu_request_ab.table(runs, ["0", "1"])
+    assert row["tok_s"] == {"0": 10.0, "1": 20.0 / 1.5}
+    assert abs(row["ratio"] - (20.0 / 1.5) / 10.0) < 1e-12
+    assert row["median_ratio"] == 1.5  # the per-request ratios 2.0 and 1.0
+    assert row["same_tokens"] == 1
