@@ -127,11 +127,15 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(a.rounds):
                 for suite, prompts in texts.items():
                     for text in prompts:
+                        # which side goes first alternates by prompt, the same for every mode: the
+                        # first request after another mode's may pay for the switch (graphs, caches),
+                        # and alternating per request of any mode would give it to one side per mode
+                        order = sides if n % 2 == 0 else sides[::-1]
+                        n += 1
                         for mode in modes:
-                            for side in sides if n % 2 == 0 else sides[::-1]:
+                            for k, side in enumerate(order):
                                 r = one_request(eng, text, a.env, side, mode, a.budget, a.max_tokens)
-                                runs.append({"suite": suite, **r})
-                            n += 1
+                                runs.append({"suite": suite, "first": k == 0, **r})
     finally:
         if before is None:
             os.environ.pop(a.env, None)

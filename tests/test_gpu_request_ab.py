@@ -46,6 +46,10 @@ def test_each_prompt_runs_on_both_sides_and_the_table_reads_the_saved_runs(tiny_
     assert {(r["suite"], r["mode"], r["side"]) for r in runs} == {
         (s, m, d) for s in ("mt-bench", "gsm8k") for m in ("ar", "chain") for d in ("0", "1")
     }
+    # each side goes first on half of each mode's prompts (a switch from the other mode falls on both)
+    for mode in ("ar", "chain"):
+        for side in ("0", "1"):
+            assert sum(r["first"] for r in runs if r["mode"] == mode and r["side"] == side) == 2
     rows = gpu_request_ab.table(runs, saved["sides"])
     # per mode: each suite, then both together; the switch does not change greedy tokens
     assert [(r["mode"], r["suite"]) for r in rows] == [

@@ -56,10 +56,12 @@ lane)
   cd $K/src || exit 1
   while ! grep -q "^done rc=" $W/lcp_build.log 2>/dev/null; do sleep 5; done
   say "build: $(tail -n 1 $W/lcp_build.log)"; grep -q "^done rc=0" $W/lcp_build.log || { touch $W/lane.done; exit 1; }
-  ENGINE_LIB=/tmp/lcp_site/llama_cpp/lib bash gpu/gpu_peer_tools.sh $K/peer-llama.cpp.tgz $W/peer 16 > $W/peer_tools.log 2>&1
-  say "peer tools rc=$? $(tail -n 1 $W/peer_tools.log)"
-  while [ ! -f $TS.ok ]; do sleep 3; done
   P=" ${PARTS:-depth prof ab compl topk} "
+  if [[ $P == *" depth "* || $P == *" compl "* ]]; then
+    ENGINE_LIB=/tmp/lcp_site/llama_cpp/lib bash gpu/gpu_peer_tools.sh $K/peer-llama.cpp.tgz $W/peer 16 > $W/peer_tools.log 2>&1
+    say "peer tools rc=$? $(tail -n 1 $W/peer_tools.log)"
+  fi
+  while [ ! -f $TS.ok ]; do sleep 3; done
   if [[ $P == *" depth "* ]] && [ -x $BIN/llama-bench ]; then
     timeout 120 $BIN/llama-bench -m $TS -p 0 -n 128 -d 0,128,256 -ngl 99 -fa 1 -r 5 -o json > $R/llama-bench-depth.json 2> $R/llama-bench-depth.err
     say "llama-bench depth rc=$?"
@@ -114,10 +116,14 @@ PY
     rm -f $W/perf*.data
   fi
   if [[ $P == *" ab "* ]]; then
-    timeout $(( $(left) > 420 ? 400 : $(left) - 20 )) python3 gpu/gpu_request_ab.py --target $TS --draft $DS \
-      --env DFLASH_OVERLAP_COMMIT --sides 0,1 --prompts 40 --rounds 2 --modes ar,chain --budget 5 \
-      --json $R/ab-overlap.json > $R/ab-overlap.txt 2>&1
-    say "ab overlap rc=$?"
+    # one process a mode: no request follows another mode's (s70's first A/B, both modes in one
+    # process, gave every AR pair's first request and every chain pair's second to one side)
+    for m in ar chain; do
+      timeout $(( $(left) > 220 ? 200 : $(left) - 20 )) python3 gpu/gpu_request_ab.py --target $TS --draft $DS \
+        --env DFLASH_OVERLAP_COMMIT --sides 0,1 --prompts ${AB_PROMPTS:-40} --rounds 2 --modes $m --budget 5 \
+        --json $R/ab-overlap-$m.json > $R/ab-overlap-$m.txt 2>&1
+      say "ab overlap $m rc=$?"
+    done
   fi
   [[ $P == *" compl "* ]] && python3 gpu/gpu_render_prompts.py "$TS" "$R" 20 --cats chat
   if [[ $P == *" compl "* ]] && [ -x $BIN/llama-completion ]; then
@@ -149,7 +155,7 @@ follow)
   cat $W/progress.log; tail -n 2 $W/lcp_build.log; tail -n 3 $W/peer_tools.log 2>/dev/null
   grep -h -E '"n_depth"|"avg_ts"' $R/llama-bench-depth.json 2>/dev/null; grep depth $R/ar-depth.txt 2>/dev/null
   grep -hE "tok/s" $R/completion-ours-chat.txt 2>/dev/null; cat $W/tools.txt 2>/dev/null
-  grep -E "^\|" $R/ab-overlap.txt 2>/dev/null; head -n 45 $R/pyspy-chain5-summary.txt 2>/dev/null; head -n 25 $R/perf-ar1-main.txt 2>/dev/null | grep -v "^#"
+  grep -hE "^\|" $R/ab-overlap*.txt 2>/dev/null; head -n 45 $R/pyspy-chain5-summary.txt 2>/dev/null; head -n 25 $R/perf-ar1-main.txt 2>/dev/null | grep -v "^#"
   for f in $R/bench-*.md; do [ -f $f ] && { echo "== $f"; grep -E '^\| (ar|c[0-9]) \| (autoregressive|verify)' $f | cut -d'|' -f2,3,5,8,12,13,16; }; done
   mkdir -p $OUT; cp $W/env.txt $OUT/ 2>/dev/null
   tar czf $OUT/r70.tgz --exclude='*.npz' -C $W r progress.log lane.log lcp_build.log peer_tools.log 2>/dev/null; ls -la $OUT ;;
