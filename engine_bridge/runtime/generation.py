@@ -82,12 +82,18 @@ def first_token_from_prefill() -> bool:
 #: Plain AR and chain runs stream a step's tokens (detokenising, the token events, the step's record)
 #: while the device decodes the next step's batch, not between the two steps while the device waits:
 #: on a GPU, ``llama_decode`` returns once the decode is queued, so that host work hides behind it.
-#: The tokens, their order and the steps are the same; each event arrives one step later. Off on a
-#: CPU target (its decode returns when done: nothing to hide behind), with exact phase times, and in
+#: The tokens, their order and the steps are the same; each event arrives one step later. Never on a
+#: CPU target (its decode returns when done: nothing to hide behind), with exact phase times, or in
 #: auto (its policy reads each step's record as the step ends, and its calibration times steps as auto
 #: runs them: ``GenerationSettings.overlap_commit``). Environment variable "0" or "1" forces it either
 #: way otherwise (A/B measurements; tests on a CPU build).
 OVERLAP_COMMIT_ENV = "DFLASH_OVERLAP_COMMIT"
+#: Whether a run whose target is on a GPU overlaps when the switch is unset. Off until a GPU A/B
+#: shows a gain: sitting s70's (H100, 2026-12-06) read AR +6.0 % and chain 5 -4.3 %, but it ran both
+#: modes in one process with each mode's first request on one side, so a mode switch's cost fell on
+#: AR's "off" side and chain's "on" side (docs/benchmarks.md, "Sitting s70"); its fixed A/B is the
+#: next sitting's (docs/runs/next/run70.sh, PARTS=ab).
+OVERLAP_COMMIT_ON_DEVICE = False
 
 
 def overlap_commit_on(target_on_device: bool, settings: GenerationSettings) -> bool:
@@ -98,7 +104,7 @@ def overlap_commit_on(target_on_device: bool, settings: GenerationSettings) -> b
         return False
     if forced:
         return forced == "1"
-    return target_on_device and not settings.exact_phases
+    return OVERLAP_COMMIT_ON_DEVICE and target_on_device and not settings.exact_phases
 
 
 def tree_fixed_outputs() -> bool:

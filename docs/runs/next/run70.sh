@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The next sitting (s70, issue 28), prepared 2026-12-06 after s69, not run yet: one GPU, the default pair.
+# A sitting of issue 28 on one GPU and the default pair. s70 (2026-12-06, H100) ran it with PARTS="depth prof ab
+# compl" (docs/runs/2026-12-06-gpu/s70-h100-depth-host/, docs/benchmarks.md "Sitting s70"); its A/B was
+# confounded and is fixed here (one process a mode). Next: PARTS="ab topk" (~480 s of lane after the build).
 # What it measures, in this order (each later part is skipped when the lane runs out of time; PARTS
 # picks some, default "depth prof ab compl topk"):
 #   depth  our AR against llama-bench at the same context depth: `llama-bench -p 0 -n 128 -d 0,128,256`
