@@ -107,6 +107,21 @@ def overlap_commit_on(target_on_device: bool, settings: GenerationSettings) -> b
     return OVERLAP_COMMIT_ON_DEVICE and target_on_device and not settings.exact_phases
 
 
+#: A chain step injects the features of every verified row into the drafter, not only the kept ones,
+#: and then drops the rows past the kept ones from the drafter's cache before its next block. The
+#: inject's batch then has one shape from step to step, so llama.cpp keeps its graph (patch 0008's
+#: slot for graphs without outputs) instead of building and allocating it again whenever the commit
+#: length changes. On the H100 (sitting s70, chain 5, py-spy) graph building and allocation were ~37 %
+#: of the inject's host path; on this project's CPU the default pair's inject kept its graph on 44 of
+#: 56 steps instead of 11 (docs/benchmarks.md, "Sitting s70"). The extra rows cost device time, so it is
+#: opt-in ("1") until a GPU A/B measures it; the tokens are the same either way.
+INJECT_ALL_ROWS_ENV = "DFLASH_INJECT_ALL_ROWS"
+
+
+def inject_all_rows() -> bool:
+    return os.environ.get(INJECT_ALL_ROWS_ENV, "").strip() == "1"
+
+
 def tree_fixed_outputs() -> bool:
     """Whether a tree verify's unwritten leading tokens are outputs: $DFLASH_TREE_FIXED_OUTPUTS != "0"."""
     return os.environ.get(TREE_FIXED_OUTPUTS_ENV, "").strip() != "0"
@@ -155,6 +170,7 @@ class Generation:
         # a plain AR or chain run's last step, committed but not streamed yet: (chosen tokens, drafts
         # among them, its record, t0); streamed while the next decode runs (OVERLAP_COMMIT_ENV)
         self.defer_commit = False
+        self.inject_all_rows = inject_all_rows()  # INJECT_ALL_ROWS_ENV, read at each request
         self._deferred: tuple[list[int], int, StepRecord, float] | None = None
 
     def _effective_budget(self) -> tuple[int, str]:
@@ -569,7 +585,10 @@ class Generation:
         # 5. inject the kept rows' features, then trim both caches
         d.t_native = 0.0
         ti = now()
-        d.inject(tctx, 0, keep, pos, sync=self._sync_inject)
+        n_inject = len(draft) + 1 if self.inject_all_rows and 0 < keep < len(draft) + 1 else keep
+        d.inject(tctx, 0, n_inject, pos, sync=self._sync_inject)
+        if n_inject > keep:  # the rejected rows leave the drafter's cache before its next block
+            d.ctx.seq_rm(0, pos + keep, -1)
         t_inject = now() - ti
         native += d.t_native
         tt = now()

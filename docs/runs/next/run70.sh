@@ -13,8 +13,9 @@
 #          (prof_loop.py) under perf (flat, and inclusive with DWARF stacks) where it works, and under
 #          py-spy --native (Python and native frames together; its wheel carried in .gpu-carry/next)
 #   ab     DFLASH_OVERLAP_COMMIT 0 / 1 (a step's tokens streamed while the next decode runs), AR and
-#          chain 5, the first 40 prompts of each public suite, 2 rounds, one process, prompt by prompt
-#          (gpu/gpu_request_ab.py)
+#          chain 5, then DFLASH_INJECT_ALL_ROWS 0 / 1 (the inject of one shape), chain 5; the first
+#          AB_PROMPTS (40) prompts of each public suite, 2 rounds, one process a switch and mode, prompt by
+#          prompt (gpu/gpu_request_ab.py)
 #   compl  llama-completion with our kernel switches (s69 ran it with upstream's) on the first 20 chat
 #          prompts: our AR / llama-completion on the same kernels
 #   topk   tree 5, the drafter's top-k on the host against the device, GSM8K 100 and HumanEval 164 (s69
@@ -126,6 +127,10 @@ PY
         --json $R/ab-overlap-$m.json > $R/ab-overlap-$m.txt 2>&1
       say "ab overlap $m rc=$?"
     done
+    timeout $(( $(left) > 220 ? 200 : $(left) - 20 )) python3 gpu/gpu_request_ab.py --target $TS --draft $DS \
+      --env DFLASH_INJECT_ALL_ROWS --sides 0,1 --prompts ${AB_PROMPTS:-40} --rounds 2 --modes chain --budget 5 \
+      --json $R/ab-inject-chain.json > $R/ab-inject-chain.txt 2>&1
+    say "ab inject rc=$?"
   fi
   [[ $P == *" compl "* ]] && python3 gpu/gpu_render_prompts.py "$TS" "$R" 20 --cats chat
   if [[ $P == *" compl "* ]] && [ -x $BIN/llama-completion ]; then
@@ -157,7 +162,7 @@ follow)
   cat $W/progress.log; tail -n 2 $W/lcp_build.log; tail -n 3 $W/peer_tools.log 2>/dev/null
   grep -h -E '"n_depth"|"avg_ts"' $R/llama-bench-depth.json 2>/dev/null; grep depth $R/ar-depth.txt 2>/dev/null
   grep -hE "tok/s" $R/completion-ours-chat.txt 2>/dev/null; cat $W/tools.txt 2>/dev/null
-  grep -hE "^\|" $R/ab-overlap*.txt 2>/dev/null; head -n 45 $R/pyspy-chain5-summary.txt 2>/dev/null; head -n 25 $R/perf-ar1-main.txt 2>/dev/null | grep -v "^#"
+  grep -hE "^\|" $R/ab-*.txt 2>/dev/null; head -n 45 $R/pyspy-chain5-summary.txt 2>/dev/null; head -n 25 $R/perf-ar1-main.txt 2>/dev/null | grep -v "^#"
   for f in $R/bench-*.md; do [ -f $f ] && { echo "== $f"; grep -E '^\| (ar|c[0-9]) \| (autoregressive|verify)' $f | cut -d'|' -f2,3,5,8,12,13,16; }; done
   mkdir -p $OUT; cp $W/env.txt $OUT/ 2>/dev/null
   tar czf $OUT/r70.tgz --exclude='*.npz' -C $W r progress.log lane.log lcp_build.log peer_tools.log 2>/dev/null; ls -la $OUT ;;
