@@ -135,9 +135,9 @@ class GenerationSettings:
     #: step's inject is left running while the host queues the next draft (faster on a GPU; its
     #: device time then shows in the draft phase). The CPU's decodes are synchronous either way.
     exact_phases: bool = False
-    #: a plain AR or chain run on a GPU streams a step's tokens while the next decode runs
-    #: (generation.OVERLAP_COMMIT_ENV); off, each step streams before the next is queued, as auto's
-    #: steps do (auto's calibration times its steps that way)
+    #: a plain AR or chain run may stream a step's tokens while the next decode runs (where
+    #: generation.OVERLAP_COMMIT_ENV or its GPU default allows); off, each step streams before the next
+    #: is queued, as auto's steps do (auto's calibration times its steps that way)
     overlap_commit: bool = True
 
     def __post_init__(self):

@@ -217,7 +217,7 @@ class Engine:
         #: commits the first node off it (read from its parent's row, on the chain) and stops
         self.exact_chain_rows = False
         #: the target's layers run on a GPU (or RPC device): its decodes return before the device is
-        #: done, so a plain run streams a step's tokens while the next decode runs (generation.py)
+        #: done, so a plain run can stream a step's tokens while the next decode runs (generation.py)
         self.target_on_device = False
         ok, reason = _tree_support(target)
         # a transformer's KV drops any span of positions; a recurrent/hybrid state cannot be rolled

@@ -18,9 +18,9 @@ Timing: on a GPU llama_process returns before the device is done. Each phase end
 synchronisation point — reading logits (``Context.logits`` / the sampler) or an explicit
 ``synchronize()`` — so phase times are device-inclusive and sum to at most the step's wall time.
 The inject is the exception unless ``GenerationSettings.exact_phases`` is set: it is left
-asynchronous for speed, so its device time lands in the next step's draft phase. A plain AR or chain
-run on a GPU streams a step's tokens during the next step's decode (OVERLAP_COMMIT_ENV): that host time
-is the next step's ``t_other``, and its verify phase leaves it out.
+asynchronous for speed, so its device time lands in the next step's draft phase. With
+OVERLAP_COMMIT_ENV (opt-in) a plain AR or chain run streams a step's tokens during the next step's
+decode: that host time is the next step's ``t_other``, and its verify phase leaves it out.
 """
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ def first_token_from_prefill() -> bool:
     return os.environ.get(FIRST_TOKEN_ENV, "prefill").strip().lower() != "decode"
 
 
-#: Plain AR and chain runs stream a step's tokens (detokenising, the token events, the step's record)
-#: while the device decodes the next step's batch, not between the two steps while the device waits:
+#: With it, plain AR and chain runs stream a step's tokens (detokenising, the token events, the step's
+#: record) while the device decodes the next step's batch, not between the two steps while it waits:
 #: on a GPU, ``llama_decode`` returns once the decode is queued, so that host work hides behind it.
 #: The tokens, their order and the steps are the same; each event arrives one step later. Never on a
 #: CPU target (its decode returns when done: nothing to hide behind), with exact phase times, or in
@@ -167,8 +167,8 @@ class Generation:
         self._margins: list[float] = []  # the current step's top-2 margins (settings.record_margins)
         # a step's inject ends at a sync only for exact phase times (drafter.SYNC_INJECT says why)
         self._sync_inject = drafter_mod.sync_inject_on(self.s.exact_phases)
-        # a plain AR or chain run's last step, committed but not streamed yet: (chosen tokens, drafts
-        # among them, its record, t0); streamed while the next decode runs (OVERLAP_COMMIT_ENV)
+        # with OVERLAP_COMMIT_ENV, a plain AR or chain run's last step, committed but not streamed yet:
+        # (chosen tokens, drafts among them, its record, t0); streamed while the next decode runs
         self.defer_commit = False
         self.inject_all_rows = inject_all_rows()  # INJECT_ALL_ROWS_ENV, read at each request
         self._deferred: tuple[list[int], int, StepRecord, float] | None = None
