@@ -112,9 +112,9 @@ def overlap_commit_on(target_on_device: bool, settings: GenerationSettings) -> b
 #: inject's batch then has one shape from step to step, so llama.cpp keeps its graph (patch 0008's
 #: slot for graphs without outputs) instead of building and allocating it again whenever the commit
 #: length changes. On the H100 (sitting s70, chain 5, py-spy) graph building and allocation were ~37 %
-#: of the inject's host path; on this project's CPU the default pair's inject kept its graph on 44 of
-#: 56 steps instead of 11 (docs/benchmarks.md, "Sitting s70"). The extra rows cost device time, so it is
-#: opt-in ("1") until a GPU A/B measures it; the tokens are the same either way.
+#: of the inject's host path; on this project's CPU the default pair's drafter kept its graphs on 92 of
+#: 115 decodes instead of 57 at chain 5 (docs/benchmarks.md, "Sitting s70"). The extra rows cost device
+#: time, so it is opt-in ("1") until a GPU A/B measures it; the tokens are the same either way.
 INJECT_ALL_ROWS_ENV = "DFLASH_INJECT_ALL_ROWS"
 
 
