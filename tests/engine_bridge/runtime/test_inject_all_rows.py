@@ -10,6 +10,7 @@ import pytest
 from engine_bridge.bench.suites import load_suite
 from engine_bridge.runtime import generation
 from engine_bridge.runtime.config import GenerationSettings
+from decode_count import count_decodes
 from default_pair import load_default_pair
 
 
@@ -27,14 +28,7 @@ def _runs(eng, monkeypatch, side: str, budget: int, max_tokens: int = 48) -> tup
     else:
         monkeypatch.delenv(generation.INJECT_ALL_ROWS_ENV, raising=False)
     ctx = eng.drafter.ctx
-    decodes = [0]
-    process = ctx.process
-
-    def counted(batch):
-        decodes[0] += 1
-        process(batch)
-
-    monkeypatch.setattr(ctx, "process", counted)
+    decodes = count_decodes(monkeypatch, ctx)
     reuses0 = ctx.graph_reuses()
     seen = []
     for p in load_suite("gsm8k").prompts[:3]:

@@ -19,6 +19,7 @@ from engine_bridge.runtime import generation
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
 
+from decode_count import count_decodes
 from test_ar_steps import PROMPT
 from test_eog_cache import eos_pair  # noqa: F401 - a fixture: the tiny pair with an EOS it reaches
 
@@ -30,14 +31,7 @@ def _run(eng, monkeypatch, overlap: str, mode: str, budget: int, max_tokens: int
     target decodes had been queued when it was streamed."""
     monkeypatch.setenv(generation.OVERLAP_COMMIT_ENV, overlap)
     ctx = eng.target_ctx
-    decodes = [0]
-    process = ctx.process
-
-    def counted(batch):
-        decodes[0] += 1
-        process(batch)
-
-    monkeypatch.setattr(ctx, "process", counted)
+    decodes = count_decodes(monkeypatch, ctx)
     events, steps, decodes_at, cache_at = [], [], [], []
     cancel = threading.Event()
 
