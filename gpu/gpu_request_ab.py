@@ -30,6 +30,7 @@ from engine_bridge.bench.suites import load_suite  # noqa: E402
 from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT  # noqa: E402
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings  # noqa: E402
 from engine_bridge.runtime.engine import Engine  # noqa: E402
+from engine_bridge.runtime.records import PHASES  # noqa: E402
 
 
 def one_request(eng, text: str, env: str, side: str, mode: str, budget: int, max_tokens: int) -> dict:
@@ -37,7 +38,18 @@ def one_request(eng, text: str, env: str, side: str, mode: str, budget: int, max
     eng.reset()
     res = eng.generate(text, GenerationSettings(mode=mode, budget=budget, max_tokens=max_tokens))
     s = res.summary
-    return {"side": side, "mode": mode, "n_gen": s.n_generated, "gen_s": s.t_generate, "tokens": res.tokens}
+    steps = [st for st in res.steps if not st.prefill]
+    # each phase's time summed over the request's decode steps: where a switch moves time between phases
+    phase_s = {p: sum(st.phases[p] for st in steps) for p in PHASES}
+    return {
+        "side": side,
+        "mode": mode,
+        "n_gen": s.n_generated,
+        "gen_s": s.t_generate,
+        "tokens": res.tokens,
+        "steps": len(steps),
+        "phase_s": phase_s,
+    }
 
 
 def table(runs: list[dict], sides: list[str]) -> list[dict]:
@@ -66,9 +78,18 @@ def table(runs: list[dict], sides: list[str]) -> list[dict]:
                         for ra, rb in pairs
                     ),
                     "same_tokens": sum(ra["tokens"] == rb["tokens"] for ra, rb in pairs),
+                    # ms per decode step of each phase, per side (runs saved before the phases: none)
+                    "phase_ms": {sd: phase_ms(rs) for sd, rs in by_side.items()},
                 }
             )
     return rows
+
+
+def phase_ms(runs: list[dict]) -> dict[str, float]:
+    steps = sum(r.get("steps", 0) for r in runs)
+    if not steps:
+        return {}
+    return {p: 1e3 * sum(r["phase_s"][p] for r in runs) / steps for p in PHASES}
 
 
 def print_table(rows: list[dict], sides: list[str], env: str) -> None:
@@ -81,6 +102,15 @@ def print_table(rows: list[dict], sides: list[str], env: str) -> None:
             f"| {r['mode']} | {r['suite']} | {r['requests']} | {cells} | {r['ratio']:.4f} | "
             f"{r['median_ratio']:.4f} | {r['same_tokens']} / {r['requests']} |"
         )
+    if not any(r["phase_ms"][sd] for r in rows for sd in sides):
+        return
+    print()
+    print(f"| mode | suite | {env} | " + " | ".join(f"{p} ms/step" for p in PHASES) + " |")
+    print("|---" * (3 + len(PHASES)) + "|")
+    for r in rows:
+        for sd in sides:
+            ms = r["phase_ms"][sd]
+            print(f"| {r['mode']} | {r['suite']} | {sd} | " + " | ".join(f"{ms[p]:.3f}" for p in PHASES) + " |")
 
 
 def main(argv: list[str] | None = None) -> int:

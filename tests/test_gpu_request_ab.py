@@ -56,6 +56,12 @@ def test_each_prompt_runs_on_both_sides_and_the_table_reads_the_saved_runs(tiny_
         (m, s) for m in ("ar", "chain") for s in ("gsm8k", "mt-bench", "all")
     ]
     assert all(r["same_tokens"] == r["requests"] for r in rows)
+    # each side's phases per decode step: AR drafts nothing, chain drafts and injects
+    for r in rows:
+        for side in ("0", "1"):
+            ms = r["phase_ms"][side]
+            assert ms["verify"] > 0
+            assert (ms["draft"] > 0 and ms["inject"] > 0) == (r["mode"] == "chain")
     assert [r["requests"] for r in rows] == [2, 2, 4, 2, 2, 4]
     printed = capsys.readouterr().out
     assert gpu_request_ab.main(["--from", str(out)]) == 0
@@ -75,3 +81,14 @@ def test_the_ratio_is_the_last_side_over_the_first():
     assert abs(row["ratio"] - (20.0 / 1.5) / 10.0) < 1e-12
     assert row["median_ratio"] == 1.5  # the per-request ratios 2.0 and 1.0
     assert row["same_tokens"] == 1
+
+
+def test_phase_ms_is_each_phase_per_decode_step_and_empty_for_runs_saved_without_phases():
+    phases = {"draft": 0.0, "inject": 0.0, "verify": 0.0, "accept": 0.0, "other": 0.0}
+    runs = [
+        {"steps": 2, "phase_s": {**phases, "draft": 0.002, "verify": 0.004}},
+        {"steps": 6, "phase_s": {**phases, "draft": 0.006, "verify": 0.004}},
+    ]
+    ms = gpu_request_ab.phase_ms(runs)
+    assert abs(ms["draft"] - 1.0) < 1e-12 and abs(ms["verify"] - 1.0) < 1e-12 and ms["inject"] == 0.0
+    assert gpu_request_ab.phase_ms([{"n_gen": 1, "gen_s": 1.0}]) == {}
