@@ -146,7 +146,7 @@ class Generation:
         self.sampler = (
             None if settings.greedy else Sampler(settings.temperature, settings.top_k, settings.top_p, settings.seed)
         )
-        self.detok = StreamingDetokenizer(engine.target.piece)
+        self.detok = StreamingDetokenizer(engine.target.text_piece)
         self.tokens: list[int] = []
         self.sources: list[str] = []
         self.text_parts: list[str] = []
@@ -325,6 +325,9 @@ class Generation:
     def _target_choices(self, ctx: Context, n_rows: int, draft: np.ndarray) -> list[int]:
         """The target's committed tokens for a verified block: accepted drafts + its own next one."""
         if self.sampler is None:
+            if n_rows == 1 and ctx.backend_greedy and not self.s.record_margins:
+                # an AR step: one FFI call and no array (its host time leaves a GPU idle)
+                return [ctx.sampled_token(0)]
             if ctx.backend_greedy:  # argmax already taken on the device: every row's pick in one read
                 pick = ctx.sampled_tokens(0, n_rows).__getitem__
             else:  # one vectorised pass over the logits block, no per-row copies

@@ -105,6 +105,9 @@ class Model(_Handle):
         self.n_layer = int(C.llama_model_n_layer(ptr))
         self.size_bytes = int(C.llama_model_size(ptr))
         self.n_params = int(C.llama_model_n_params(ptr))
+        # token -> its text bytes (special tokens rendered as text): a vocabulary's pieces never change,
+        # and a streamed token's piece is read on every commit, inside the step's host time
+        self._pieces: dict[int, bytes] = {}
 
     def meta(self, key: str) -> str | None:
         buf = ctypes.create_string_buffer(4096)
@@ -143,6 +146,13 @@ class Model(_Handle):
             buf = (C.llama_token * cap)()
             n = C.llama_tokenize(self.vocab, data, len(data), buf, cap, add_special, parse_special)
         return list(buf[:n])
+
+    def text_piece(self, token: int) -> bytes:
+        """``piece(token)``, kept after the first read (what the streaming detokenizer reads)."""
+        got = self._pieces.get(token)
+        if got is None:
+            got = self._pieces[token] = self.piece(token)
+        return got
 
     def piece(self, token: int, special: bool = False) -> bytes:
         buf = ctypes.create_string_buffer(64)

@@ -54,3 +54,15 @@ def test_an_ar_run_to_max_tokens_reports_mean_commit_one(tiny_engine):
     tiny_engine.reset()
     s = tiny_engine.generate(PROMPT, GenerationSettings(mode="ar", max_tokens=9, stop_at_eog=False)).summary
     assert (s.n_generated, s.n_steps, s.mean_commit_len) == (9, 9, 1.0)
+
+
+def test_the_streamed_text_is_each_tokens_piece_read_once_and_kept(tiny_engine):
+    """The streaming detokenizer reads a token's piece from the model's kept copy (a step's host time
+    leaves a GPU idle): the same bytes as llama.cpp's token_to_piece, read once per token."""
+    tiny_engine.reset()
+    m = tiny_engine.target
+    res = tiny_engine.generate(PROMPT, GenerationSettings(mode="ar", max_tokens=16, stop_at_eog=False))
+    assert res.text == b"".join(m.piece(t) for t in res.tokens).decode("utf-8", "replace")
+    kept = {t: m.text_piece(t) for t in res.tokens}
+    assert all(kept[t] == m.piece(t) for t in kept)
+    assert all(m.text_piece(t) is kept[t] for t in kept)  # no second read
