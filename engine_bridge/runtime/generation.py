@@ -88,12 +88,12 @@ def first_token_from_prefill() -> bool:
 #: runs them: ``GenerationSettings.overlap_commit``). Environment variable "0" or "1" forces it either
 #: way otherwise (A/B measurements; tests on a CPU build).
 OVERLAP_COMMIT_ENV = "DFLASH_OVERLAP_COMMIT"
-#: Whether a run whose target is on a GPU overlaps when the switch is unset. Off until a GPU A/B
-#: shows a gain: sitting s70's (H100, 2026-12-06) read AR +6.0 % and chain 5 -4.3 %, but it ran both
-#: modes in one process with each mode's first request on one side, so a mode switch's cost fell on
-#: AR's "off" side and chain's "on" side (docs/benchmarks.md, "Sitting s70"); its fixed A/B is the
-#: next sitting's (docs/runs/next/run70.sh, PARTS=ab).
-OVERLAP_COMMIT_ON_DEVICE = False
+#: Whether a run whose target is on a GPU overlaps when the switch is unset. On: in sitting s71 (H100,
+#: 2026-12-07, one process per mode, each of 120 public prompts on both sides twice, the side that goes
+#: first alternating) AR read 1.0033x (median per request 1.0021) and chain 5 1.0060x (1.0073) with
+#: it, identical tokens on all 480 pairs (docs/benchmarks.md, "Sitting s71"). s70's first A/B, which
+#: read AR +6.0 % and chain 5 -4.3 %, was confounded by its request order.
+OVERLAP_COMMIT_ON_DEVICE = True
 
 
 def overlap_commit_on(target_on_device: bool, settings: GenerationSettings) -> bool:
@@ -105,21 +105,6 @@ def overlap_commit_on(target_on_device: bool, settings: GenerationSettings) -> b
     if forced:
         return forced == "1"
     return OVERLAP_COMMIT_ON_DEVICE and target_on_device and not settings.exact_phases
-
-
-#: A chain step injects the features of every verified row into the drafter, not only the kept ones,
-#: and then drops the rows past the kept ones from the drafter's cache before its next block. The
-#: inject's batch then has one shape from step to step, so llama.cpp keeps its graph (patch 0008's
-#: slot for graphs without outputs) instead of building and allocating it again whenever the commit
-#: length changes. On the H100 (sitting s70, chain 5, py-spy) graph building and allocation were ~37 %
-#: of the inject's host path; on this project's CPU the default pair's drafter kept its graphs on 92 of
-#: 115 decodes instead of 57 at chain 5 (docs/benchmarks.md, "Sitting s70"). The extra rows cost device
-#: time, so it is opt-in ("1") until a GPU A/B measures it; the tokens are the same either way.
-INJECT_ALL_ROWS_ENV = "DFLASH_INJECT_ALL_ROWS"
-
-
-def inject_all_rows() -> bool:
-    return os.environ.get(INJECT_ALL_ROWS_ENV, "").strip() == "1"
 
 
 def tree_fixed_outputs() -> bool:
@@ -170,7 +155,6 @@ class Generation:
         # with OVERLAP_COMMIT_ENV, a plain AR or chain run's last step, committed but not streamed yet:
         # (chosen tokens, drafts among them, its record, t0); streamed while the next decode runs
         self.defer_commit = False
-        self.inject_all_rows = inject_all_rows()  # INJECT_ALL_ROWS_ENV, read at each request
         self._deferred: tuple[list[int], int, StepRecord, float] | None = None
 
     def _effective_budget(self) -> tuple[int, str]:
@@ -588,10 +572,7 @@ class Generation:
         # 5. inject the kept rows' features, then trim both caches
         d.t_native = 0.0
         ti = now()
-        n_inject = len(draft) + 1 if self.inject_all_rows and 0 < keep < len(draft) + 1 else keep
-        d.inject(tctx, 0, n_inject, pos, sync=self._sync_inject)
-        if n_inject > keep:  # the rejected rows leave the drafter's cache before its next block
-            d.ctx.seq_rm(0, pos + keep, -1)
+        d.inject(tctx, 0, keep, pos, sync=self._sync_inject)
         t_inject = now() - ti
         native += d.t_native
         tt = now()
