@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # A sitting of issue 28 on one GPU and the default pair. s70 (2026-12-06, H100) ran it with PARTS="depth prof ab
 # compl" (docs/runs/2026-12-06-gpu/s70-h100-depth-host/, docs/benchmarks.md "Sitting s70"); its A/B was
-# confounded and is fixed here (one process a mode). Next: PARTS="ab topk" (~600 s of lane after the build).
+# confounded and is fixed here (one process a mode). s71 (2026-12-07, H100) ran PARTS="depth ab topk"
+# (docs/runs/2026-12-07-gpu/s71-h100-ab/, docs/benchmarks.md "Sitting s71"): the overlap went on by
+# default on a GPU, the one-shape inject (DFLASH_INJECT_ALL_ROWS) was dropped, so "ab" now A/Bs the
+# overlap only.
 # What it measures, in this order (each later part is skipped when the lane runs out of time; PARTS
 # picks some, default "depth prof ab compl topk"):
 #   depth  our AR against llama-bench at the same context depth: `llama-bench -p 0 -n 128 -d 0,128,256`
@@ -13,9 +16,8 @@
 #          (prof_loop.py) under perf (flat, and inclusive with DWARF stacks) where it works, and under
 #          py-spy --native (Python and native frames together; its wheel carried in .gpu-carry/next)
 #   ab     DFLASH_OVERLAP_COMMIT 0 / 1 (a step's tokens streamed while the next decode runs), AR and
-#          chain 5, then DFLASH_INJECT_ALL_ROWS 0 / 1 (the inject of one shape), chain 5 and 7; the first
-#          AB_PROMPTS (40) prompts of each public suite, 2 rounds, one process a switch and mode, prompt by
-#          prompt (gpu/gpu_request_ab.py)
+#          chain 5; the first AB_PROMPTS (40) prompts of each public suite, 2 rounds, one process a
+#          mode, prompt by prompt (gpu/gpu_request_ab.py)
 #   compl  llama-completion with our kernel switches (s69 ran it with upstream's) on the first 20 chat
 #          prompts: our AR / llama-completion on the same kernels
 #   topk   tree 5, the drafter's top-k on the host against the device, GSM8K 100 and HumanEval 164 (s69
@@ -127,12 +129,6 @@ PY
         --env DFLASH_OVERLAP_COMMIT --sides 0,1 --prompts ${AB_PROMPTS:-40} --rounds 2 --modes $m --budget 5 \
         --json $R/ab-overlap-$m.json > $R/ab-overlap-$m.txt 2>&1
       say "ab overlap $m rc=$?"
-    done
-    for b in 5 7; do  # 7: issue 28's draft + inject goal is set at chain 7 (the phase table per side)
-      timeout $(( $(left) > 220 ? 200 : $(left) - 20 )) python3 gpu/gpu_request_ab.py --target $TS --draft $DS \
-        --env DFLASH_INJECT_ALL_ROWS --sides 0,1 --prompts ${AB_PROMPTS:-40} --rounds 2 --modes chain --budget $b \
-        --json $R/ab-inject-chain$b.json > $R/ab-inject-chain$b.txt 2>&1
-      say "ab inject chain $b rc=$?"
     done
   fi
   [[ $P == *" compl "* ]] && python3 gpu/gpu_render_prompts.py "$TS" "$R" 20 --cats chat
