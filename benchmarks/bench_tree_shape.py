@@ -11,7 +11,8 @@ and scoring normalised over the M best candidates only (what a backend top-k sam
 
 ``--val`` takes the prompts from the validation split of the shipped training prompts (the
 category's first N, rendered with the target's chat template): tree settings are choices, and
-choices are made there, never on a public benchmark.
+choices are made there, never on a public benchmark. ``--suite`` (mt-bench, gsm8k, humaneval: the
+first N of a public suite) reports a choice made on the validation split; it never makes one.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine_bridge.bench.suites import load_suite
 from engine_bridge.runtime import tree as tree_mod
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
@@ -85,6 +87,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--val", default="", help="categories of the validation split (e.g. code,math,chat), --prompts each"
     )
+    ap.add_argument("--suite", default="", help="a public suite's first --prompts prompts (to report, not to choose)")
     ap.add_argument("--no-chain", action="store_true", help="skip the chain rows")
     ap.add_argument("--fracs", default="0.15,0.3,0.5,0.7", help="seeded-chain fractions of the budget")
     ap.add_argument("--ks", default="2,3,4,6", help="candidates per position")
@@ -100,11 +103,13 @@ def main(argv=None) -> int:
     with Engine.load(cfg, preflight=PAIR_PREFLIGHT) as eng:
         if a.val:
             prompts = val_prompts(eng, a.val.split(","), a.prompts)
+        elif a.suite:
+            prompts = [p.render(eng.format_chat) for p in load_suite(a.suite).prompts[: a.prompts]]
 
         def row(label, mode, budget, **kw):
             print(f"{label:34s} {commit_len(eng, prompts, mode, budget, a.max_tokens, **kw):.3f}", flush=True)
 
-        for b in [] if a.no_chain else sorted(set(budgets + [4, 8, 15])) if not a.val else budgets:
+        for b in [] if a.no_chain else sorted(set(budgets + [4, 8, 15])) if not (a.val or a.suite) else budgets:
             row(f"chain {b}", "chain", b)
         for b in budgets:
             for frac in nums(a.fracs, float):

@@ -125,7 +125,12 @@ class GenerationSettings:
     top_k: int = 40
     top_p: float = 1.0
     seed: int = 0
-    tree_top_k: int = 4  # tree: candidates per block position
+    #: tree: candidates per block position, at most; a step reads only as many as its budget can
+    #: place (tree.useful_top_k: 4 at budget 7, so trees up to 7 nodes are as they were with 4). On the
+    #: default pair's validation split at budget 15 (CPU, 30 requests each): chat, writing and
+    #: instructions 2.692 -> 2.731 -> 2.764 committed a step with 4 / 6 / 8; math, code and reasoning
+    #: 3.230 -> 3.265 with 4 / 8 (docs/benchmarks.md, "Eight candidates per position at budget 15")
+    tree_top_k: int = 8
     stop_at_eog: bool = True
     #: each step record carries the target's top-2 logit margin of every token it committed (the
     #: chat's token tooltip shows it: how near a tie the target's pick was); reads the target's

@@ -165,6 +165,16 @@ def max_leaves(budget: int, rows: int) -> int:
     return max(1, budget - min(seeded_chain_len(budget), rows) + 1)
 
 
+def useful_top_k(budget: int, rows: int, k: int) -> int:
+    """Candidates per position that a tree of ``budget`` nodes over ``rows`` positions, its chain
+    seeded to seeded_chain_len, can use: at most ``k``. A candidate of rank r enters the tree only
+    after ranks 1 .. r - 1 under the same parent (rank 0 under a chain node is the chain itself), so a
+    rank needs as many nodes beyond the chain; with ``budget - chain`` of them, ranks above that never
+    enter, and reading fewer leaves the tree as it was (tests/engine_bridge/runtime/test_tree.py)."""
+    chain = min(seeded_chain_len(budget), rows, budget)
+    return max(1, min(k, budget - chain + 1))
+
+
 def build_tree(
     tokens: np.ndarray, logp: np.ndarray, budget: int, chain_len: int | None = None, leaf_cap: int | None = None
 ) -> DraftTree:

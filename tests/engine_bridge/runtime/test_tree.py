@@ -298,3 +298,25 @@ def test_the_seed_cap_comes_from_the_environment_for_a_b_runs(monkeypatch):
         monkeypatch.setenv(tree_mod.SEEDED_CHAIN_MAX_ENV, bad)
         with pytest.raises(ValueError, match="DFLASH_TREE_SEED_MAX"):
             tree_mod.seeded_chain_len(15)
+
+
+def test_candidates_past_the_useful_top_k_never_enter_a_seeded_tree():
+    # flat scores, so that deep ranks are as likely as any: the bound must hold for every shape
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        for n_pos in (1, 3, 8, 15):
+            tok = np.stack([rng.permutation(1000)[:32] for _ in range(n_pos)])
+            lp = np.sort(np.log(rng.dirichlet(np.full(32, 0.3 + seed), n_pos)), axis=1)[:, ::-1].copy()
+            for budget in range(1, 33):
+                chain = tree_mod.seeded_chain_len(budget)
+                k = tree_mod.useful_top_k(budget, n_pos, 32)
+                full = build_tree(tok, lp, budget, chain_len=chain)
+                cut = build_tree(tok[:, :k], lp[:, :k], budget, chain_len=chain)
+                assert (cut.tokens, cut.parent) == (full.tokens, full.parent), (seed, n_pos, budget, k)
+                if k > 1:  # and one candidate fewer than the bound changes some tree
+                    short = build_tree(tok[:, : k - 1], lp[:, : k - 1], budget, chain_len=chain)
+                    changed = (short.tokens, short.parent) != (full.tokens, full.parent)
+                    if seed == 5 and n_pos == 15:  # near-uniform scores: the widest trees
+                        assert changed, (n_pos, budget, k)
+    # the default pair's budgets: 4 candidates cover a tree of 7, 8 are read at 15 (of 12 usable)
+    assert [tree_mod.useful_top_k(b, 15, 8) for b in (1, 5, 7, 15, 32)] == [1, 3, 4, 8, 8]
