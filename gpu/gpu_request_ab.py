@@ -1,5 +1,6 @@
 """A switch read at each request, A/B in one process: prompt by prompt, the side that goes first
-alternating.
+alternating. The switch is an environment variable (``--env``) or a field of GenerationSettings
+(``--setting``, e.g. tree_top_k with sides 4,8).
 
 Two processes of one configuration differ by up to 3-6 % on the GPU machines (docs/benchmarks.md), so
 an effect of a few per cent is measured inside one process: the engine reads switches such as
@@ -11,8 +12,8 @@ the two sides gave the same tokens.
 
 Usage (GPU machine): PYTHONPATH=/tmp/lcp_site:/tmp/site:. python3 gpu/gpu_request_ab.py --target T
 --draft D --env DFLASH_OVERLAP_COMMIT [--sides 0,1] [--suites mt-bench,gsm8k,humaneval] [--prompts 40]
-[--rounds 2] [--max-tokens 128] [--modes ar,chain] [--budget 5] [--json OUT.json];
-`--from OUT.json` prints a saved run's table.
+[--rounds 2] [--max-tokens 128] [--modes ar,chain] [--budget 5] [--json OUT.json]; `--setting FIELD`
+instead of `--env`; `--from OUT.json` prints a saved run's table.
 """
 
 from __future__ import annotations
@@ -33,10 +34,16 @@ from engine_bridge.runtime.engine import Engine  # noqa: E402
 from engine_bridge.runtime.records import PHASES  # noqa: E402
 
 
-def one_request(eng, text: str, env: str, side: str, mode: str, budget: int, max_tokens: int) -> dict:
-    os.environ[env] = side
+def one_request(
+    eng, text: str, env: str, side: str, mode: str, budget: int, max_tokens: int, setting: str | None = None
+) -> dict:
+    extra = {}
+    if setting:
+        extra[setting] = type(getattr(GenerationSettings(), setting))(side)  # the field's own type
+    else:
+        os.environ[env] = side
     eng.reset()
-    res = eng.generate(text, GenerationSettings(mode=mode, budget=budget, max_tokens=max_tokens))
+    res = eng.generate(text, GenerationSettings(mode=mode, budget=budget, max_tokens=max_tokens, **extra))
     s = res.summary
     steps = [st for st in res.steps if not st.prefill]
     # each phase's time summed over the request's decode steps: where a switch moves time between phases
@@ -118,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target")
     ap.add_argument("--draft")
     ap.add_argument("--env", default="DFLASH_OVERLAP_COMMIT", help="the switch the engine reads at each request")
+    ap.add_argument("--setting", default=None, help="a GenerationSettings field to switch instead of --env")
     ap.add_argument("--sides", default="0,1")
     ap.add_argument("--suites", default="mt-bench,gsm8k,humaneval")
     ap.add_argument("--prompts", type=int, default=40, help="the first N prompts of each suite")
@@ -152,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             first = next(iter(texts.values()))[0]
             for mode in modes:  # warm-up: graphs, buffers (and auto's calibration)
                 for side in sides:
-                    one_request(eng, first, a.env, side, mode, a.budget, a.max_tokens)
+                    one_request(eng, first, a.env, side, mode, a.budget, a.max_tokens, a.setting)
             n = 0
             for _ in range(a.rounds):
                 for suite, prompts in texts.items():
@@ -164,21 +172,22 @@ def main(argv: list[str] | None = None) -> int:
                         n += 1
                         for mode in modes:
                             for k, side in enumerate(order):
-                                r = one_request(eng, text, a.env, side, mode, a.budget, a.max_tokens)
+                                r = one_request(eng, text, a.env, side, mode, a.budget, a.max_tokens, a.setting)
                                 runs.append({"suite": suite, "first": k == 0, **r})
     finally:
         if before is None:
             os.environ.pop(a.env, None)
         else:
             os.environ[a.env] = before
+    name = a.setting or a.env
     print(
-        f"{a.env} = {' / '.join(sides)}, one process, {a.rounds} rounds of the first {a.prompts} prompts of "
+        f"{name} = {' / '.join(sides)}, one process, {a.rounds} rounds of the first {a.prompts} prompts of "
         f"{a.suites}, budget {a.budget}, {a.max_tokens} tokens, greedy, {time.time() - t0:.0f} s"
     )
     runs.sort(key=lambda r: (r["suite"], r["mode"]))  # stable: each side's requests keep their order
-    print_table(table(runs, sides), sides, a.env)
+    print_table(table(runs, sides), sides, name)
     if a.json:
-        Path(a.json).write_text(json.dumps({"env": a.env, "sides": sides, "runs": runs}))
+        Path(a.json).write_text(json.dumps({"env": name, "sides": sides, "runs": runs}))
     return 0
 
 

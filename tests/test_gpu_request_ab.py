@@ -92,3 +92,23 @@ def test_phase_ms_is_each_phase_per_decode_step_and_empty_for_runs_saved_without
     ms = gpu_request_ab.phase_ms(runs)
     assert abs(ms["draft"] - 1.0) < 1e-12 and abs(ms["verify"] - 1.0) < 1e-12 and ms["inject"] == 0.0
     assert gpu_request_ab.phase_ms([{"n_gen": 1, "gen_s": 1.0}]) == {}
+
+
+def test_a_setting_switches_a_generation_field_per_request(tiny_pair, tmp_path, monkeypatch):
+    target, draft = tiny_pair
+    seen = []
+    real = gpu_request_ab.Engine.generate
+
+    def spy(self, text, settings, *args, **kwargs):
+        seen.append(settings.tree_top_k)
+        return real(self, text, settings, *args, **kwargs)
+
+    monkeypatch.setattr(gpu_request_ab.Engine, "generate", spy)
+    out = tmp_path / "k.json"
+    argv = ["--target", str(target), "--draft", str(draft), "--suites", "gsm8k", "--prompts", "2", "--rounds", "1"]
+    argv += ["--max-tokens", "6", "--modes", "tree", "--budget", "7", "--threads", "2", "--json", str(out)]
+    assert gpu_request_ab.main(argv + ["--setting", "tree_top_k", "--sides", "2,8"]) == 0
+    saved = json.loads(out.read_text())
+    assert saved["env"] == "tree_top_k" and {r["side"] for r in saved["runs"]} == {"2", "8"}
+    # the warm-up's two requests, then each prompt on both sides, as integers
+    assert sorted(seen) == [2, 2, 2, 8, 8, 8]

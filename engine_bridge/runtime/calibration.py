@@ -210,9 +210,15 @@ def _step_walls(engine, tokens: list[int], mode: str, budget: int, steps: int) -
         if n[0] >= steps + 1:
             cancel.set()  # the loop stops before the next step
 
-    # overlap_commit off: auto's own steps stream before the next decode is queued
+    # overlap_commit and ar_runs off: auto's own steps stream before the next decode is queued, one
+    # engine call a token
     settings = GenerationSettings(
-        mode=mode, budget=max(1, budget), max_tokens=1_000_000, stop_at_eog=False, overlap_commit=False
+        mode=mode,
+        budget=max(1, budget),
+        max_tokens=1_000_000,
+        stop_at_eog=False,
+        overlap_commit=False,
+        ar_runs=False,
     )
     engine.reset()
     res = engine.generate(tokens, settings, on_step=on_step, cancel=cancel)

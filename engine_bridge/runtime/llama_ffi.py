@@ -272,6 +272,33 @@ def token_sets_api() -> Any | None:
     return fn
 
 
+@functools.lru_cache(maxsize=1)
+def greedy_run_api() -> Any | None:
+    """Patch 0028's ``llama_decode_greedy_run``, bound: an AR request's one-token decodes, each fed
+    the last one's backend greedy pick, several in one call, so the device does not wait on the host
+    between tokens (~35 us a token through ctypes on an H100 machine's host). None when this build
+    lacks the patch (``ar_run.runs_available`` also reads DFLASH_AR_RUN, at every request)."""
+    try:
+        fn = _lib.llama_decode_greedy_run
+    except AttributeError:
+        return None
+    i32p = ctypes.POINTER(ctypes.c_int32)
+    fn.argtypes = [
+        ctx_p,
+        ctypes.c_void_p,
+        ctypes.c_int32,
+        ctypes.c_int32,
+        ctypes.c_int32,
+        ctypes.c_int32,
+        ctypes.c_bool,
+        i32p,
+        ctypes.POINTER(ctypes.c_int64),
+        i32p,
+    ]
+    fn.restype = ctypes.c_int32
+    return fn
+
+
 def _patched_switch(symbol: str, ctx, value, ctype=ctypes.c_bool) -> bool:
     """Calls a patch's ``void symbol(llama_context *, <ctype>)``; False when this build lacks it."""
     try:

@@ -219,6 +219,10 @@ class Context(_Handle):
         self.n_ubatch = int(C.llama_n_ubatch(ptr))
         self.n_vocab = model.n_vocab
         self._sampled_buf = (ctypes.c_int32 * 64)()  # sampled_tokens' output, grown on demand
+        # greedy_run's picks, their times and its return code (patch 0028), grown on demand
+        self._run_tokens = (ctypes.c_int32 * 64)()
+        self._run_ns = (ctypes.c_int64 * 64)()
+        self._run_rc = ctypes.c_int32(0)
 
     # -- backend sampling ---------------------------------------------------------------------------
     @property
@@ -324,13 +328,37 @@ class Context(_Handle):
     # -- decoding ---------------------------------------------------------------------------
     def process(self, batch: "Batch") -> None:
         """Decodes a batch. llama_process may return before a GPU finishes: see synchronize()."""
-        rc = C.llama_process(self.ptr, C.LLAMA_PROCESS_TYPE_DECODE, batch.ptr)
+        self.check_decode(C.llama_process(self.ptr, C.LLAMA_PROCESS_TYPE_DECODE, batch.ptr))
+
+    def check_decode(self, rc: int) -> None:
+        """Raises what a decode's return code means (0: nothing; -1 from ``greedy_run``: no pick)."""
         if rc == 1:
             raise ContextOverflowError(
                 f"no room left in the KV cache of {self.model.path.name} (context size {self.n_ctx})"
             )
         if rc != 0:
             raise DecodeError(f"llama_process failed with code {rc} on {self.model.path.name}")
+
+    def greedy_run(
+        self, batch: "Batch", token: int, pos: int, n_max: int, stop_at_eog: bool
+    ) -> tuple[list[int], list[int], int]:
+        """Up to ``n_max`` one-token decodes of sequence 0 in one call (patch 0028; the build must
+        export it: ``llama_ffi.greedy_run_api``): ``token`` at ``pos``, then each backend greedy pick
+        at the next position, stopping after an end-of-generation pick with ``stop_at_eog``.
+
+        Returns (picks, ns, rc): decode i's pick and the nanoseconds from the call's start until it
+        was read, for the decodes that gave one (their inputs are in the cache), and 0 or the code of
+        the decode that failed (llama_process's, or -1: no sampled token). ``batch`` is refilled."""
+        fn = llama_ffi.greedy_run_api()
+        if fn is None:
+            raise RuntimeError("this engine lacks patch 0028 (llama_decode_greedy_run)")
+        if n_max > len(self._run_tokens):
+            self._run_tokens = (ctypes.c_int32 * n_max)()
+            self._run_ns = (ctypes.c_int64 * n_max)()
+        rc = self._run_rc
+        n = fn(self.ptr, batch.ptr, 0, token, pos, n_max, stop_at_eog, self._run_tokens, self._run_ns, ctypes.byref(rc))
+        batch.n = 0
+        return self._run_tokens[:n], self._run_ns[:n], int(rc.value)
 
     def synchronize(self) -> None:
         """A synchronisation point: returns once the device has finished all queued work."""

@@ -45,7 +45,8 @@ def _run(eng, monkeypatch, overlap: str, mode: str, budget: int, max_tokens: int
     eng.reset()
     res = eng.generate(
         PROMPT,
-        GenerationSettings(mode=mode, budget=budget, max_tokens=max_tokens),
+        # AR one decode a call: the streaming of AR runs (ar_run.py) is test_ar_run.py's
+        GenerationSettings(mode=mode, budget=budget, max_tokens=max_tokens, ar_runs=False),
         on_token=on_token,
         on_step=lambda r: steps.append((r.step, r.drafted, r.accepted, r.committed)),
         cancel=cancel,
@@ -149,7 +150,7 @@ def test_settings_can_turn_it_off(tiny_engine, monkeypatch):
     tiny_engine.reset()
     tiny_engine.generate(
         PROMPT,
-        GenerationSettings(mode="ar", max_tokens=12, overlap_commit=False),
+        GenerationSettings(mode="ar", max_tokens=12, overlap_commit=False, ar_runs=False),
         on_token=lambda ev: at.append(len(tiny_engine.kv) - ev.index),
     )
     assert len(set(at)) == 1  # each token streamed right after its own decode
