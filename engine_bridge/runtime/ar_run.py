@@ -8,16 +8,17 @@ so the tokens, the steps and their records are the per-step loop's.
 
 Runs are short, so that a stop (``cancel``, a stop string found by a token callback) takes effect
 within one run: the first is FIRST_RUN tokens, and each later one is sized from the last one's
-tokens per second to last about RUN_SECONDS, at most twice the last and MAX_RUN. On a GPU a run goes
-on a worker thread while the request streams the run before it (the per-step loop's streaming
-overlap, ``generation.overlap_commit_on``), since ctypes lets go of the GIL during the call.
+tokens per second to last about RUN_SECONDS, at most twice the last and MAX_RUN. On a GPU a run
+decodes on a thread of llama.cpp's own while the request streams the run before it (the per-step
+loop's streaming overlap, ``generation.overlap_commit_on``). Not on a Python thread: that would start
+its call only once the streaming thread let go of the GIL, i.e. after the streaming (measured: a
+worker's call started 211 / 511 / 1012 us after it was submitted while its caller ran Python for
+200 / 500 / 1000 us).
 """
 
 from __future__ import annotations
 
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
-
 from . import llama_ffi
 from .native import Batch, Context
 
@@ -55,28 +56,25 @@ class ArRuns:
     def __init__(self, ctx: Context, batch: Batch, stop_at_eog: bool, overlap: bool):
         self.ctx, self.batch, self.stop_at_eog = ctx, batch, stop_at_eog
         self.last_len, self.last_seconds = 0, 0.0
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ar-run") if overlap else None
-        self._pending: Future | None = None
+        self.overlap = overlap
+        self._running: int | None = None  # a run on llama.cpp's thread (overlap), to join
         self._result: tuple[list[int], list[int], int] | None = None
 
-    @property
-    def overlap(self) -> bool:
-        return self._pool is not None
-
     def start(self, token: int, pos: int, n: int) -> None:
-        """Starts a run of up to ``n`` decodes from ``token`` at ``pos``: on the worker thread when
-        overlapping (``wait`` collects it), else here and now."""
-        call = self.ctx.greedy_run
-        if self._pool is not None:
-            self._pending = self._pool.submit(call, self.batch, token, pos, n, self.stop_at_eog)
+        """Starts a run of up to ``n`` decodes from ``token`` at ``pos``: on llama.cpp's thread when
+        overlapping (``wait`` joins it), else here and now."""
+        if self.overlap:
+            self._running = self.ctx.greedy_run_start(self.batch, token, pos, n, self.stop_at_eog)
         else:
-            self._result = call(self.batch, token, pos, n, self.stop_at_eog)
+            self._result = self.ctx.greedy_run(self.batch, token, pos, n, self.stop_at_eog)
 
     def wait(self) -> tuple[list[int], list[int], int]:
         """The started run's (picks, nanoseconds from its start to each pick, return code)."""
-        if self._pending is not None:
-            out, self._pending = self._pending.result(), None
+        if self._running is not None:
+            run, self._running = self._running, None
+            out = self.ctx.greedy_run_join(run)
         else:
+            assert self._result is not None  # start ran it
             out, self._result = self._result, None
         picks, ns, _ = out
         if picks:
@@ -84,12 +82,7 @@ class ArRuns:
         return out
 
     def close(self) -> None:
-        """Waits for a run still going (the context is in use until it returns) and ends the thread."""
-        if self._pending is not None:
-            try:
-                self._pending.result()
-            finally:
-                self._pending = None
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        """Waits for a run still going: the context is the run's until it returns."""
+        if self._running is not None:
+            run, self._running = self._running, None
+            self.ctx.greedy_run_join(run)

@@ -299,6 +299,23 @@ def greedy_run_api() -> Any | None:
     return fn
 
 
+@functools.lru_cache(maxsize=1)
+def greedy_run_thread_api() -> tuple[Any, Any] | None:
+    """Patch 0028's ``llama_decode_greedy_run_start`` and ``_join``, bound: the same run on a thread of
+    llama.cpp's own, so that Python streams the run before while this one decodes (a Python thread
+    would start its call only once the streaming thread let go of the GIL). None without the patch."""
+    try:
+        start, join = _lib.llama_decode_greedy_run_start, _lib.llama_decode_greedy_run_join
+    except AttributeError:
+        return None
+    i32p = ctypes.POINTER(ctypes.c_int32)
+    start.argtypes = greedy_run_api().argtypes[:-1]
+    start.restype = ctypes.c_void_p
+    join.argtypes = [ctypes.c_void_p, i32p]
+    join.restype = ctypes.c_int32
+    return start, join
+
+
 def _patched_switch(symbol: str, ctx, value, ctype=ctypes.c_bool) -> bool:
     """Calls a patch's ``void symbol(llama_context *, <ctype>)``; False when this build lacks it."""
     try:

@@ -25,23 +25,34 @@ from test_eog_cache import eos_pair  # noqa: F401 - a fixture: the tiny pair wit
 pytestmark = pytest.mark.skipif(not ar_run.runs_available(), reason="this engine lacks patch 0028")
 
 
-def _calls(monkeypatch, ctx) -> list[int]:
-    """Counts the engine calls that decoded runs (each call's length is kept)."""
+def _calls(monkeypatch, ctx, threaded: list[int] | None = None) -> list[int]:
+    """Counts the engine calls that decoded runs, in the caller's thread or on llama.cpp's (each
+    run's length is kept; ``threaded`` gets the lengths of those that ran on llama.cpp's thread)."""
     lens: list[int] = []
-    run = ctx.greedy_run
+    run, join = ctx.greedy_run, ctx.greedy_run_join
 
     def counted(*args):
         out = run(*args)
         lens.append(len(out[0]))
         return out
 
+    def joined(handle):
+        out = join(handle)
+        lens.append(len(out[0]))
+        if threaded is not None:
+            threaded.append(len(out[0]))
+        return out
+
     monkeypatch.setattr(ctx, "greedy_run", counted)
+    monkeypatch.setattr(ctx, "greedy_run_join", joined)
     return lens
 
 
-def _run(eng, monkeypatch, runs: bool, overlap: str, max_tokens: int, cut: int | None = None, stop_at_eog=True):
+def _run(
+    eng, monkeypatch, runs: bool, overlap: str, max_tokens: int, cut: int | None = None, stop_at_eog=True, threaded=None
+):
     monkeypatch.setenv(generation.OVERLAP_COMMIT_ENV, overlap)
-    lens = _calls(monkeypatch, eng.target_ctx)
+    lens = _calls(monkeypatch, eng.target_ctx, threaded)
     decodes = count_decodes(monkeypatch, eng.target_ctx)
     events, on_step = [], []
     cancel = threading.Event()
@@ -76,8 +87,11 @@ def _run(eng, monkeypatch, runs: bool, overlap: str, max_tokens: int, cut: int |
 @pytest.mark.parametrize("max_tokens", [1, 2, 5, 24, 90])
 def test_runs_commit_what_the_per_step_loop_commits(tiny_engine, monkeypatch, overlap, max_tokens):
     plain, _, plain_cache, plain_lens, plain_decodes = _run(tiny_engine, monkeypatch, False, overlap, max_tokens)
-    seen, res, cache, lens, decodes = _run(tiny_engine, monkeypatch, True, overlap, max_tokens)
+    threaded: list[int] = []
+    seen, res, cache, lens, decodes = _run(tiny_engine, monkeypatch, True, overlap, max_tokens, threaded=threaded)
     assert seen == plain
+    # overlapping, the runs decode on llama.cpp's thread (a Python thread would wait for the GIL)
+    assert (threaded == lens) if overlap == "1" else (threaded == [])
     # the prompt's one batch gives the first token, then one decode a token after it
     assert cache == plain_cache and decodes == plain_decodes == max_tokens
     assert tiny_engine.target_ctx.seq_pos_max(0) == len(cache) - 1
