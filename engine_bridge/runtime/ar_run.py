@@ -1,6 +1,6 @@
 """An AR request's decodes in runs: several one-token decodes in one llama.cpp call (patch 0028).
 
-Decoding token by token from Python, a GPU waits on the host between tokens: the pick comes back
+Decoding token by token from Python, the target waits on the host between tokens: the pick comes back
 through ctypes, the step is recorded, the next batch is filled. ``llama_decode_greedy_run`` loops in
 C instead, each decode's backend greedy pick fed to the next, as llama-bench does. A run returns its
 picks and when each was read; the request then commits them one by one, as steps of one token each,
@@ -8,17 +8,17 @@ so the tokens, the steps and their records are the per-step loop's.
 
 Runs are short, so that a stop (``cancel``, a stop string found by a token callback) takes effect
 within one run: the first is FIRST_RUN tokens, and each later one is sized from the last one's
-tokens per second to last about RUN_SECONDS, at most twice the last and MAX_RUN. On a GPU a run
-decodes on a thread of llama.cpp's own while the request streams the run before it (the per-step
-loop's streaming overlap, ``generation.overlap_commit_on``). Not on a Python thread: that would start
-its call only once the streaming thread let go of the GIL, i.e. after the streaming (measured: a
-worker's call started 211 / 511 / 1012 us after it was submitted while its caller ran Python for
-200 / 500 / 1000 us).
+tokens per second to last about RUN_SECONDS, at most twice the last and MAX_RUN.
+
+Where: a target on the CPU (measured there: +1.45 % AR tok/s). On a GPU the per-step loop stays by
+default (RUNS_ON_DEVICE): the one GPU measurement, of runs that decoded on a thread of their own while
+the run before streamed, read 0.9665x (docs/benchmarks.md, "An autoregressive run in one call").
 """
 
 from __future__ import annotations
 
 import os
+
 from . import llama_ffi
 from .native import Batch, Context
 
@@ -28,16 +28,29 @@ FIRST_RUN = 4
 MAX_RUN = 32
 #: About how long a run may last, in seconds: a stop takes effect within one run.
 RUN_SECONDS = 0.025
-
-
-#: Environment variable: "0" decodes AR requests one call a token, as before patch 0028 (read at every
-#: request, so that one process can alternate the two for an A/B: gpu/gpu_request_ab.py).
+#: Environment variable: "1" runs AR requests in runs wherever the target runs, "0" one call a token
+#: everywhere (read at every request, so that one process can alternate the two for an A/B:
+#: gpu/gpu_request_ab.py). Unset: runs for a target on the CPU, RUNS_ON_DEVICE for one on a GPU.
 AR_RUN_ENV = "DFLASH_AR_RUN"
+#: Whether a target on a GPU decodes in runs when the switch is unset. Off: in sitting s72 (H100,
+#: 2026-12-07, the first 40 prompts of each public suite on both sides twice, one process) runs that
+#: decoded on a thread of their own, so that the run before streamed meanwhile, read 953.9 -> 921.9
+#: tok/s (0.9665x; a decode 1.031 -> 1.076 ms); that version is dropped. A run in the caller's thread,
+#: as here, was not measured on a GPU.
+RUNS_ON_DEVICE = False
 
 
-def runs_available() -> bool:
-    """Whether this engine has patch 0028's run and $DFLASH_AR_RUN is not "0"."""
-    return os.environ.get(AR_RUN_ENV, "").strip() != "0" and llama_ffi.greedy_run_api() is not None
+def runs_on(target_on_device: bool) -> bool:
+    """Whether AR requests decode in runs: this engine has patch 0028, and $DFLASH_AR_RUN, else where
+    the target runs (above), says so."""
+    forced = os.environ.get(AR_RUN_ENV, "").strip()
+    if forced not in ("", "0", "1"):
+        raise ValueError(f"{AR_RUN_ENV}={forced!r}: expected 0 or 1")
+    if llama_ffi.greedy_run_api() is None:
+        return False
+    if forced:
+        return forced == "1"
+    return RUNS_ON_DEVICE or not target_on_device
 
 
 def next_length(last_len: int, last_seconds: float, left: int) -> int:
@@ -51,38 +64,17 @@ def next_length(last_len: int, last_seconds: float, left: int) -> int:
 
 
 class ArRuns:
-    """The runs of one AR request on one context: their lengths, and where each call runs."""
+    """The runs of one AR request on one context, and the pace that sizes the next one."""
 
-    def __init__(self, ctx: Context, batch: Batch, stop_at_eog: bool, overlap: bool):
+    def __init__(self, ctx: Context, batch: Batch, stop_at_eog: bool):
         self.ctx, self.batch, self.stop_at_eog = ctx, batch, stop_at_eog
         self.last_len, self.last_seconds = 0, 0.0
-        self.overlap = overlap
-        self._running: int | None = None  # a run on llama.cpp's thread (overlap), to join
-        self._result: tuple[list[int], list[int], int] | None = None
 
-    def start(self, token: int, pos: int, n: int) -> None:
-        """Starts a run of up to ``n`` decodes from ``token`` at ``pos``: on llama.cpp's thread when
-        overlapping (``wait`` joins it), else here and now."""
-        if self.overlap:
-            self._running = self.ctx.greedy_run_start(self.batch, token, pos, n, self.stop_at_eog)
-        else:
-            self._result = self.ctx.greedy_run(self.batch, token, pos, n, self.stop_at_eog)
-
-    def wait(self) -> tuple[list[int], list[int], int]:
-        """The started run's (picks, nanoseconds from its start to each pick, return code)."""
-        if self._running is not None:
-            run, self._running = self._running, None
-            out = self.ctx.greedy_run_join(run)
-        else:
-            assert self._result is not None  # start ran it
-            out, self._result = self._result, None
-        picks, ns, _ = out
+    def run(self, token: int, pos: int, left: int) -> tuple[list[int], list[int], int]:
+        """Decodes the next run from ``token`` at ``pos`` (at most ``left`` tokens): its picks, the
+        nanoseconds from its start to each pick, and its return code (``Context.greedy_run``)."""
+        n = next_length(self.last_len, self.last_seconds, left)
+        picks, ns, rc = self.ctx.greedy_run(self.batch, token, pos, n, self.stop_at_eog)
         if picks:
             self.last_len, self.last_seconds = len(picks), ns[-1] * 1e-9
-        return out
-
-    def close(self) -> None:
-        """Waits for a run still going: the context is the run's until it returns."""
-        if self._running is not None:
-            run, self._running = self._running, None
-            self.ctx.greedy_run_join(run)
+        return picks, ns, rc

@@ -153,11 +153,10 @@ class Generation:
         self._margins: list[float] = []  # the current step's top-2 margins (settings.record_margins)
         # a step's inject ends at a sync only for exact phase times (drafter.SYNC_INJECT says why)
         self._sync_inject = drafter_mod.sync_inject_on(self.s.exact_phases)
-        # with OVERLAP_COMMIT_ENV, a plain AR or chain run's last step (or an AR run's steps),
-        # committed but not streamed yet: (chosen tokens, drafts among them, its record, t0) each,
-        # streamed while the next decode runs
+        # with OVERLAP_COMMIT_ENV, a plain AR or chain run's last step, committed but not streamed yet:
+        # (chosen tokens, drafts among them, its record, t0); streamed while the next decode runs
         self.defer_commit = False
-        self._deferred: list[tuple[list[int], int, StepRecord, float]] = []
+        self._deferred: tuple[list[int], int, StepRecord, float] | None = None
         self._runs: ar_run.ArRuns | None = None  # a plain greedy AR run's decodes in runs (ar_run.py)
 
     def _effective_budget(self) -> tuple[int, str]:
@@ -230,8 +229,6 @@ class Generation:
                 # as AR leaves them in the cache, rather than prefilled with the next request's prompt
                 self._write_unwritten()
         finally:
-            if self._runs is not None:
-                self._runs.close()  # a run still on its thread holds the context until it returns
             if self.sampler is not None:
                 self.sampler.free()
             if self.tree_seqs > 1:
@@ -280,16 +277,17 @@ class Generation:
         """What runs each step (auto mode's subclass picks per step, and never defers a commit)."""
         self.defer_commit = self.mode in ("ar", "chain") and overlap_commit_on(self.e.target_on_device, self.s)
         if self.mode == "ar" and self._ar_runs_on():
-            self._runs = ar_run.ArRuns(self.e.target_ctx, self.e.target_batch, self.s.stop_at_eog, self.defer_commit)
+            self._runs = ar_run.ArRuns(self.e.target_ctx, self.e.target_batch, self.s.stop_at_eog)
             return self._ar_run_step
         return {"ar": self._ar_step, "chain": self._chain_step, "tree": self._tree_step}[self.mode]
 
     def _ar_runs_on(self) -> bool:
         """Whether AR steps go in runs (ar_run.py): greedy picks on the backend, no margins to read,
-        and a caller that does not time the steps one call each (``GenerationSettings.ar_runs``)."""
+        a caller that does not time the steps one call each (``GenerationSettings.ar_runs``), and
+        ``ar_run.runs_on`` (the engine has them; where the target runs)."""
         s = self.s
         greedy = self.sampler is None and self.e.target_ctx.backend_greedy and not s.record_margins
-        return greedy and s.ar_runs and ar_run.runs_available()
+        return greedy and s.ar_runs and ar_run.runs_on(self.e.target_on_device)
 
     def _choose_samplers(self) -> None:
         """Greedy runs take the target's argmax on the backend (chain and AR); tree steps may take
@@ -397,7 +395,7 @@ class Generation:
     # -- a commit streamed while the next decode runs (OVERLAP_COMMIT_ENV) -------------------------
     def _n_out(self) -> int:
         """Tokens committed so far, the deferred step's included."""
-        return len(self.tokens) + sum(len(d[0]) for d in self._deferred)
+        return len(self.tokens) + (len(self._deferred[0]) if self._deferred is not None else 0)
 
     def _may_defer(self, chosen: list[int]) -> bool:
         """Whether a step's commit can wait for the next decode: a plain run that overlaps, and a
@@ -410,23 +408,20 @@ class Generation:
         return self._n_out() + len(chosen) < self.s.max_tokens
 
     def _stream_deferred(self) -> None:
-        """Streams the deferred steps in order: each one's tokens (events, text), then its record. A
-        callback that cancels the run drops the deferred steps after its own, as the per-step loop
-        stops before the next step (their decodes' inputs stay in the cache, as ``e.kv`` says)."""
-        held, self._deferred = self._deferred, []
-        for i, (chosen, n_ok, rec, t0) in enumerate(held):
-            if i and self.cancel is not None and self.cancel.is_set():
-                self.finish = "cancelled"
-                return
-            rec.step = len(self.steps)
-            self._commit(chosen, n_ok, rec.step, t0)  # commits all of them: _may_defer said so
-            self._record(rec)
+        """Streams the deferred step: its tokens (events, text) and then its record, in step order."""
+        if self._deferred is None:
+            return
+        chosen, n_ok, rec, t0 = self._deferred
+        self._deferred = None
+        rec.step = len(self.steps)
+        self._commit(chosen, n_ok, rec.step, t0)  # commits all of them: _may_defer said so
+        self._record(rec)
 
     def _stream_deferred_during_decode(self) -> tuple[float, bool]:
         """Streams the deferred step while the decode just queued runs. Returns (the seconds it took,
         whether a callback cancelled the run meanwhile: then the queued decode's picks are dropped, as
         the run would have stopped before queueing it)."""
-        if not self._deferred:
+        if self._deferred is None:
             return 0.0, False
         th = now()
         self._stream_deferred()
@@ -526,7 +521,7 @@ class Generation:
             wall=wall,
         )
         if defer:
-            self._deferred.append((chosen, 0, rec, t0))
+            self._deferred = (chosen, 0, rec, t0)
         else:
             self._record(rec)
         return (chosen[-1] if chosen else last), done
@@ -534,45 +529,41 @@ class Generation:
     def _ar_run_step(self, last: int, t0: float) -> tuple[int, bool]:
         """A run of AR steps decoded in one engine call (ar_run.py), committed as one-token steps with
         the per-step loop's tokens, events and records (each record's time is its decode's, read by the
-        engine). On a GPU the run before it streams while this one decodes (``defer_commit``)."""
+        engine, and the streaming of its token after the run)."""
         e, s, runs = self.e, self.s, self._runs
         assert runs is not None  # _step_function made them
         pos = len(e.kv)
-        left = min(s.max_tokens - self._n_out(), e.target_ctx.n_ctx - pos - 1)
-        runs.start(last, pos, ar_run.next_length(runs.last_len, runs.last_seconds, left))
-        _, cancelled = self._stream_deferred_during_decode()
-        picks, ns, rc = runs.wait()
+        picks, ns, rc = runs.run(last, pos, min(s.max_tokens - len(self.tokens), e.target_ctx.n_ctx - pos - 1))
         e.kv.extend(([last] + picks)[: len(picks)])  # the inputs of the decodes that gave a pick
-        if cancelled:
-            self.finish = "cancelled"
-            return last, True
-        recs, prev = [], 0
-        for i, t_ns in enumerate(ns):
-            wall = (t_ns - prev) * 1e-9
-            prev = t_ns
-            recs.append(
-                StepRecord(
-                    step=0, pos=pos + i, drafted=0, accepted=0, committed=1, t_verify=wall, t_native=wall, wall=wall
-                )
-            )
-        if rc == 0 and self._may_defer(picks):
-            self._deferred.extend(([tok], 0, rec, t0) for tok, rec in zip(picks, recs))
-            return picks[-1], False
-        done = False
-        for i, (tok, rec) in enumerate(zip(picks, recs)):
+        prev = 0
+        for i, (tok, t_ns) in enumerate(zip(picks, ns)):
             if i and self.cancel is not None and self.cancel.is_set():
+                # the per-step loop stops before the next step: the rest of the run is not committed
+                # (its decodes' inputs stay in the cache, as e.kv says)
                 self.finish = "cancelled"
                 return tok, True
+            wall = (t_ns - prev) * 1e-9
+            prev = t_ns
             tc = now()
-            rec.committed, done = self._commit([tok], 0, len(self.steps), t0)
-            rec.step = len(self.steps)
-            rec.t_other = now() - tc
-            rec.wall += rec.t_other
-            self._record(rec)
+            n, done = self._commit([tok], 0, len(self.steps), t0)
+            t_other = now() - tc
+            self._record(
+                StepRecord(
+                    step=len(self.steps),
+                    pos=pos + i,
+                    drafted=0,
+                    accepted=0,
+                    committed=n,
+                    t_verify=wall,
+                    t_other=t_other,
+                    t_native=wall,
+                    wall=wall + t_other,
+                )
+            )
             if done:
                 return tok, True
         e.target_ctx.check_decode(rc)
-        return picks[-1], done
+        return picks[-1], False
 
     # -- chain speculative ------------------------------------------------------------------------
     def _chain_step(self, last: int, t0: float) -> tuple[int, bool]:
@@ -664,7 +655,7 @@ class Generation:
             wall=wall,
         )
         if defer:
-            self._deferred.append((chosen, n_ok, rec, t0))
+            self._deferred = (chosen, n_ok, rec, t0)
         else:
             self._record(rec)
         return (chosen[n_commit - 1] if n_commit else last), done

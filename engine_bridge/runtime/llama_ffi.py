@@ -277,7 +277,7 @@ def greedy_run_api() -> Any | None:
     """Patch 0028's ``llama_decode_greedy_run``, bound: an AR request's one-token decodes, each fed
     the last one's backend greedy pick, several in one call, so the device does not wait on the host
     between tokens (~35 us a token through ctypes on an H100 machine's host). None when this build
-    lacks the patch (``ar_run.runs_available`` also reads DFLASH_AR_RUN, at every request)."""
+    lacks the patch (``ar_run.runs_on`` decides where runs are used, at every request)."""
     try:
         fn = _lib.llama_decode_greedy_run
     except AttributeError:
@@ -297,23 +297,6 @@ def greedy_run_api() -> Any | None:
     ]
     fn.restype = ctypes.c_int32
     return fn
-
-
-@functools.lru_cache(maxsize=1)
-def greedy_run_thread_api() -> tuple[Any, Any] | None:
-    """Patch 0028's ``llama_decode_greedy_run_start`` and ``_join``, bound: the same run on a thread of
-    llama.cpp's own, so that Python streams the run before while this one decodes (a Python thread
-    would start its call only once the streaming thread let go of the GIL). None without the patch."""
-    try:
-        start, join = _lib.llama_decode_greedy_run_start, _lib.llama_decode_greedy_run_join
-    except AttributeError:
-        return None
-    i32p = ctypes.POINTER(ctypes.c_int32)
-    start.argtypes = greedy_run_api().argtypes[:-1]
-    start.restype = ctypes.c_void_p
-    join.argtypes = [ctypes.c_void_p, i32p]
-    join.restype = ctypes.c_int32
-    return start, join
 
 
 def _patched_switch(symbol: str, ctx, value, ctype=ctypes.c_bool) -> bool:

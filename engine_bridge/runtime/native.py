@@ -363,26 +363,6 @@ class Context(_Handle):
             self._run_tokens = (ctypes.c_int32 * n_max)()
             self._run_ns = (ctypes.c_int64 * n_max)()
 
-    def greedy_run_start(self, batch: "Batch", token: int, pos: int, n_max: int, stop_at_eog: bool) -> int:
-        """``greedy_run`` on a thread of llama.cpp's own (patch 0028's ``_start``): returns at once with
-        a handle for ``greedy_run_join``; until then the context and ``batch`` are the run's."""
-        api = llama_ffi.greedy_run_thread_api()
-        if api is None:
-            raise RuntimeError("this engine lacks patch 0028 (llama_decode_greedy_run_start)")
-        self._run_buffers(n_max)
-        run = api[0](self.ptr, batch.ptr, 0, token, pos, n_max, stop_at_eog, self._run_tokens, self._run_ns)
-        if not run:
-            raise RuntimeError("llama.cpp could not start a thread for the run")
-        batch.n = 0
-        return run
-
-    def greedy_run_join(self, run: int) -> tuple[list[int], list[int], int]:
-        """Waits for a run ``greedy_run_start`` began; returns what ``greedy_run`` would have."""
-        api, rc = llama_ffi.greedy_run_thread_api(), self._run_rc
-        assert api is not None  # greedy_run_start found it
-        n = api[1](run, ctypes.byref(rc))
-        return self._run_tokens[:n], self._run_ns[:n], int(rc.value)
-
     def synchronize(self) -> None:
         """A synchronisation point: returns once the device has finished all queued work."""
         C.llama_synchronize(self.ptr)

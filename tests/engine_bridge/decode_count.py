@@ -1,6 +1,6 @@
-"""Counts a real context's decodes inside a test: ``Context.process``, ``Context.greedy_run`` and
-``Context.greedy_run_join`` (an AR run's decodes, patch 0028) are wrapped on that one instance (the
-test's monkeypatch undoes it), so the decodes still run through llama.cpp."""
+"""Counts a real context's decodes inside a test: ``Context.process`` and ``Context.greedy_run`` (an AR
+run's decodes in one call, patch 0028) are wrapped on that one instance (the test's monkeypatch undoes
+it), so the decodes still run through llama.cpp."""
 
 from __future__ import annotations
 
@@ -21,14 +21,6 @@ def count_decodes(monkeypatch, ctx) -> list[int]:
         n[0] += len(picks) + (rc != 0)  # a failed decode is counted, as process counts it
         return picks, ns, rc
 
-    join = ctx.greedy_run_join
-
-    def counted_join(run):
-        picks, ns, rc = join(run)
-        n[0] += len(picks) + (rc != 0)
-        return picks, ns, rc
-
     monkeypatch.setattr(ctx, "process", counted)
     monkeypatch.setattr(ctx, "greedy_run", counted_run)
-    monkeypatch.setattr(ctx, "greedy_run_join", counted_join)
     return n

@@ -2,9 +2,9 @@
 runtime/ar_run.py), and commits them as the per-step loop does: the same tokens, events, steps,
 finish and cache, with a stop taking effect at the same token.
 
-Each case runs the request twice on the real tiny pair: in runs (the default) and one decode a call
-(``GenerationSettings(ar_runs=False)``), with the streaming overlap off and forced on (on a GPU it is
-on: then a run goes on a worker thread while the run before it streams).
+Each case runs the request twice on the real tiny pair: in runs (the default for a CPU target) and
+one decode a call (``GenerationSettings(ar_runs=False)``), with the per-step loop's streaming overlap
+off and forced on (runs do not overlap: the one GPU measurement of overlapping runs was slower).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
-from engine_bridge.runtime import ar_run, generation
+from engine_bridge.runtime import ar_run, generation, llama_ffi
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
 from engine_bridge.runtime.engine import Engine
 
@@ -22,37 +22,27 @@ from decode_count import count_decodes
 from test_ar_steps import PROMPT
 from test_eog_cache import eos_pair  # noqa: F401 - a fixture: the tiny pair with an EOS it reaches
 
-pytestmark = pytest.mark.skipif(not ar_run.runs_available(), reason="this engine lacks patch 0028")
+pytestmark = pytest.mark.skipif(llama_ffi.greedy_run_api() is None, reason="this engine lacks patch 0028")
 
 
-def _calls(monkeypatch, ctx, threaded: list[int] | None = None) -> list[int]:
-    """Counts the engine calls that decoded runs, in the caller's thread or on llama.cpp's (each
-    run's length is kept; ``threaded`` gets the lengths of those that ran on llama.cpp's thread)."""
+def _calls(monkeypatch, ctx) -> list[int]:
+    """Counts the engine calls that decoded runs (each run's length is kept)."""
     lens: list[int] = []
-    run, join = ctx.greedy_run, ctx.greedy_run_join
+    run = ctx.greedy_run
 
     def counted(*args):
         out = run(*args)
         lens.append(len(out[0]))
         return out
 
-    def joined(handle):
-        out = join(handle)
-        lens.append(len(out[0]))
-        if threaded is not None:
-            threaded.append(len(out[0]))
-        return out
-
     monkeypatch.setattr(ctx, "greedy_run", counted)
-    monkeypatch.setattr(ctx, "greedy_run_join", joined)
     return lens
 
 
-def _run(
-    eng, monkeypatch, runs: bool, overlap: str, max_tokens: int, cut: int | None = None, stop_at_eog=True, threaded=None
-):
+def _run(eng, monkeypatch, runs: bool, overlap: str, max_tokens: int, cut: int | None = None, stop_at_eog=True):
     monkeypatch.setenv(generation.OVERLAP_COMMIT_ENV, overlap)
-    lens = _calls(monkeypatch, eng.target_ctx, threaded)
+    monkeypatch.delenv(ar_run.AR_RUN_ENV, raising=False)
+    lens = _calls(monkeypatch, eng.target_ctx)
     decodes = count_decodes(monkeypatch, eng.target_ctx)
     events, on_step = [], []
     cancel = threading.Event()
@@ -87,11 +77,8 @@ def _run(
 @pytest.mark.parametrize("max_tokens", [1, 2, 5, 24, 90])
 def test_runs_commit_what_the_per_step_loop_commits(tiny_engine, monkeypatch, overlap, max_tokens):
     plain, _, plain_cache, plain_lens, plain_decodes = _run(tiny_engine, monkeypatch, False, overlap, max_tokens)
-    threaded: list[int] = []
-    seen, res, cache, lens, decodes = _run(tiny_engine, monkeypatch, True, overlap, max_tokens, threaded=threaded)
+    seen, res, cache, lens, decodes = _run(tiny_engine, monkeypatch, True, overlap, max_tokens)
     assert seen == plain
-    # overlapping, the runs decode on llama.cpp's thread (a Python thread would wait for the GIL)
-    assert (threaded == lens) if overlap == "1" else (threaded == [])
     # the prompt's one batch gives the first token, then one decode a token after it
     assert cache == plain_cache and decodes == plain_decodes == max_tokens
     assert tiny_engine.target_ctx.seq_pos_max(0) == len(cache) - 1
@@ -199,3 +186,26 @@ def test_run_lengths():
     assert nl(32, 32 * 1e-5, 100) == ar_run.MAX_RUN
     assert nl(4, 4 * 0.1, 100) == 1
     assert nl(16, 16 * 0.001, 3) == 3
+
+
+def test_runs_are_on_for_a_cpu_target_and_off_for_a_gpu_one_unless_forced(monkeypatch):
+    monkeypatch.delenv(ar_run.AR_RUN_ENV, raising=False)
+    # off on a GPU by default: sitting s72's overlapping runs read 0.9665x AR there (ar_run.RUNS_ON_DEVICE)
+    assert ar_run.runs_on(False) and not ar_run.runs_on(True)
+    monkeypatch.setenv(ar_run.AR_RUN_ENV, "1")
+    assert ar_run.runs_on(True) and ar_run.runs_on(False)
+    monkeypatch.setenv(ar_run.AR_RUN_ENV, "0")
+    assert not ar_run.runs_on(False)
+    monkeypatch.setenv(ar_run.AR_RUN_ENV, "yes")
+    with pytest.raises(ValueError, match=ar_run.AR_RUN_ENV):
+        ar_run.runs_on(False)
+
+
+def test_the_switch_is_read_at_each_request(tiny_engine, monkeypatch):
+    lens = _calls(monkeypatch, tiny_engine.target_ctx)
+    for side, calls in (("0", False), ("1", True), ("", True)):
+        monkeypatch.setenv(ar_run.AR_RUN_ENV, side)
+        lens.clear()
+        tiny_engine.reset()
+        tiny_engine.generate(PROMPT, GenerationSettings(mode="ar", max_tokens=12))
+        assert bool(lens) == calls, side
