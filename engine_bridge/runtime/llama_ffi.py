@@ -275,9 +275,8 @@ def token_sets_api() -> Any | None:
 @functools.lru_cache(maxsize=1)
 def greedy_run_api() -> Any | None:
     """Patch 0028's ``llama_decode_greedy_run``, bound: an AR request's one-token decodes, each fed
-    the last one's backend greedy pick, several in one call, so the device does not wait on the host
-    between tokens (~35 us a token through ctypes on an H100 machine's host). None when this build
-    lacks the patch (``ar_run.runs_on`` decides where runs are used, at every request)."""
+    the last one's backend greedy pick, several in one call, with no Python between them. None when
+    this build lacks the patch (``ar_run.runs_on`` decides where runs are used, at every request)."""
     try:
         fn = _lib.llama_decode_greedy_run
     except AttributeError:

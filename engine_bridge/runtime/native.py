@@ -331,11 +331,14 @@ class Context(_Handle):
         self.check_decode(C.llama_process(self.ptr, C.LLAMA_PROCESS_TYPE_DECODE, batch.ptr))
 
     def check_decode(self, rc: int) -> None:
-        """Raises what a decode's return code means (0: nothing; -1 from ``greedy_run``: no pick)."""
+        """Raises what a decode's return code means (0: nothing; from ``greedy_run`` also -1: the
+        backend sampler gave no token)."""
         if rc == 1:
             raise ContextOverflowError(
                 f"no room left in the KV cache of {self.model.path.name} (context size {self.n_ctx})"
             )
+        if rc == -1:
+            raise DecodeError(f"the backend sampler gave no token after a decode on {self.model.path.name}")
         if rc != 0:
             raise DecodeError(f"llama_process failed with code {rc} on {self.model.path.name}")
 

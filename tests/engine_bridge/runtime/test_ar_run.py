@@ -13,6 +13,7 @@ import threading
 
 import pytest
 
+from engine_bridge.common.errors import ContextOverflowError, DecodeError
 from engine_bridge.models.pair_preflight import PAIR_PREFLIGHT
 from engine_bridge.runtime import ar_run, generation, llama_ffi
 from engine_bridge.runtime.config import EngineConfig, GenerationSettings
@@ -147,7 +148,7 @@ def test_a_decode_that_fails_raises_after_the_picks_before_it(tiny_engine, monke
     monkeypatch.setattr(tiny_engine.target_ctx, "greedy_run", failing)
     got = []
     tiny_engine.reset()
-    with pytest.raises(Exception, match="no room left in the KV cache"):
+    with pytest.raises(ContextOverflowError, match="no room left in the KV cache"):
         tiny_engine.generate(
             PROMPT, GenerationSettings(mode="ar", max_tokens=20), on_token=lambda ev: got.append(ev.token)
         )
@@ -209,3 +210,10 @@ def test_the_switch_is_read_at_each_request(tiny_engine, monkeypatch):
         tiny_engine.reset()
         tiny_engine.generate(PROMPT, GenerationSettings(mode="ar", max_tokens=12))
         assert bool(lens) == calls, side
+
+
+def test_a_run_without_a_pick_says_so(tiny_engine, monkeypatch):
+    monkeypatch.setattr(tiny_engine.target_ctx, "greedy_run", lambda *args: ([], [], -1))
+    tiny_engine.reset()
+    with pytest.raises(DecodeError, match="backend sampler gave no token"):
+        tiny_engine.generate(PROMPT, GenerationSettings(mode="ar", max_tokens=8))
