@@ -144,8 +144,9 @@ class GenerationSettings:
     #: generation.OVERLAP_COMMIT_ENV or its GPU default allows); off, each step streams before the next
     #: is queued, as auto's steps do (auto's calibration times its steps that way)
     overlap_commit: bool = True
-    #: a plain greedy AR run decodes several tokens in one engine call where the build has patch 0028
-    #: (runtime/ar_run.py); off, one call a token, as auto's AR steps run (auto's calibration times them)
+    #: a plain greedy AR run decodes several tokens in one engine call where ``ar_run.runs_on`` allows
+    #: (patch 0028; a CPU target by default); off, one call a token, as auto's AR steps run (auto's
+    #: calibration times them)
     ar_runs: bool = True
 
     def __post_init__(self):

@@ -355,16 +355,13 @@ class Context(_Handle):
         fn = llama_ffi.greedy_run_api()
         if fn is None:
             raise RuntimeError("this engine lacks patch 0028 (llama_decode_greedy_run)")
-        self._run_buffers(n_max)
+        if n_max > len(self._run_tokens):
+            self._run_tokens = (ctypes.c_int32 * n_max)()
+            self._run_ns = (ctypes.c_int64 * n_max)()
         rc = self._run_rc
         n = fn(self.ptr, batch.ptr, 0, token, pos, n_max, stop_at_eog, self._run_tokens, self._run_ns, ctypes.byref(rc))
         batch.n = 0
         return self._run_tokens[:n], self._run_ns[:n], int(rc.value)
-
-    def _run_buffers(self, n_max: int) -> None:
-        if n_max > len(self._run_tokens):
-            self._run_tokens = (ctypes.c_int32 * n_max)()
-            self._run_ns = (ctypes.c_int64 * n_max)()
 
     def synchronize(self) -> None:
         """A synchronisation point: returns once the device has finished all queued work."""
