@@ -161,6 +161,31 @@ def no_output_scheduler_on() -> bool:
     return os.environ.get(NO_OUTPUT_SCHED_ENV, "").strip() != "0"
 
 
+#: Environment variable: the feature injects of up to this many rows (0-16) get a graph slot of their
+#: own per row count (patch 0029), read at each request; unset: INJECT_SLOTS. An inject has as many
+#: rows as the last commit, so with one slot (0) llama.cpp builds and allocates its graph again
+#: whenever the commit length changes, most steps (s70's profile: 37 % of the inject's host path).
+INJECT_SLOTS_ENV = "DFLASH_INJECT_SLOTS"
+#: 0 until a GPU run shows the slots pay.
+INJECT_SLOTS = 0
+#: Patch 0029 keeps at most this many row counts (ROW_SLOTS_MAX in llama-context.h).
+INJECT_SLOTS_MAX = 16
+
+
+def inject_slots_wanted() -> int:
+    """The inject row counts that get their own graph slot: $DFLASH_INJECT_SLOTS, else INJECT_SLOTS."""
+    raw = os.environ.get(INJECT_SLOTS_ENV, "").strip()
+    if not raw:
+        return INJECT_SLOTS
+    try:
+        n = int(raw)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= INJECT_SLOTS_MAX:
+        raise ValueError(f"{INJECT_SLOTS_ENV}={raw!r}: expected a row count from 0 to {INJECT_SLOTS_MAX}")
+    return n
+
+
 class Drafter:
     def __init__(
         self,
@@ -217,6 +242,7 @@ class Drafter:
         # both at every step. (Padding the inject to a block's rows, so its graph is reused too, was
         # measured and dropped: no faster inject at chain 15, slower at tree 15.)
         self.two_schedulers = no_output_scheduler_on() and ffi.set_no_output_scheduler(self.ctx.ptr, True)
+        self.inject_slots = 0  # patch 0029's row counts with a slot of their own (set_inject_slots)
         self.full_block = full_block_on(self.on_gpu)
         self.window = draft_window(config.draft_window)
         self.batch = Batch(self.ctx)
@@ -234,6 +260,13 @@ class Drafter:
         self.adapters = new
 
     # -- target features -> drafter KV -----------------------------------------------------------
+    def set_inject_slots(self, n: int) -> None:
+        """Gives the injects of up to ``n`` rows a graph slot per row count (patch 0029; 0: one slot
+        for all), where the build has it and the inject has patch 0008's scheduler. A change makes
+        each slot's graph be built again at its next inject, so the engine calls this per request."""
+        if n != self.inject_slots and self.two_schedulers and ffi.set_no_output_row_slots(self.ctx.ptr, n):
+            self.inject_slots = n
+
     def enable_extraction(self, target_ctx: Context, on: bool) -> None:
         for lid in self.target_layers:
             ffi.llama_set_embeddings_layer_inp(target_ctx.ptr, lid, on)

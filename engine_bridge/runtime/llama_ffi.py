@@ -332,6 +332,14 @@ def set_row_slots(ctx, max_rows: int) -> bool:
     return _patched_switch("llama_set_row_slots", ctx, int(max_rows), ctypes.c_int32)
 
 
+def set_no_output_row_slots(ctx, max_rows: int) -> bool:
+    """Patch 0029's ``llama_set_no_output_row_slots``: the context's batches without outputs of up to
+    ``max_rows`` rows (at most 16; with patch 0008's scheduler on) get a graph slot and a scheduler per
+    row count, so a drafter's feature inject keeps a graph for each commit length (0: patch 0008's one
+    slot). False when this build lacks the patch."""
+    return _patched_switch("llama_set_no_output_row_slots", ctx, int(max_rows), ctypes.c_int32)
+
+
 __all__ = [
     "C",
     "EngineUnavailableError",
@@ -346,6 +354,7 @@ __all__ = [
     "llama_set_embeddings_nextn",
     "set_batch_invariant",
     "set_no_output_scheduler",
+    "set_no_output_row_slots",
     "set_one_row_scheduler",
     "set_row_slots",
 ]
