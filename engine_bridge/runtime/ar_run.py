@@ -10,9 +10,10 @@ Runs are short, so that a stop (``cancel``, a stop string found by a token callb
 within one run: the first is FIRST_RUN tokens, and each later one is sized from the last one's
 tokens per second to last about RUN_SECONDS, at most twice the last and MAX_RUN.
 
-Where: a target on the CPU (measured there: +1.45 % AR tok/s). On a GPU the per-step loop stays by
-default (RUNS_ON_DEVICE): the one GPU measurement, of runs that decoded on a thread of their own while
-the run before streamed, read 0.9665x (docs/benchmarks.md, "An autoregressive run in one call").
+Where: wherever the target runs. CPU: +1.45 % AR tok/s. GPU (sitting s73, H100): +1.2 %, with the run
+in the caller's thread; an earlier version that decoded each run on a thread of its own, so that the
+run before streamed meanwhile, read 0.9665x and was dropped (docs/benchmarks.md, "An autoregressive
+run in one call").
 """
 
 from __future__ import annotations
@@ -32,12 +33,11 @@ RUN_SECONDS = 0.025
 #: everywhere (read at every request, so that one process can alternate the two for an A/B:
 #: gpu/gpu_request_ab.py). Unset: runs for a target on the CPU, RUNS_ON_DEVICE for one on a GPU.
 AR_RUN_ENV = "DFLASH_AR_RUN"
-#: Whether a target on a GPU decodes in runs when the switch is unset. Off: in sitting s72 (H100,
-#: 2026-12-07, the first 40 prompts of each public suite on both sides twice, one process) runs that
-#: decoded on a thread of their own, so that the run before streamed meanwhile, read 953.9 -> 921.9
-#: tok/s (0.9665x; a decode 1.031 -> 1.076 ms); that version is dropped. A run in the caller's thread,
-#: as here, was not measured on a GPU.
-RUNS_ON_DEVICE = False
+#: Whether a target on a GPU decodes in runs when the switch is unset. On: in sitting s73 (H100,
+#: 2026-12-07; the first 40 prompts of each public suite on both sides twice, one process) runs in the
+#: caller's thread read 919.4 -> 930.5 tok/s (1.0121x, median per request 1.0108), the same tokens in
+#: 240 of 240 requests. (s72's runs on a thread of their own read 0.9665x: that version is dropped.)
+RUNS_ON_DEVICE = True
 
 
 def runs_on(target_on_device: bool) -> bool:

@@ -162,21 +162,27 @@ def no_output_scheduler_on() -> bool:
 
 
 #: Environment variable: the feature injects of up to this many rows (0-16) get a graph slot of their
-#: own per row count (patch 0029), read at each request; unset: INJECT_SLOTS. An inject has as many
-#: rows as the last commit, so with one slot (0) llama.cpp builds and allocates its graph again
-#: whenever the commit length changes, most steps (s70's profile: 37 % of the inject's host path).
+#: own per row count (patch 0029), read at each request; unset: INJECT_SLOTS_ON_DEVICE for chain steps
+#: on a GPU, else 0. An inject has as many rows as the last commit, so with one slot (0) llama.cpp
+#: builds and allocates its graph again whenever the commit length changes, most steps (s70's profile:
+#: 37 % of the inject's host path).
 INJECT_SLOTS_ENV = "DFLASH_INJECT_SLOTS"
-#: 0 until a GPU run shows the slots pay.
-INJECT_SLOTS = 0
+#: Chain steps on a GPU: sitting s73 (H100, 2026-12-07; the first 40 prompts of each public suite,
+#: both sides twice, one process) read chain 5 at 1.0142x with 16 slots (median per request 1.0172,
+#: same tokens 240 / 240), but tree 15 at 0.9885x (median 0.9831): the inject phase grew there (0.289
+#: -> 0.342 ms a step) and the verify did not shrink to match, so tree steps keep one slot. A CPU was
+#: not measured: it keeps one slot.
+INJECT_SLOTS_ON_DEVICE = 16
 #: Patch 0029 keeps at most this many row counts (ROW_SLOTS_MAX in llama-context.h).
 INJECT_SLOTS_MAX = 16
 
 
-def inject_slots_wanted() -> int:
-    """The inject row counts that get their own graph slot: $DFLASH_INJECT_SLOTS, else INJECT_SLOTS."""
+def inject_slots_wanted(mode: str, on_gpu: bool) -> int:
+    """The inject row counts that get their own graph slot in a request of ``mode``:
+    $DFLASH_INJECT_SLOTS, else INJECT_SLOTS_ON_DEVICE for chain steps on a GPU, else 0."""
     raw = os.environ.get(INJECT_SLOTS_ENV, "").strip()
     if not raw:
-        return INJECT_SLOTS
+        return INJECT_SLOTS_ON_DEVICE if mode == "chain" and on_gpu else 0
     try:
         n = int(raw)
     except ValueError:

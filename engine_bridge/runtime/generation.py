@@ -307,7 +307,7 @@ class Generation:
             n_seqs=self.tree_seqs,
         )
         if e.drafter is not None and self.mode != "ar":
-            e.drafter.set_inject_slots(drafter_mod.inject_slots_wanted())
+            e.drafter.set_inject_slots(drafter_mod.inject_slots_wanted(self.mode, e.drafter.on_gpu))
             # (AR steps leave the drafter's sampler as it is: they never run the drafter, and
             # attaching or removing a sampler makes llama.cpp reserve the drafter's graphs again,
             # ~5-10 ms on an H100/H200 at each switch of auto between AR and chain)

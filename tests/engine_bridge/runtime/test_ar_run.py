@@ -189,10 +189,13 @@ def test_run_lengths():
     assert nl(16, 16 * 0.001, 3) == 3
 
 
-def test_runs_are_on_for_a_cpu_target_and_off_for_a_gpu_one_unless_forced(monkeypatch):
+def test_runs_are_on_wherever_the_target_runs_unless_switched_off(monkeypatch):
     monkeypatch.delenv(ar_run.AR_RUN_ENV, raising=False)
-    # off on a GPU by default: sitting s72's overlapping runs read 0.9665x AR there (ar_run.RUNS_ON_DEVICE)
+    # on a GPU as on a CPU: sitting s73's runs in the caller's thread read 1.0121x AR (ar_run.RUNS_ON_DEVICE)
+    assert ar_run.runs_on(False) and ar_run.runs_on(True)
+    monkeypatch.setattr(ar_run, "RUNS_ON_DEVICE", False)
     assert ar_run.runs_on(False) and not ar_run.runs_on(True)
+    monkeypatch.setattr(ar_run, "RUNS_ON_DEVICE", True)
     monkeypatch.setenv(ar_run.AR_RUN_ENV, "1")
     assert ar_run.runs_on(True) and ar_run.runs_on(False)
     monkeypatch.setenv(ar_run.AR_RUN_ENV, "0")
