@@ -170,8 +170,8 @@ INJECT_SLOTS_ENV = "DFLASH_INJECT_SLOTS"
 #: Chain steps on a GPU: sitting s73 (H100, 2026-12-07; the first 40 prompts of each public suite,
 #: both sides twice, one process) read chain 5 at 1.0142x with 16 slots (median per request 1.0172,
 #: same tokens 240 / 240), but tree 15 at 0.9885x (median 0.9831): the inject phase grew there (0.289
-#: -> 0.342 ms a step) and the verify did not shrink to match, so tree steps keep one slot. A CPU was
-#: not measured: it keeps one slot.
+#: -> 0.342 ms a step) and the verify did not shrink to match, so tree steps keep one slot. A CPU keeps
+#: one too: chain 5 read 0.9979x on the 2-vCPU machine (docs/runs/2026-12-07-cpu/inject-slots/).
 INJECT_SLOTS_ON_DEVICE = 16
 #: Patch 0029 keeps at most this many row counts (ROW_SLOTS_MAX in llama-context.h).
 INJECT_SLOTS_MAX = 16
