@@ -1,25 +1,24 @@
 #!/usr/bin/env bash
-# A sitting of issue 28 (and 27) on one GPU and the default pair: patch 0028's AR runs, measured. Made
-# from run70.sh (s70/s71, docs/runs/2026-12-0{6,7}-gpu/); the build, the carried parts and the peer tools
-# are as there. s72 (2026-12-07, H100) ran it with the default PARTS (docs/runs/2026-12-07-gpu/s72-h100-ar-run/,
-# docs/benchmarks.md "An autoregressive run in one call"): then the runs decoded on a thread of their own
-# (dropped: 0.9665x); now a run decodes in the caller's thread and a GPU target keeps one call a token
-# unless DFLASH_AR_RUN=1, so "depth" and "ab" measure that run against the per-step loop. treek ran
-# (8 candidates: 1.0144x); bench ran MT-Bench and GSM8K, not HumanEval (the sitting's time ran out).
+# A sitting of issue 28 (and 27) on one GPU and the default pair, after s73 (docs/runs/2026-12-07-gpu/
+# s73-h100-inject-slots/, run74.sh as run): AR runs are on for a GPU target now, and chain steps on a GPU
+# get patch 0029's inject slots (s73: chain 5 1.0142x, tree 15 0.9885x). This sitting repeats the chain
+# A/B, counts the CUDA graphs of the inject with and without slots (why tree lost), and runs the
+# HumanEval bench that s72 and s73 did not finish, with the new defaults.
 # What it measures, in this order (each later part is skipped when the lane runs out of time; PARTS
-# picks some, default "depth ab"):
+# picks some, default "inject bench gstats"):
 #   depth  our AR against llama-bench at the same context depth (s70's part), with the engine's AR
 #          one call a token (DFLASH_AR_RUN=0) and in runs (1, forced on the GPU) alternating rep by rep:
 #          `llama-bench -p 0 -n 128 -d 0,128,256` and our AR from prompts of 1 / 128 / 256 tokens
 #   ab     DFLASH_AR_RUN 0 / 1 on public prompts: AR, the first AB_PROMPTS (40) prompts of each public
 #          suite, 2 rounds, one process, the side that goes first alternating (gpu/gpu_request_ab.py)
-#   treek  tree 15 with 4 against 8 drafter candidates a position (GenerationSettings.tree_top_k; 8 since
-#          2026-12-07, chosen on CPU by commit length, its GPU speed not measured): the first 40 prompts
-#          of each public suite, one round, one process (gpu_request_ab.py --setting tree_top_k)
-#   bench  `dflash-studio bench` on the full public sets (MT-Bench 80, GSM8K test 100, HumanEval 164):
-#          AR, chain 5 (the GPU's default), chain 15 and tree 15, one process a suite
+#   inject DFLASH_INJECT_SLOTS 0 / 16 (patch 0029: a graph slot per inject length) on the same prompts,
+#          chain 5 (the GPU's default; INJECT_MODES, default "chain 5"), 2 rounds, one process a mode
+#   bench  `dflash-studio bench` on the public sets in BENCH (default: HumanEval 164, which s72 did not
+#          finish): AR, chain 5, chain 15, tree 5 and tree 15, one process a suite
+#   gstats gstats.py (beside this script): DFLASH_GRAPH_STATS=1 (patch 0001's CUDA-graph counts, printed at
+#          exit) and the inject's time a step, chain 5 and tree 15, slots 0 / 16 / 0 / 16, a process each
 # Before the first call, here:
-#   mkdir -p .gpu-carry/next && cp docs/runs/next/run72.sh .gpu-carry/next/
+#   mkdir -p .gpu-carry/next && cp docs/runs/next/run74.sh .gpu-carry/next/
 #   PART_MIB=40 bash gpu/gpu_carry.sh split SmolLM2-135M-Instruct.Q4_1.gguf s48   (3 parts)
 #   the bundle (.gpu-bundle: bash ../shared/gpu/make-offline-bundle.sh, its vocab GGUFs moved out)
 #   bash gpu/gpu_carry.sh hide
@@ -46,14 +45,14 @@ setup)
   cp resources/models/smollm2/drafter.gguf $DS
   cp -r .gpu-carry/next $K/next
   bash gpu/gpu_carry.sh take s48
-  LANE_END=$(( $(date +%s) + ${LANE_SECONDS:-900} )) setsid bash $K/next/run72.sh lane < /dev/null > $W/lane.log 2>&1 &
+  LANE_END=$(( $(date +%s) + ${LANE_SECONDS:-900} )) setsid bash $K/next/run74.sh lane < /dev/null > $W/lane.log 2>&1 &
   say "setup: build and lane started"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $W/env.txt; nproc ;;
 lane)
   cd $K/src || exit 1
   while ! grep -q "^done rc=" $W/lcp_build.log 2>/dev/null; do sleep 5; done
   say "build: $(tail -n 1 $W/lcp_build.log)"; grep -q "^done rc=0" $W/lcp_build.log || { touch $W/lane.done; exit 1; }
-  P=" ${PARTS:-depth ab} "
+  P=" ${PARTS:-inject bench gstats} "
   if [[ $P == *" depth "* ]]; then
     ENGINE_LIB=/tmp/lcp_site/llama_cpp/lib bash gpu/gpu_peer_tools.sh $K/peer-llama.cpp.tgz $W/peer 16 > $W/peer_tools.log 2>&1
     say "peer tools rc=$? $(tail -n 1 $W/peer_tools.log)"
@@ -94,13 +93,17 @@ PY
       --json $R/ab-ar-run.json > $R/ab-ar-run.txt 2>&1
     say "ab ar-run rc=$?"
   fi
-  if [[ $P == *" treek "* ]] && [ $(left) -gt 150 ]; then
+  IFS=, read -ra INJECTS <<< "${INJECT_MODES:-chain 5}"
+  for mb in "${INJECTS[@]}"; do
+    set -- $mb
+    [[ $P == *" inject "* ]] && [ $(left) -gt 150 ] || continue
     timeout $(( $(left) > 320 ? 300 : $(left) - 20 )) python3 gpu/gpu_request_ab.py --target $TS --draft $DS \
-      --setting tree_top_k --sides 4,8 --prompts ${AB_PROMPTS:-40} --rounds 1 --modes tree --budget 15 \
-      --json $R/ab-treek.json > $R/ab-treek.txt 2>&1
-    say "ab tree_top_k rc=$?"
-  fi
-  for s in "mt-bench 80" "gsm8k 100" "humaneval 164"; do
+      --env DFLASH_INJECT_SLOTS --sides 0,16 --prompts ${AB_PROMPTS:-40} --rounds 2 --modes $1 --budget $2 \
+      --json $R/ab-inject-$1$2.json > $R/ab-inject-$1$2.txt 2>&1
+    say "ab inject $1 $2 rc=$?"
+  done
+  IFS=, read -ra BENCHES <<< "${BENCH:-humaneval 164}"
+  for s in "${BENCHES[@]}"; do
     [[ $P == *" bench "* ]] || continue
     set -- $s
     [ $(left) -lt 120 ] && { say "skip bench $1: $(left) s left"; continue; }
@@ -108,6 +111,15 @@ PY
       --suite $1 --limit $2 --reps 1 --round-prompts 10 --max-tokens 128 --sweep verify=chain,tree --sweep budget=5,15 \
       --out $R/bench-$1.json --md $R/bench-$1.md > $R/bench-$1.log 2>&1
     say "bench $1 rc=$?"
+  done
+  for mb in "chain 5" "tree 15"; do
+    set -- $mb
+    for s in 0 16 0 16; do
+      [[ $P == *" gstats "* ]] && [ $(left) -gt 40 ] || continue
+      DFLASH_INJECT_SLOTS=$s DFLASH_GRAPH_STATS=1 timeout $(( $(left) > 120 ? 100 : $(left) - 20 )) python3 $K/next/gstats.py \
+        $TS $DS $1 $2 > $R/gstats-$s-$1$2.log 2>&1
+      say "gstats $1 $2 slots $s rc=$? $(grep SLOTS= $R/gstats-$s-$1$2.log)"
+    done
   done
   touch $W/lane.done; say "lane done" ;;
 follow)
@@ -118,5 +130,5 @@ follow)
   grep -hE "^\|" $R/ab-*.txt 2>/dev/null
   for f in $R/bench-*.md; do [ -f $f ] && { echo "== $f"; grep -E '^\| (ar|c[0-9]+|t[0-9]+) \|' $f | cut -d'|' -f2,3,5,8,12,13,16; }; done
   mkdir -p $OUT; cp $W/env.txt $OUT/ 2>/dev/null
-  tar czf $OUT/r72.tgz --exclude='*.npz' -C $W r progress.log lane.log lcp_build.log peer_tools.log 2>/dev/null; ls -la $OUT ;;
+  tar czf $OUT/r74.tgz --exclude='*.npz' -C $W r progress.log lane.log lcp_build.log peer_tools.log 2>/dev/null; ls -la $OUT ;;
 esac
