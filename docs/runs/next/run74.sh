@@ -18,7 +18,7 @@
 #   gstats gstats.py (beside this script): DFLASH_GRAPH_STATS=1 (patch 0001's CUDA-graph counts, printed at
 #          exit) and the inject's time a step, chain 5 and tree 15, slots 0 / 16 / 0 / 16, a process each
 # Before the first call, here:
-#   mkdir -p .gpu-carry/next && cp docs/runs/next/run74.sh .gpu-carry/next/
+#   mkdir -p .gpu-carry/next && cp docs/runs/next/run74.sh docs/runs/next/gstats.py .gpu-carry/next/
 #   PART_MIB=40 bash gpu/gpu_carry.sh split SmolLM2-135M-Instruct.Q4_1.gguf s48   (3 parts)
 #   the bundle (.gpu-bundle: bash ../shared/gpu/make-offline-bundle.sh, its vocab GGUFs moved out)
 #   bash gpu/gpu_carry.sh hide
