@@ -145,7 +145,7 @@ class GenerationSettings:
     #: is queued, as auto's steps do (auto's calibration times its steps that way)
     overlap_commit: bool = True
     #: a plain greedy AR run decodes several tokens in one engine call where ``ar_run.runs_on`` allows
-    #: (patch 0028; a CPU target by default); off, one call a token, as auto's AR steps run (auto's
+    #: (patch 0028; on a CPU or a GPU target by default); off, one call a token, as auto's AR steps run (auto's
     #: calibration times them)
     ar_runs: bool = True
 
