@@ -132,6 +132,26 @@ def out_rows_on() -> bool:
     return os.environ.get(OUT_ROWS_ENV, "").strip() != "0" and ffi.has_patch(OUT_ROWS_PATCH)
 
 
+#: Environment variable: "depth" runs a tree step's drafter head on the tree's depth alone (the
+#: engine's rule until 2026-12-07), for A/B measurements; anything else, or unset: ``tree_head_rows``.
+TREE_HEAD_ROWS_ENV = "DFLASH_TREE_HEAD_ROWS"
+
+
+def tree_head_rows(budget: int, max_draft: int) -> int:
+    """How many drafts a tree step's whole block runs its head on (0: as many as it reads).
+
+    A tree step reads ``min(budget - unwritten, ...)`` drafts, so the count moves with the last
+    step's commit. With patch 0015's head on the drafts read, the block's graph then changed shape
+    from step to step in a way the CUDA graph cache's key (the first and last nodes) did not see:
+    on the H100 (s74, tree 15, 40 requests) 129 of ~1,300 blocks re-captured their graph and 150 ran
+    without one. Reading the head on the budget's drafts every step keeps one graph; the extra rows
+    are a few columns of the head's mat-vec.
+    """
+    if os.environ.get(TREE_HEAD_ROWS_ENV, "").strip() == "depth":
+        return 0
+    return min(budget, max_draft)
+
+
 #: DFLASH_DRAFT_WINDOW=N keeps only the drafter's last N context cells (0: all of them), overriding
 #: ``EngineConfig.draft_window``. The drafter was trained on conversations of at most ~700 tokens,
 #: and in a long chat its commit fades (MT-Bench's questions asked as one chat: chain 7 commits
@@ -357,14 +377,18 @@ class Drafter:
             self.ctx.seq_rm(seq, 0, end - self.window)
 
     # -- drafting ---------------------------------------------------------------------------------
-    def _decode_block(self, last: int, pos: int, n: int, every_row: bool = False) -> tuple[int, int, int]:
+    def _decode_block(
+        self, last: int, pos: int, n: int, every_row: bool = False, head_rows: int = 0
+    ) -> tuple[int, int, int]:
         """Queues the non-causal decode of the noise block for ``n`` drafts.
 
         Returns (output rows, batch index of the first draft, logits row of the first draft). With
         ``out_rows`` (patch 0015) and a block that has OUT_ROWS_MIN_SAVED rows more than the drafts
         read (a whole block), only the n drafts are outputs, so the head runs on n rows and the
         logits hold just them; otherwise (or with ``every_row``) every block row is an output, as
-        upstream marks them, and the drafts are read from the first draft's row on.
+        upstream marks them, and the drafts are read from the first draft's row on. ``head_rows``
+        (a whole block only) runs the head on that many drafts when it is more than ``n``, so that
+        blocks read for different ``n`` build one graph (the caller reads the first ``n``).
         """
         anchor_first = self.is_dspark and self.sample_from_anchor
         b = self.batch
@@ -375,6 +399,7 @@ class Drafter:
         # trained on whole blocks; the first n drafts are read
         if self.full_block and not anchor_first and pos + self.max_draft + 1 < self.ctx.n_ctx:
             n = max(n, self.max_draft)
+            n_read = max(n_read, min(head_rows, n))
         n_block = n if anchor_first else n + 1
         first_out = 0 if anchor_first else 1
         # Without patch 0015 dflash.cpp selects no output rows: its logits hold every block row in
@@ -425,16 +450,21 @@ class Drafter:
         self.t_native += time.perf_counter() - t0
         return tokens, logits
 
-    def draft_candidates(self, last: int, pos: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def draft_candidates(
+        self, last: int, pos: int, n: int, k: int, head_rows: int = 0
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The drafter's k best tokens (best first) and their log-probabilities at each of ``n``
         block positions after ``last``: the input of tree construction. Both (n, k).
+
+        ``head_rows``: on a whole block, the head runs on that many drafts however few are read
+        (see ``tree_head_rows``), so that the block's graph keeps one shape.
 
         With a backend top-k sampler attached (``ctx.set_backend_top_k``) the device returns
         BACKEND_TOP_K candidates per row and no vocabulary-sized logits; log-probabilities are
         then normalised over those candidates (the rest of the vocabulary is left out of the sum).
         Otherwise the host reads the logits and normalises over the whole vocabulary.
         """
-        n_rows, first_out, row0 = self._decode_block(last, pos, n)
+        n_rows, first_out, row0 = self._decode_block(last, pos, n, head_rows=head_rows)
         t0 = time.perf_counter()
         if self.ctx.backend_top_k >= k:
             ids, lg = self.ctx.sampled_top_k(first_out, n)  # synchronises

@@ -704,7 +704,10 @@ class Generation:
 
         # 1. draft once, read the top-K per position, build the tree
         td = now()
-        cand, logp = d.draft_candidates(last, pos, depth, tree_mod.useful_top_k(budget, depth, s.tree_top_k))
+        k = tree_mod.useful_top_k(budget, depth, s.tree_top_k)
+        cand, logp = d.draft_candidates(
+            last, pos, depth, k, head_rows=drafter_mod.tree_head_rows(self.budget, d.max_draft)
+        )
         # The greedy chain is seeded to half the budget, at most tree.SEEDED_CHAIN_MAX deep (the tree
         # always holds what a chain of that depth verifies); the rest goes best-first on cumulative
         # log-probability.
