@@ -14,6 +14,11 @@ Usage (GPU machine): PYTHONPATH=/tmp/lcp_site:/tmp/site:. python3 gpu/gpu_reques
 --draft D --env DFLASH_OVERLAP_COMMIT [--sides 0,1] [--suites mt-bench,gsm8k,humaneval] [--prompts 40]
 [--rounds 2] [--max-tokens 128] [--modes ar,chain] [--budget 5] [--json OUT.json]; `--setting FIELD`
 instead of `--env`; `--from OUT.json` prints a saved run's table.
+
+``--per-process``: each side in a process of its own, one per round and side, the side that goes first
+alternating by round. For a switch that costs something to flip inside a process (patch 0029's inject
+slots free their schedulers when turned down, so every request after a flip starts without graphs)
+and that a user sets once: the in-process A/B would charge the flip to one side.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ def one_request(
         "tokens": res.tokens,
         "steps": len(steps),
         "phase_s": phase_s,
+        "pid": os.getpid(),
     }
 
 
@@ -137,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--json", default=None, help="write every run here")
     ap.add_argument("--from", dest="from_json", default=None, help="print the table of a saved --json instead")
+    ap.add_argument("--per-process", action="store_true", help="each side in processes of its own, by round")
+    ap.add_argument("--only-side", default=None, help=argparse.SUPPRESS)  # a --per-process worker's side
     a = ap.parse_args(argv)
     if a.from_json:
         saved = json.loads(Path(a.from_json).read_text())
@@ -148,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m for m in a.modes.split(",") if m]
     if len(sides) < 2:
         ap.error("--sides needs two values or more")
+    if a.per_process and not a.only_side:
+        return per_process(a, argv if argv is not None else sys.argv[1:], sides)
+    if a.only_side:
+        sides = [a.only_side]
     before = os.environ.get(a.env)
     runs = []
     t0 = time.time()
@@ -180,11 +192,42 @@ def main(argv: list[str] | None = None) -> int:
         else:
             os.environ[a.env] = before
     name = a.setting or a.env
+    if a.only_side:
+        Path(a.json).write_text(json.dumps({"env": name, "sides": sides, "runs": runs}))
+        return 0
     print(
         f"{name} = {' / '.join(sides)}, one process, {a.rounds} rounds of the first {a.prompts} prompts of "
         f"{a.suites}, budget {a.budget}, {a.max_tokens} tokens, greedy, {time.time() - t0:.0f} s"
     )
     runs.sort(key=lambda r: (r["suite"], r["mode"]))  # stable: each side's requests keep their order
+    print_table(table(runs, sides), sides, name)
+    if a.json:
+        Path(a.json).write_text(json.dumps({"env": name, "sides": sides, "runs": runs}))
+    return 0
+
+
+def per_process(a, argv: list[str], sides: list[str]) -> int:
+    """Runs each side in its own process per round (this script with --only-side), the side that goes
+    first alternating by round, and prints the table of all of them."""
+    import subprocess
+    import tempfile
+
+    t0 = time.time()
+    runs = []
+    base = [x for x in argv if x != "--per-process"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for rnd in range(a.rounds):
+            for side in sides if rnd % 2 == 0 else sides[::-1]:
+                out = Path(tmp) / f"{rnd}-{side}.json"
+                cmd = [sys.executable, __file__, *base, "--rounds", "1", "--only-side", side, "--json", str(out)]
+                subprocess.run(cmd, check=True)
+                runs += [{**r, "round": rnd} for r in json.loads(out.read_text())["runs"]]
+    name = a.setting or a.env
+    print(
+        f"{name} = {' / '.join(sides)}, a process per side and round, {a.rounds} rounds of the first {a.prompts} "
+        f"prompts of {a.suites}, budget {a.budget}, {a.max_tokens} tokens, greedy, {time.time() - t0:.0f} s"
+    )
+    runs.sort(key=lambda r: (r["suite"], r["mode"], r["round"]))  # stable: each side's requests in order
     print_table(table(runs, sides), sides, name)
     if a.json:
         Path(a.json).write_text(json.dumps({"env": name, "sides": sides, "runs": runs}))

@@ -112,3 +112,23 @@ def test_a_setting_switches_a_generation_field_per_request(tiny_pair, tmp_path, 
     assert saved["env"] == "tree_top_k" and {r["side"] for r in saved["runs"]} == {"2", "8"}
     # the warm-up's two requests, then each prompt on both sides, as integers
     assert sorted(seen) == [2, 2, 2, 8, 8, 8]
+
+
+def test_per_process_runs_each_side_and_round_in_a_process_of_its_own(tiny_pair, tmp_path, monkeypatch):
+    monkeypatch.delenv("DFLASH_OVERLAP_COMMIT", raising=False)
+    target, draft = tiny_pair
+    out = tmp_path / "pp.json"
+    args = ["--target", str(target), "--draft", str(draft), "--suites", "gsm8k", "--prompts", "2"]
+    args += ["--rounds", "2", "--max-tokens", "4", "--modes", "chain", "--threads", "2", "--json", str(out)]
+    assert gpu_request_ab.main([*args, "--per-process"]) == 0
+    runs = json.loads(out.read_text())["runs"]
+    # 2 rounds x 2 sides x 2 prompts, each (round, side) from one process and no process twice
+    assert len(runs) == 8
+    pids = {
+        (r["round"], r["side"]): {x["pid"] for x in runs if (x["round"], x["side"]) == (r["round"], r["side"])}
+        for r in runs
+    }
+    assert len(pids) == 4 and all(len(p) == 1 for p in pids.values())
+    assert len({p for ps in pids.values() for p in ps} | {os.getpid()}) == 5
+    (row,) = [r for r in gpu_request_ab.table(runs, ["0", "1"]) if r["suite"] == "gsm8k"]
+    assert row["requests"] == 4 and row["same_tokens"] == 4
