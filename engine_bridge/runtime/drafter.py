@@ -182,16 +182,18 @@ def no_output_scheduler_on() -> bool:
 
 
 #: Environment variable: the feature injects of up to this many rows (0-16) get a graph slot of their
-#: own per row count (patch 0029), read at each request; unset: INJECT_SLOTS_ON_DEVICE for chain steps
-#: on a GPU, else 0. An inject has as many rows as the last commit, so with one slot (0) llama.cpp
-#: builds and allocates its graph again whenever the commit length changes, most steps (s70's profile:
-#: 37 % of the inject's host path).
+#: own per row count (patch 0029), read at each request; unset: INJECT_SLOTS_ON_DEVICE for chain and
+#: tree steps on a GPU, else 0. An inject has as many rows as the last commit, so with one slot (0)
+#: llama.cpp builds and allocates its graph again whenever the commit length changes, most steps (s70's
+#: profile: 37 % of the inject's host path).
 INJECT_SLOTS_ENV = "DFLASH_INJECT_SLOTS"
-#: Chain steps on a GPU: sitting s73 (H100, 2026-12-07; the first 40 prompts of each public suite,
-#: both sides twice, one process) read chain 5 at 1.0142x with 16 slots (median per request 1.0172,
-#: same tokens 240 / 240), but tree 15 at 0.9885x (median 0.9831): the inject phase grew there (0.289
-#: -> 0.342 ms a step) and the verify did not shrink to match, so tree steps keep one slot. A CPU keeps
-#: one too: chain 5 read 0.9979x on the 2-vCPU machine (docs/runs/2026-12-07-cpu/inject-slots/).
+#: Chain and tree steps on a GPU. Measured on H100s (the first 40 prompts of each public suite, 240
+#: requests a side): chain 5 1.0142x (s73) and 1.0057x (s74) with 16 slots, both sides in one process;
+#: tree 15 1.0154x (s76, median per request 1.0164; the inject phase 0.272 -> 0.231 ms a step, lower in
+#: every suite) with each side in processes of its own. In one process tree 15 had read 0.9885x (s73)
+#: and 0.9691x (s75): turning the slots down frees their schedulers, so there the slotted side started
+#: half its requests without graphs, a cost a user who keeps one setting never pays. A CPU keeps one
+#: slot: chain 5 read 0.9979x on a 2-vCPU machine (docs/runs/2026-12-07-cpu/inject-slots/).
 INJECT_SLOTS_ON_DEVICE = 16
 #: Patch 0029 keeps at most this many row counts (ROW_SLOTS_MAX in llama-context.h).
 INJECT_SLOTS_MAX = 16
@@ -199,10 +201,10 @@ INJECT_SLOTS_MAX = 16
 
 def inject_slots_wanted(mode: str, on_gpu: bool) -> int:
     """The inject row counts that get their own graph slot in a request of ``mode``:
-    $DFLASH_INJECT_SLOTS, else INJECT_SLOTS_ON_DEVICE for chain steps on a GPU, else 0."""
+    $DFLASH_INJECT_SLOTS, else INJECT_SLOTS_ON_DEVICE for chain and tree steps on a GPU, else 0."""
     raw = os.environ.get(INJECT_SLOTS_ENV, "").strip()
     if not raw:
-        return INJECT_SLOTS_ON_DEVICE if mode == "chain" and on_gpu else 0
+        return INJECT_SLOTS_ON_DEVICE if mode in ("chain", "tree") and on_gpu else 0
     try:
         n = int(raw)
     except ValueError:
