@@ -13,6 +13,15 @@ from engine_bridge.runtime.config import EngineConfig
 from engine_bridge.runtime.engine import Engine
 
 
+#: a code request and a GSM8K-train-style word problem: answers whose commit lengths vary from step
+#: to step (the tests of per-shape graphs need the shapes to change)
+CODE_AND_MATH_PROMPTS = (
+    "Write a Python function that returns the n-th Fibonacci number, with a short docstring.",
+    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+    "How many clips did she sell altogether in April and May?",
+)
+
+
 def load_default_pair(n_ctx: int = 1024, n_threads: int = 2) -> Engine:
     target, draft = registry_models.cached(), smollm2_drafter()
     if target is None or draft is None:

@@ -16,13 +16,9 @@ import pytest
 
 from engine_bridge.runtime import drafter as drafter_mod
 from engine_bridge.runtime.config import GenerationSettings
-from default_pair import load_default_pair
+from default_pair import CODE_AND_MATH_PROMPTS, load_default_pair
 
-PROMPTS = (
-    "Write a Python function that returns the n-th Fibonacci number, with a short docstring.",
-    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
-    "How many clips did she sell altogether in April and May?",
-)
+PROMPTS = CODE_AND_MATH_PROMPTS
 
 
 @pytest.fixture(scope="module")
