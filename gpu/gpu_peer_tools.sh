@@ -20,7 +20,7 @@ if [ "${1:-}" = env ]; then
   # every switch of packaging/patches that restores upstream's behaviour (patches/README.md)
   echo "export DFLASH_MMVQ_MAX_ROWS=8 DFLASH_MMVQ_SHORT_K=0 DFLASH_BATCHED_ARGMAX=0 DFLASH_BATCHED_TOP_K=0" \
     "DFLASH_CUDA_GRAPH_PER_SHAPE=0 DFLASH_MMVQ_SHARE_Q8=0 DFLASH_ADD_RMS_NORM=0 DFLASH_CUDA_GRAPH_PER_KV=0" \
-    "DFLASH_VERIFY_KERNELS=0 DFLASH_SMALL_TOP_K=0 DFLASH_KV_USED_RANGE=0"
+    "DFLASH_VERIFY_KERNELS=0 DFLASH_SMALL_TOP_K=0 DFLASH_KV_USED_RANGE=0 DFLASH_Q4_1_NCOLS=0"
   exit 0
 fi
 TGZ=${1:?peer llama.cpp tgz}; W=${2:?work dir}; JOBS=${3:-16}
