@@ -131,6 +131,17 @@ STAY_ENV = "DFLASH_AUTO_STAY"
 ESTIMATOR = "geometric"
 ESTIMATOR_ENV = "DFLASH_AUTO_EST"
 ESTIMATORS = ("positions", "geometric")
+#: How many chain steps' worth of PROBE_PRIOR_ALPHA the acceptance behind the geometric estimates
+#: carries (a budget never run, and the deeper budgets' refresh in ``observe``): the estimate reads
+#: (n * alpha + k * prior) / (n + k) after n chain steps of the current kind of text. Without it the
+#: two steps of the first probe set alpha alone: on the 2-vCPU Xeon's native build a chain-2 probe
+#: whose four drafts were all accepted read alpha 1.0, every budget never run as committing all its
+#: drafts, and auto ran chain 15 (6.3 AR steps a step there) for the next four steps, and again when
+#: the text turned to code, a kind that starts from the current one's figures (docs/benchmarks.md,
+#: "Auto on a CPU where speculation does not pay"). The optimistic side (probes, ``prior()``) keeps
+#: the measured alpha. DFLASH_AUTO_PRIOR_STEPS=0: no prior (the rule before).
+PRIOR_STEPS = 4.0
+PRIOR_STEPS_ENV = "DFLASH_AUTO_PRIOR_STEPS"
 #: While speculating, auto keeps the chain or tree it runs unless another reads this share faster.
 #: Each change of budget changes the verify's shape, and on a GPU the target's graph is then built
 #: again (llama.cpp reuses a graph only for the same shape): in the bench on an H200 auto's verify
@@ -252,6 +263,11 @@ class AutoPolicy:
             raise ValueError(f"{DECIDE_ENV}={every!r}: expected a step count such as 4 (1: every step)") from None
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"{ESTIMATOR_ENV}={self.estimator!r}: expected one of {', '.join(ESTIMATORS)}")
+        prior = os.environ.get(PRIOR_STEPS_ENV, "").strip()
+        try:
+            self.prior_steps = max(float(prior), 0.0) if prior else PRIOR_STEPS
+        except ValueError:
+            raise ValueError(f"{PRIOR_STEPS_ENV}={prior!r}: expected a step count such as 4 (0: no prior)") from None
         ema = os.environ.get(EMA_ENV, "").strip()
         if ema:  # a weight measured against the default (DFLASH_AUTO_EMA=0.025)
             try:
@@ -348,10 +364,25 @@ class AutoPolicy:
         one was measured (ESTIMATOR "positions"); else measured (EMA) where observed, and not yet
         drafted from the geometric acceptance model. Tree budgets not yet tried unknown (None)."""
         self._learn()
-        return self._estimates(self.commit, self._acc, self._pos)
+        return self._estimates(self.commit, self._acc, self._pos, self.n_obs)
 
-    def _estimates(self, commit: dict, acc: list[float], pos: np.ndarray) -> dict[tuple[str, int], float | None]:
-        a = acc[0] / acc[1] if acc[1] > 0 else None
+    def _chain_steps(self, n_obs: Counter) -> int:
+        """Chain steps learnt in the current kind (each one updates the shallowest budget)."""
+        return n_obs[self._chain_keys[0][1]] if self._chain_keys else 0
+
+    def _settled(self, a: float | None, n_obs: Counter) -> float | None:
+        """The acceptance the geometric estimates read: ``a`` leaning on PROBE_PRIOR_ALPHA by
+        PRIOR_STEPS chain steps' worth, so that a few steps do not set it alone."""
+        k = self.prior_steps
+        if a is None or k <= 0.0:
+            return a
+        n = self._chain_steps(n_obs)
+        return (n * a + k * PROBE_PRIOR_ALPHA) / (n + k)
+
+    def _estimates(
+        self, commit: dict, acc: list[float], pos: np.ndarray, n_obs: Counter
+    ) -> dict[tuple[str, int], float | None]:
+        a = self._settled(acc[0] / acc[1] if acc[1] > 0 else None, n_obs)
         by_pos = position_commits(pos, self.chain_budgets) if self.estimator == "positions" else None
         out: dict[tuple[str, int], float | None] = {}
         if by_pos is not None:
@@ -406,7 +437,7 @@ class AutoPolicy:
 
     def _other_kinds_estimates(self):
         for st in self._kinds.values():
-            yield self._estimates(st["commit"], st["_acc"], st["_pos"])
+            yield self._estimates(st["commit"], st["_acc"], st["_pos"], st["n_obs"])
 
     # -- choosing -----------------------------------------------------------------------------------
     def choose(self) -> tuple[str, int]:
@@ -577,7 +608,7 @@ class AutoPolicy:
             # it their measured EMA kept the value of their last run, so after a bad stretch a cheap
             # probe (chain 1-3) that found the drafter good again could never bring auto back to
             # chain 7 (a simulated pair paying 1.37x at chain 7 ran 89-98 % of its steps as AR)
-            a = self.alpha
+            a = self._settled(self.alpha, n_obs)
             if a is not None and self.stay_margin > 0.0:
                 geo = self._geo(a)
                 for b, k in self._chain_keys:

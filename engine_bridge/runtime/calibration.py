@@ -35,11 +35,36 @@ SCHEMA = 1
 #: The engine's step code as it bears on a step's cost; raise it when the loop's batches change shape
 #: (2: a tree verify's output count fixed, so its graph is kept: tree steps 1.2-2.3 ms cheaper on an H200;
 #: 3: a GPU drafter decodes whole blocks, so a chain-7 draft costs ~0.1 ms more and a tree's less)
-STEP_CODE = 3
+STEP_CODE = 4  # 4: each run's warm-up lasts WARM_TOKENS committed tokens, not one step
 CHAIN_BUDGETS = (1, 2, 3, 4, 7, 11, 15)
 TREE_BUDGETS = (4, 8, 16, 32)
 STEPS = 6  # timed steps per configuration and round (after the dropped first one)
 ROUNDS = 2
+#: Each run's first steps are dropped until they have committed this many tokens (at least one
+#: step, the one that builds its graphs). After a reset and its prefill the steps of a run settle
+#: over ~20 tokens on the 2-vCPU Xeon (an AR step 6.0 ms at first, 4.1-4.5 ms from the 20th token
+#: on; a chain-1 step 9.6 -> 8.3 ms), so with one step dropped the table read AR at 4.5-5.9 ms where a
+#: 128-token AR answer runs at 4.4, every speculative step 15-25 % cheaper in AR steps than it is,
+#: and auto speculated where nothing paid: chain 1 read 1.72 AR steps (1.14x AR at its commit) and
+#: ran at 0.84x AR in the bench (docs/benchmarks.md, "Auto on a CPU where speculation does not pay").
+#: Counted in tokens, not steps: the settling follows the tokens decoded, and a deep chain commits
+#: several a step, so the warm-up costs every configuration about the same time.
+WARM_TOKENS = 16
+#: Environment variable: another warm-up (1: one step, the rule before), for measuring one against the
+#: other; part of the cache key.
+WARM_TOKENS_ENV = "DFLASH_CALIBRATION_WARM_TOKENS"
+
+
+def warm_tokens() -> int:
+    """The warm-up of each calibration run in committed tokens: $DFLASH_CALIBRATION_WARM_TOKENS, else
+    WARM_TOKENS."""
+    v = os.environ.get(WARM_TOKENS_ENV, "").strip()
+    try:
+        return max(int(v), 1) if v else WARM_TOKENS
+    except ValueError:
+        raise ValueError(f"{WARM_TOKENS_ENV}={v!r}: expected a token count such as 16 (1: one step)") from None
+
+
 #: Fixed, plain text: acceptance does not matter for the cost, only that every run drafts.
 PROMPT = "The history of the city begins with a small settlement on the river, where"
 
@@ -156,6 +181,7 @@ def calibration_key(config: EngineConfig) -> dict:
         "exact": config.exact,
         # DFLASH_DRAFT_FULL_BLOCK changes the drafter's block (its default follows the GPU layers)
         "draft_full_block": os.environ.get("DFLASH_DRAFT_FULL_BLOCK", "").strip(),
+        "warm_tokens": warm_tokens(),
     }
 
 
@@ -195,19 +221,25 @@ def save(table: CostTable) -> Path:
 
 
 # -- measuring ------------------------------------------------------------------------------------
-def _step_walls(engine, tokens: list[int], mode: str, budget: int, steps: int) -> list[float]:
-    """Step wall times of one forced run: ``steps`` timed decode steps after one dropped warm-up
-    decode (it builds its graphs). The first token's record (``StepRecord.prefill``: picked from
+def _step_walls(engine, tokens: list[int], mode: str, budget: int, steps: int, warm: int | None = None) -> list[float]:
+    """Step wall times of one forced run: ``steps`` timed decode steps after the warm-up, the first
+    decode steps until they have committed ``warm`` tokens (default: warm_tokens(); at least the first
+    step, which builds its graphs; see WARM_TOKENS). The first token's record (``StepRecord.prefill``: picked from
     the prefill, no decode of its own) is no step at all and is never counted, so the same steps
     are timed whichever way the request starts (DFLASH_FIRST_TOKEN)."""
     cancel = threading.Event()
-    n = [0]
+    need = warm_tokens() if warm is None else warm
+    n = [0]  # decode steps so far
+    dropped = [0, 0]  # warm-up steps, and the tokens they committed
 
     def on_step(rec):
         if rec.prefill:
             return
         n[0] += 1
-        if n[0] >= steps + 1:
+        if dropped[0] == n[0] - 1 and (dropped[0] == 0 or dropped[1] < need):
+            dropped[0] += 1
+            dropped[1] += rec.committed
+        if n[0] >= dropped[0] + steps:
             cancel.set()  # the loop stops before the next step
 
     # overlap_commit and ar_runs off: auto's own steps stream before the next decode is queued, one
@@ -223,7 +255,7 @@ def _step_walls(engine, tokens: list[int], mode: str, budget: int, steps: int) -
     engine.reset()
     res = engine.generate(tokens, settings, on_step=on_step, cancel=cancel)
     decodes = [s for s in res.steps if not s.prefill]
-    return [s.wall for s in decodes[1:]]
+    return [s.wall for s in decodes[dropped[0] :]]
 
 
 def lower_quartile(xs: list[float]) -> float:
@@ -282,10 +314,12 @@ def _measure(engine, chain_budgets, tree_budgets, steps, rounds, prompt, progres
     cfgs = configurations(engine, chain_budgets, tree_budgets)
     n_ctx = engine.target_ctx.n_ctx
     tokens = engine.tokenize(prompt)
-    # every run must fit the context: prompt + (steps + 1) steps of at most budget + 1 tokens
+    # every run must fit the context: prompt + a warm-up of warm_tokens() and one step more + steps
+    # steps of at most budget + 1 tokens
     longest = max(b for _, b in cfgs) + 1
-    if len(tokens) + (steps + 2) * longest >= n_ctx:
-        tokens = tokens[: max(2, n_ctx - (steps + 2) * longest - 2)]
+    warm = warm_tokens()
+    if len(tokens) + warm + (steps + 2) * longest >= n_ctx:
+        tokens = tokens[: max(2, n_ctx - warm - (steps + 2) * longest - 2)]
     walls: dict[tuple[str, int], list[float]] = {c: [] for c in cfgs}
 
     def stop_if_cancelled() -> None:

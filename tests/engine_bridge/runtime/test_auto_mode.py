@@ -154,7 +154,7 @@ def test_calibration_times_decode_steps_only_whichever_way_a_request_starts(
             return res
 
         eng.generate = spy
-        walls = calibration._step_walls(eng, eng.tokenize(PROMPTS[0]), mode, budget, 3)
+        walls = calibration._step_walls(eng, eng.tokenize(PROMPTS[0]), mode, budget, 3, warm=1)
         steps = seen[-1]
         decodes = [s for s in steps if not s.prefill]
         assert len(walls) == 3
@@ -163,6 +163,48 @@ def test_calibration_times_decode_steps_only_whichever_way_a_request_starts(
         assert (steps[0].prefill, len(steps)) == ((True, 5) if start == "prefill" else (False, 4))
         if mode == "chain":
             assert all(s.drafted > 0 for s in decodes)
+    finally:
+        eng.close()
+
+
+@pytest.mark.parametrize("mode,budget", [("ar", 0), ("chain", 4), ("chain", 15)])
+def test_calibration_warms_up_for_a_number_of_tokens_not_steps(tiny_pair, monkeypatch, mode, budget):
+    """Each run's steps settle over its first tokens after the prefill (calibration.WARM_TOKENS): the
+    timed steps are those after the first steps that committed that many tokens, so an AR run drops
+    as many steps as tokens and a deep chain, committing several a step, drops fewer."""
+    monkeypatch.delenv(calibration.WARM_TOKENS_ENV, raising=False)
+    eng = _load(*tiny_pair)
+    try:
+        seen = []
+        real = eng.generate
+
+        def spy(*a, **kw):
+            res = real(*a, **kw)
+            seen.append(res.steps)
+            return res
+
+        eng.generate = spy
+        walls = calibration._step_walls(eng, eng.tokenize(PROMPTS[0]), mode, budget, 3)
+        decodes = [s for s in seen[-1] if not s.prefill]
+        cum = np.cumsum([s.committed for s in decodes])
+        dropped = max(1, int(np.argmax(cum >= calibration.WARM_TOKENS)) + 1)
+        assert cum[dropped - 1] >= calibration.WARM_TOKENS and (
+            dropped == 1 or cum[dropped - 2] < calibration.WARM_TOKENS
+        )
+        assert walls == [s.wall for s in decodes[dropped : dropped + 3]]
+        assert len(decodes) == dropped + 3
+        if mode == "ar":
+            assert dropped == calibration.WARM_TOKENS
+        # the rule before: one step, whatever it committed ($DFLASH_CALIBRATION_WARM_TOKENS=1)
+        monkeypatch.setenv(calibration.WARM_TOKENS_ENV, "1")
+        walls = calibration._step_walls(eng, eng.tokenize(PROMPTS[0]), mode, budget, 3)
+        decodes = [s for s in seen[-1] if not s.prefill]
+        assert walls == [s.wall for s in decodes[1:4]]
+        # and the cache keeps the two apart
+        assert calibration.calibration_key(eng.config)["warm_tokens"] == 1
+        monkeypatch.setenv(calibration.WARM_TOKENS_ENV, "x")
+        with pytest.raises(ValueError, match="DFLASH_CALIBRATION_WARM_TOKENS"):
+            calibration.warm_tokens()
     finally:
         eng.close()
 
