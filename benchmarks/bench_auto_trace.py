@@ -15,8 +15,8 @@ stay band, DFLASH_AUTO_STAY=1), ``emaW`` (the running commit weighing a step W, 
 ``reqprobe`` / ``noreqprobe`` (every request's first AR choice probes, DFLASH_AUTO_REQUEST_PROBE=1,
 or none does, =0; since 2026-11-28 ``now`` probes at the start of a chat's follow-ups), ``nostay`` (the
 band off), ``nohold`` / ``holdM`` (no hold between speculative choices, or a hold margin M), ``geo`` / ``pos`` (chain commits from one acceptance rate, the estimator
-before 2026-11-28, or from the acceptance per draft position), ``noprior`` (that rate without its
-prior, DFLASH_AUTO_PRIOR_STEPS=0: the rule before 2026-12-07); joined with ``+`` they combine
+before 2026-11-28, or from the acceptance per draft position), ``priorK`` (that rate leaning on
+a prior of K chain steps, DFLASH_AUTO_PRIOR_STEPS=K; off by default); joined with ``+`` they combine
 (``stay+ema0.025``). Since 2026-11-27 ``now`` has the band and EMA 0.025, since 2026-11-28 the hold
 (margin 0.05); the estimator stays ``geo``.
 
@@ -98,8 +98,10 @@ def policy(table: calibration.CostTable, max_draft: int, variant: str, switch: f
             pol.ar_probe_max = int(p[4:])
         if p == "noreqprobe":  # no request probes at once (DFLASH_AUTO_REQUEST_PROBE=0: the rule before)
             pol.request_probe = "never"
-        if p == "noprior":  # the geometric estimates read the measured acceptance alone (DFLASH_AUTO_PRIOR_STEPS=0)
-            pol.prior_steps = 0.0
+        if p.startswith(
+            "prior"
+        ):  # e.g. prior4: the geometric estimates' prior, in chain steps (DFLASH_AUTO_PRIOR_STEPS)
+            pol.prior_steps = float(p[5:])
     pol.recheck_factor = float("inf")  # this machine's step times are not the table's
     pol.switch_cost = switch
     pol.observe_switch = lambda _x: None  # type: ignore[method-assign]

@@ -133,14 +133,16 @@ ESTIMATOR_ENV = "DFLASH_AUTO_EST"
 ESTIMATORS = ("positions", "geometric")
 #: How many chain steps' worth of PROBE_PRIOR_ALPHA the acceptance behind the geometric estimates
 #: carries (a budget never run, and the deeper budgets' refresh in ``observe``): the estimate reads
-#: (n * alpha + k * prior) / (n + k) after n chain steps of the current kind of text. Without it the
-#: two steps of the first probe set alpha alone: on the 2-vCPU Xeon's native build a chain-2 probe
-#: whose four drafts were all accepted read alpha 1.0, every budget never run as committing all its
-#: drafts, and auto ran chain 15 (6.3 AR steps a step there) for the next four steps, and again when
-#: the text turned to code, a kind that starts from the current one's figures (docs/benchmarks.md,
-#: "Auto on a CPU where speculation does not pay"). The optimistic side (probes, ``prior()``) keeps
-#: the measured alpha. DFLASH_AUTO_PRIOR_STEPS=0: no prior (the rule before).
-PRIOR_STEPS = 4.0
+#: (n * alpha + k * prior) / (n + k) after n chain steps of the current kind of text; the optimistic
+#: side (probes, ``prior()``) keeps the measured alpha. Opt-in (DFLASH_AUTO_PRIOR_STEPS=4), off by
+#: default (0: the measured rate alone). It was made for the 2-vCPU Xeon's native build, where the two
+#: steps of a first chain-2 probe that had all four drafts accepted read alpha 1.0, every budget never
+#: run as committing all its drafts, and auto ran chain 15 (6.3 AR steps a step there) for the next
+#: four steps, and again when the text turned to code (a new kind starts from the current one's
+#: figures). On the H100 (sitting s77, per process, 24 prompts a suite, 2 rounds) k = 4 read 0.967x of
+#: k = 0 on auto (MT-Bench 0.933x: high-acceptance chat prompts decoded AR throughout), and on that CPU
+#: it was not measured to pay (docs/benchmarks.md, "Auto on a CPU where speculation does not pay").
+PRIOR_STEPS = 0.0
 PRIOR_STEPS_ENV = "DFLASH_AUTO_PRIOR_STEPS"
 #: While speculating, auto keeps the chain or tree it runs unless another reads this share faster.
 #: Each change of budget changes the verify's shape, and on a GPU the target's graph is then built
