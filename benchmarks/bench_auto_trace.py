@@ -98,9 +98,8 @@ def policy(table: calibration.CostTable, max_draft: int, variant: str, switch: f
             pol.ar_probe_max = int(p[4:])
         if p == "noreqprobe":  # no request probes at once (DFLASH_AUTO_REQUEST_PROBE=0: the rule before)
             pol.request_probe = "never"
-        if p.startswith(
-            "prior"
-        ):  # e.g. prior4: the geometric estimates' prior, in chain steps (DFLASH_AUTO_PRIOR_STEPS)
+        # e.g. prior4: the geometric estimates' acceptance prior, in chain steps (DFLASH_AUTO_PRIOR_STEPS)
+        if p.startswith("prior"):
             pol.prior_steps = float(p[5:])
     pol.recheck_factor = float("inf")  # this machine's step times are not the table's
     pol.switch_cost = switch

@@ -38,7 +38,7 @@ SCHEMA = 1
 STEP_CODE = 4  # 4: each run's warm-up lasts WARM_TOKENS committed tokens, not one step
 CHAIN_BUDGETS = (1, 2, 3, 4, 7, 11, 15)
 TREE_BUDGETS = (4, 8, 16, 32)
-STEPS = 6  # timed steps per configuration and round (after the dropped first one)
+STEPS = 6  # timed steps per configuration and round (after the warm-up: WARM_TOKENS)
 ROUNDS = 2
 #: Each run's first steps are dropped until they have committed this many tokens (at least one
 #: step, the one that builds its graphs). After a reset and its prefill the steps of a run settle

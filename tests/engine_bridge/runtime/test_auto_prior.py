@@ -30,10 +30,6 @@ def _lucky_probe(pol: auto_mode.AutoPolicy) -> None:
         pol.observe("chain", 2, 2, 2, probing=True)
 
 
-def test_the_prior_is_off_by_default():
-    assert auto_mode.PRIOR_STEPS == 0.0
-
-
 @pytest.mark.parametrize("prior", ["", "0", "4"])
 def test_two_lucky_probe_steps_send_auto_to_the_deepest_chain_unless_the_prior_is_on(monkeypatch, prior):
     pol = _policy(monkeypatch, prior)
