@@ -9,6 +9,10 @@
   Qwen 2 vocabulary), written f16 (``q8b-target-f16.gguf``; gpu/gpu_verify_cost.sh quantises
   it to Q4_K_M with upstream's llama-quantize as ``q8b-target.gguf``), with a 5-layer f16 drafter
   reading GGUF layers 2, 10, 18, 26, 34.
+* ``q15c``: the Qwen2.5-Coder-1.5B-Instruct shape (qwen2 with Q/K/V biases, n_embd 1536, 28 layers,
+  12/2 heads, head_dim 128, n_ff 8960, Qwen 2 vocabulary, untied output), written f16
+  (``q15c-target-f16.gguf``; quantised to Q4_K_M like q8b) with issue 30's drafter shape (1 layer, FFN
+  3072, GGUF layers 2, 8, 14, 20, 26), f16: the K-quant verify of issue 30's pair without carrying it.
 * ``smol``: the SmolLM2-135M shape (llama, n_embd 576, 30 layers, 9/3 heads, head_dim 64, n_ff 1536,
   SmolLM2's vocabulary of 49,152 tokens: BUNDLE/ggml-vocab-smollm2.gguf, else GPT-2's 50,257),
   f16, with a 2-layer drafter reading 2, 8, 15, 22, 29.
@@ -67,6 +71,22 @@ def specs(name: str, bundle: Path) -> tuple[synth.TargetSpec, synth.DrafterSpec 
         )
         ds = synth.DrafterSpec(n_layer=5, target_layers=(2, 10, 18, 26, 34), dtype="f16", rope_theta=1e6)
         return ts, ds, "q8b"
+    if name == "q15c":
+        ts = synth.TargetSpec(
+            arch="qwen2",
+            vocab=qwen2,
+            n_embd=1536,
+            n_layer=28,
+            n_head=12,
+            n_head_kv=2,
+            head_dim=128,
+            n_ff=8960,
+            dtype="f16",
+            rope_theta=1e6,
+            name="random Qwen2.5-Coder-1.5B shape (dflash-studio)",
+        )
+        ds = synth.DrafterSpec(n_layer=1, n_ff=3072, target_layers=(2, 8, 14, 20, 26), dtype="f16", rope_theta=1e6)
+        return ts, ds, "q15c"
     if name == "smol":
         vocab = bundle / "ggml-vocab-smollm2.gguf"
         ts = synth.TargetSpec(
@@ -98,7 +118,7 @@ def specs(name: str, bundle: Path) -> tuple[synth.TargetSpec, synth.DrafterSpec 
             name="8B-shape matrices, 8 layers (dflash-studio)",
         )
         return ts, None, "xover"
-    raise SystemExit(f"gpu_models: unknown pair {name!r} (tiny, q15, q8b, smol, xover)")
+    raise SystemExit(f"gpu_models: unknown pair {name!r} (tiny, q15, q15c, q8b, smol, xover)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         ts, ds, stem = specs(name, bundle)
         t0 = time.time()
         # targets that gpu_verify_cost.sh quantises are written as <stem>-target-f16.gguf
-        quantised_later = name in ("q8b", "xover")
+        quantised_later = name in ("q8b", "q15c", "xover")
         # only the huge shapes are tiled: tiny, q15 and smol keep the values of earlier runs
         with synth.tiled_random() if quantised_later else contextlib.nullcontext():
             tpath = out_dir / (f"{stem}-target-f16.gguf" if quantised_later else f"{stem}-target.gguf")
