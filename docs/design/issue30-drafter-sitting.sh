@@ -14,8 +14,8 @@
 # Calls: 1 setup (.gpu-bundle, .gpu-carry/wq, .gpu-carry/next, .gpu-carry/mma; the large tracked files hidden),
 #   then `bash gpu/gpu_carry.sh take q15` once a part, then `bash /tmp/k/run.sh start`, then
 #   `bash /tmp/k/run.sh follow N` until "lane done", then `bash /tmp/k/run.sh pack` (the f16 shards and the
-#   pool come back for a warm start: train_chat --init, --earlier-pool). GEN, TRAIN and N set the
-#   generation and training seconds and the prompts a suite.
+#   logs) and `bash /tmp/k/run.sh pool` (the pool), for a warm start: train_chat --init, --earlier-pool.
+#   GEN, TRAIN and N set the generation and training seconds and the prompts a suite.
 set -u
 W=/tmp/w; R=$W/r; OUT=${OUT:-/tmp/out}; B=.gpu-bundle; K=/tmp/k; RUN=/tmp/dflash-train; E=/tmp/eval
 T=/tmp/t/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
@@ -79,10 +79,13 @@ follow)
 pack)
   mkdir -p $OUT; rm -f $OUT/*
   cp $RUN/drafter-*.safetensors $OUT/ 2>/dev/null
-  cp $RUN/gen/responses.npz $OUT/ 2>/dev/null
   for f in $OUT/*; do [ "$(stat -c %s $f)" -gt 15728640 ] && split -b 15M -d $f $f.part && rm $f; done
   tar czf $OUT/r81.tgz -C / tmp/w/r tmp/w/progress.log tmp/w/lane.log tmp/w/lcp_build.log tmp/w/env.txt \
     ${RUN#/}/drafter.json ${RUN#/}/train-log.txt ${RUN#/}/run-summary.json ${RUN#/}/gen/gen-stats.json \
     ${RUN#/}/gen/magpie-samples.txt tmp/dflash-train.log 2>/dev/null
+  ls -la $OUT ;;
+pool)  # the target's conversations (the pool) in a call of their own: $OUT takes 8 files of <= 16 MiB
+  mkdir -p $OUT; rm -f $OUT/*; cp $RUN/gen/responses.npz $RUN/gen/gen-stats.json $OUT/
+  for f in $OUT/*; do [ "$(stat -c %s $f)" -gt 15728640 ] && split -b 15M -d $f $f.part && rm $f; done
   ls -la $OUT ;;
 esac
