@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 30's drafter sitting for one nvidia-h100-x1 (~25 min held), prepared on 2026-12-07 and not run: no
-# machine started in that session's 13 tries. The drafter for the real Qwen2.5-Coder-1.5B-Instruct
+# machine started in that session's 14 attempts. The drafter for the real Qwen2.5-Coder-1.5B-Instruct
 # Q4_K_M, trained from scratch (the earlier sittings' shards are gone), then the pair on the public prompts
 # through our CUDA engine (0001-0031) with `dflash-studio bench` (x AR and the judge on every parting), 0031
 # on and off; and pending patch 0032: its kernel alone against 0031 and MMVQ (mmvq_ab, built here with nvcc 13.0),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A short sitting (~13 min held) on one H100/H200, prepared on 2026-12-07 and not run: no machine started in
-# that session's 13 tries (~21 of its 30 device minutes went on them). Pending patch 0032 and shipped
-# 0031 on a real K-quant target, the Qwen2.5-Coder-0.5B-Instruct Q4_K_M (every matrix Q4_K / Q6_K / Q8_0),
+# A short sitting (~13 min held) on one H100/H200, prepared on 2026-12-07 and not run: no machine started
+# in that session's 14 attempts, which with 7 refused calls took ~26 of its 30 device minutes. Pending
+# patch 0032 and shipped 0031 on a real K-quant target, the Qwen2.5-Coder-0.5B-Instruct Q4_K_M (every matrix Q4_K / Q6_K / Q8_0),
 # with a random drafter (gpu_synth_drafter.py: its drafts are all rejected, so every committed token of a
 # chain-7 run is a verify's pick among 8 rows, the rows 0031 puts on tensor cores).
 #   setup  the engine with 0001-0032 (0032's switch off except where a row says) in the background;
