@@ -4,6 +4,8 @@
 # patch 0032 and shipped 0031 on a real K-quant target, the Qwen2.5-Coder-0.5B-Instruct Q4_K_M (every matrix Q4_K / Q6_K / Q8_0),
 # with a random drafter (gpu_synth_drafter.py: its drafts are all rejected, so every committed token of a
 # chain-7 run is a verify's pick among 8 rows, the rows 0031 puts on tensor cores).
+# Since sitting s81, 0032 splits only from K >= 8192: no matrix of the 0.5B (K <= 4864) splits, so step 2
+# below is a null A/B there; steps 1 and 3 judge 0031.
 #   setup  the engine with 0001-0032 (0032's switch off except where a row says) in the background;
 #          mmvq_ab (0032-mmvq_ab.cu, built here with nvcc 13.0 against 0001-0032): MMVQ / 0031 / 0031 + split,
 #          each kernel alone, on the GPU while it is idle
