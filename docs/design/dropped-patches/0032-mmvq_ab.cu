@@ -1,4 +1,4 @@
-// Standalone A/B of patch 0032 (pending): MMVQ / 0031 / 0031 + split-K, each kernel alone.
+// Standalone A/B of patch 0032 (dropped after its engine A/B, sitting s83): MMVQ / 0031 / 0031 + split-K, each kernel alone.
 // Build in a llama.cpp tree with 0001-0032 applied (a stub cublas_v2.h in STUB: cublasHandle_t etc.):
 //   nvcc -O3 -std=c++17 -arch=sm_90 -I STUB -I ggml/include -I ggml/src -I ggml/src/ggml-cuda -DGGML_USE_CUDA -o mmvq_ab THIS
 // MMVQ (upstream's kernels, this tree's mmvq.cu) against patch 0031's tensor-core kernel, standalone:
