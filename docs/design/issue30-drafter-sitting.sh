@@ -2,8 +2,10 @@
 # Issue 30's next drafter sitting for one nvidia-h100-x1 (~27 min held), prepared on 2026-12-07 after
 # sitting s83 (docs/runs/2026-12-07-gpu/s83-h100-q15-drafter/, which ran this script's previous version
 # from scratch). A warm start: s83's f16 shards (--init) and s83's pool of 14,701 conversations joined with
-# this sitting's new ones (--earlier-pool, a new permutation: --seed 84), then `dflash-studio bench` with
-# the judge on the first N prompts of each public set (0001-0031, the shipped series). The kept step is
+# this sitting's new ones (--earlier-pool, a new order: --seed 84). Code-heavy, as issue 30 asks: code's
+# prompts are answered ahead of the others 3 to 1 (--category-weights code=3; 1,872 of s83's 14,701
+# conversations were code). Then `dflash-studio bench` with the judge on the first N prompts of each
+# public set (0001-0031, the shipped series). The kept step is
 # chosen on the validation split of the training sources (the trainer's held-out walk), never on a
 # public set; the bench only reports.
 # Before the first call, here:
@@ -25,11 +27,12 @@
 #   (the f16 shards and the logs, 7 files) and `pool` (the joined pool). After s83 (1,554 s held for
 #   ~3.5 min of transfers, 213 s of generation, 480 s of training and five benches) the lane here is
 #   ~36 s load + GEN + TRAIN + ~160 s of export and benches: with GEN 200 and TRAIN 900 about 27 min
-#   held in all. GEN, TRAIN and N set the generation and training seconds and the prompts a suite.
+#   held in all. GEN, TRAIN, N and WEIGHTS set the generation and training seconds, the prompts a suite
+#   and the categories' weights.
 set -u
 W=/tmp/w; R=$W/r; OUT=${OUT:-/tmp/out}; B=.gpu-bundle; K=/tmp/k; RUN=/tmp/dflash-train; E=/tmp/eval
 T=/tmp/t/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf; INIT=/tmp/init; OLD=/tmp/old83
-GEN=${GEN:-200}; TRAIN=${TRAIN:-900}; N=${N:-20}
+GEN=${GEN:-200}; TRAIN=${TRAIN:-900}; N=${N:-20}; WEIGHTS=${WEIGHTS:-code=3}
 export PYTHONPATH=/tmp/lcp_site:/tmp/site:$K/src PYTHONUNBUFFERED=1 DFLASH_FA_ALL_QUANTS=0
 say() { mkdir -p $W; echo "[$(date -u +%H:%M:%S)] $*" | tee -a $W/progress.log; }
 case ${1:-} in
@@ -58,6 +61,7 @@ lane)
   cd $K/src || exit 1
   python3 -m engine_bridge.training.train_chat --target $T --data $RUN/data --out $RUN --gen-seconds $GEN \
       --seconds $TRAIN --layers 1 --ffn 3072 --init $INIT --earlier-pool $OLD --seed 84 --lr 4e-4 --warmup 0.05 \
+      --category-weights $WEIGHTS \
       > $RUN.log 2>&1
   say "train rc=$?: $(grep 'generate: joined' $RUN/train-log.txt | cut -c1-160)"
   say "$(grep 'train: done' $RUN/train-log.txt | cut -c1-200)"

@@ -29,7 +29,9 @@ for the k-th Magpie prompt) and the temperature. ``load_sequences`` below reads 
 from __future__ import annotations
 
 import json
+import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -177,6 +179,43 @@ def _clean_filter(log):
         return None
 
 
+def parse_category_weights(spec: str | None, names: Sequence[str]) -> dict[str, float] | None:
+    """``"code=3,math=1.5"`` -> {"code": 3.0, "math": 1.5} (a category not named weighs 1); None or ""
+    -> None. A name that is not one of ``names``, a weight that is not a positive number, or an entry
+    without ``=`` is a ValueError that names it."""
+    if not spec:
+        return None
+    out: dict[str, float] = {}
+    for part in spec.split(","):
+        name, sep, value = part.strip().partition("=")
+        if not sep or not name:
+            raise ValueError(f"category weight {part.strip()!r}: write NAME=WEIGHT (e.g. code=3)")
+        if name not in names:
+            raise ValueError(f"category weight {name!r}: not a category of this data ({', '.join(names)})")
+        try:
+            w = float(value)
+        except ValueError:
+            raise ValueError(f"category weight {part.strip()!r}: {value!r} is not a number") from None
+        if not (w > 0 and math.isfinite(w)):
+            raise ValueError(f"category weight {part.strip()!r}: a weight must be a positive number")
+        out[name] = w
+    return out
+
+
+def prompt_order(cats: np.ndarray, names: Sequence[str], rng, weights: dict[str, float] | None) -> np.ndarray:
+    """The order in which the prompts are answered: a random permutation, or with ``weights``
+    (category name -> weight; 1 for the rest) a weighted one, where each prompt comes ahead in
+    proportion to its category's weight (keys u ** (1 / w), Efraimidis and Spirakis). A generation
+    budget ends part-way through the order, so what it answered has the weighted mix: a code pair's
+    pool can be code-heavy without preparing other data, and every prompt still appears once, so the
+    pool answers the same prepared prompts and joins earlier pools (``shards.merge_pools``)."""
+    if not weights:
+        return rng.permutation(len(cats))
+    w = np.array([weights.get(n, 1.0) for n in names], dtype=np.float64)[np.asarray(cats, dtype=np.int64)]
+    keys = rng.random(len(cats)) ** (1.0 / w)
+    return np.argsort(-keys, kind="stable")
+
+
 def generate(
     target,
     target_path,
@@ -200,6 +239,7 @@ def generate(
     val_n: int = 512,
     every_temperature: bool = False,
     shard: tuple[int, int] = (0, 1),
+    category_weights: dict[str, float] | None = None,
 ) -> dict:
     from .chat_data import load_prompts
     from .chat_turns import close_answer, close_query
@@ -223,7 +263,7 @@ def generate(
         )
     rng = np.random.default_rng(seed)
     n = len(prompts) if max_prompts is None else min(max_prompts, len(prompts))
-    pick = rng.permutation(len(prompts))[:n]
+    pick = prompt_order(cats, meta["categories"], rng, category_weights)[:n]
     # one GPU's share of a pool written by several (shard K of N): every K-th prompt of the same
     # permutation, its own sampling seeds, Magpie prompts numbered apart; the validation answers
     # come from shard 0 only (shards.merge_pools joins the shares)
@@ -255,6 +295,8 @@ def generate(
         "cuda_graphs": graph,
         "shard": [rank, world],
     }
+    if category_weights:
+        stats["category_weights"] = dict(category_weights)
 
     # 1. Magpie: the target writes requests
     magpie: list[list[int]] = []

@@ -50,6 +50,7 @@ FLAGS: dict[str, str] = {
     "temperatures": "--temperatures",
     "magpie_frac": "--magpie-frac",
     "followup_frac": "--followup-frac",
+    "category_weights": "--category-weights",
     "mixed_blocks": "--mixed-blocks",
     "warmup": "--warmup",
     "gamma": "--gamma",

@@ -797,6 +797,7 @@ def run(
     shard: tuple[int, int] = (0, 1),
     gpus: int = 1,
     earlier_pools: list[str] | None = None,
+    category_weights: str | None = None,
     progress: Callable[[dict], None] | None = None,
     cancel=None,
     log: Callable[[str], None] | None = None,
@@ -818,6 +819,9 @@ def run(
     ``earlier_pools``: run folders of earlier sittings on the same prepared data; a pool generated
     here is joined with theirs (``shards.merge_pools``: without their validation answers), so that a
     warm start trains on every sitting's conversations.
+    ``category_weights`` ("code=3,math=1.5"): the prompts of those categories are answered ahead of
+    the others in that proportion (``gen_conversations.prompt_order``), so a budget that ends
+    part-way leaves a pool with that mix; the categories not named weigh 1.
     """
     from .launch import FLAGS
 
@@ -862,6 +866,10 @@ def run(
     data, out = Path(data), Path(out)
     log_: Callable[[str], None] = _Logger(out, log) if group.main else (lambda s: None)
     meta = json.loads((data / "meta.json").read_text())
+    from .gen_conversations import parse_category_weights
+
+    # checked before the target loads (a minute for a 1.5B): a misspelt category fails at once
+    weights = parse_category_weights(category_weights, meta.get("categories", []))
     t0 = time.time()
     model = load_gguf_target(target, device=dev)
     c = model.c
@@ -902,6 +910,7 @@ def run(
                 seed=seed,
                 every_temperature=every_temperature,
                 shard=shard,
+                category_weights=weights,
             )
             if join:
                 from .shards import merge_pools
@@ -1031,6 +1040,13 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFAULTS["followup_frac"],
         help="share of the generation budget for second turns (the target asks and answers; 0: none)",
+    )
+    ap.add_argument(
+        "--category-weights",
+        default=None,
+        metavar="NAME=W[,NAME=W]",
+        help="answer these categories' prompts ahead of the others in this proportion (e.g. code=3 for a "
+        "code pair; the rest weigh 1): a generation budget that ends part-way leaves that mix",
     )
     ap.add_argument(
         "--init",
@@ -1176,6 +1192,7 @@ def kwargs_from(a) -> dict:
         shard=a.shard,
         gpus=a.gpus,
         earlier_pools=[x for x in a.earlier_pool.split(",") if x] if a.earlier_pool else None,
+        category_weights=a.category_weights,
     )
 
 
@@ -1190,7 +1207,9 @@ def main(argv=None) -> int:
     stages = ("generate", "train") if a.stage == "all" else (a.stage,)
     try:
         run(a.target, a.data, a.out, stages=stages, **kwargs_from(a))
-    except NoCudaError as e:
+    except (NoCudaError, ValueError) as e:
+        # bad input (a category weight, a pool of other data, a checkpoint of another shape): said
+        # in one line, as the other commands do, not as a traceback
         print(f"error: {e}", flush=True)
         return 2
     return 0

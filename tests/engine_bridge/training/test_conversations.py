@@ -235,3 +235,62 @@ def test_blocks_open_at_the_prompts_last_token_as_a_requests_first_step_does():
     )
     assert anchors.shape == (4, 1) and anchors[:, 0].tolist() == [p - 1 for p in plens]
     assert [int(labels[b, 0, 1]) for b in range(4)] == [int(seqs[b][p]) for b, p in enumerate(plens)]
+
+
+CATS = ["chat", "instructions", "writing", "code", "math", "reasoning"]
+
+
+def test_category_weights_put_a_categorys_prompts_ahead_and_keep_every_prompt_once():
+    """A code pair's pool can be code-heavy from the same prepared prompts: with code weighing 4 the
+    first answers are code about 4 times as often as an unweighted order has them; the order is still
+    a permutation of every prompt (the pool joins earlier pools of the same data), a seed repeats it,
+    and without weights it is the permutation generation always used (earlier pools stay reproducible)."""
+    cats = np.repeat(np.arange(len(CATS), dtype=np.int8), 600)
+    np.random.default_rng(0).shuffle(cats)
+    code = CATS.index("code")
+    plain = gen_conversations.prompt_order(cats, CATS, np.random.default_rng(7), None)
+    assert (plain == np.random.default_rng(7).permutation(len(cats))).all()
+    heavy = gen_conversations.prompt_order(cats, CATS, np.random.default_rng(7), {"code": 4.0})
+    again = gen_conversations.prompt_order(cats, CATS, np.random.default_rng(7), {"code": 4.0})
+    assert (heavy == again).all()
+    assert sorted(heavy.tolist()) == list(range(len(cats)))
+    share_plain = float((cats[plain[:600]] == code).mean())
+    share_heavy = float((cats[heavy[:600]] == code).mean())
+    assert share_plain < 0.25  # one category of six
+    assert share_heavy > 0.35  # 4 / (5 + 4) at the start, less as code runs out
+    light = gen_conversations.prompt_order(cats, CATS, np.random.default_rng(7), {"code": 0.25, "math": 1.0})
+    assert float((cats[light[:600]] == code).mean()) < share_plain
+
+
+def test_category_weights_are_checked_before_anything_loads():
+    parse = gen_conversations.parse_category_weights
+    assert parse(None, CATS) is None and parse("", CATS) is None
+    assert parse("code=3, math=1.5", CATS) == {"code": 3.0, "math": 1.5}
+    for bad, says in (
+        ("cod=3", "not a category"),
+        ("code", "NAME=WEIGHT"),
+        ("code=x", "not a number"),
+        ("code=0", "positive"),
+        ("code=-2", "positive"),
+        ("code=inf", "positive"),
+    ):
+        with pytest.raises(ValueError, match=says):
+            parse(bad, CATS)
+
+
+def test_a_weighted_pool_records_its_weights_and_answers_that_category_first(tiny, tmp_path):
+    target, data, model, meta = tiny
+    _, cats, _ = chat_data.load_prompts(data)
+    names = meta["categories"]
+    present = sorted({names[int(c)] for c in cats})
+    assert len(present) > 1, "the fixture needs prompts of several categories"
+    favoured = present[-1]
+    stats = gen_conversations.generate(
+        model, target, data, tmp_path, seconds=600, max_new=4, batch=8, max_prompts=2, log=lambda s: None,
+        progress=None, cancel=None, magpie_frac=0.0, followup_frac=0.0, category_weights={favoured: 1e6},
+    )  # fmt: skip
+    assert stats["category_weights"] == {favoured: 1e6}
+    assert stats["of"] == 2
+    assert set(stats["by_category"]) == {favoured}
+    with pytest.raises(ValueError, match="not a category"):
+        train_chat.run(target, data, tmp_path / "bad", stages=("generate",), device="cpu", category_weights="nope=2")

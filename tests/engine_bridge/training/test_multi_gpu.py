@@ -248,12 +248,15 @@ def test_flags_give_the_settings_back():
         "512",
         "--labels",
         "rollout",
+        "--category-weights",
+        "code=3,math=1.5",
     ]
     first = {k: v for k, v in train_chat.kwargs_from(ap.parse_args(argv)).items() if k in FLAGS}
     again = {k: v for k, v in train_chat.kwargs_from(ap.parse_args(flags_from(first))).items() if k in FLAGS}
     assert again == first
     assert first["resume"] is False and first["every_temperature"] and first["target_layers"] == [2, 5]
     assert first["labels"] == "rollout"
+    assert first["category_weights"] == "code=3,math=1.5"
     defaults = {k: v for k, v in train_chat.kwargs_from(ap.parse_args([])).items() if k in FLAGS}
     assert {
         k: v for k, v in train_chat.kwargs_from(ap.parse_args(flags_from(defaults))).items() if k in FLAGS
