@@ -263,7 +263,7 @@ def generate(
         )
     rng = np.random.default_rng(seed)
     n = len(prompts) if max_prompts is None else min(max_prompts, len(prompts))
-    pick = prompt_order(cats, meta["categories"], rng, category_weights)[:n]
+    pick = prompt_order(cats, meta.get("categories", []), rng, category_weights)[:n]
     # one GPU's share of a pool written by several (shard K of N): every K-th prompt of the same
     # permutation, its own sampling seeds, Magpie prompts numbered apart; the validation answers
     # come from shard 0 only (shards.merge_pools joins the shares)
