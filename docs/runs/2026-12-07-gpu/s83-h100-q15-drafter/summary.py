@@ -25,6 +25,23 @@ def bench_rows():
             yield data["settings"]["suite"]["name"], side, data["rows"]
 
 
+def partings():
+    """Per bench and row: the runs whose text parted from AR's, and how many of those partings the
+    judge called a near-tie (AR's top-2 margin under its tolerance at the parting)."""
+    with tarfile.open(HERE / "r83-json.txz") as tar:
+        for member in sorted(tar.getmembers(), key=lambda m: m.name):
+            if not re.fullmatch(r"bench0?-[a-z0-9-]+\.json", member.name):
+                continue
+            data = json.load(io.TextIOWrapper(tar.extractfile(member)))
+            labels = {r["id"]: r["label"] for r in data["rows"]}
+            for rid, label in labels.items():
+                runs = [r for r in data["runs"] if r["row_id"] == rid]
+                parted = [r["divergence"] for r in runs if r.get("divergence")]
+                if label != "autoregressive":
+                    near = sum(1 for d in parted if d.get("near_tie"))
+                    yield member.name, label, len(runs), len(parted), near
+
+
 def md_rows(path):
     """The summary rows (ar, c0..c3) of a bench's markdown: label, tok/s, x AR, commit, lossless."""
     out = []
@@ -56,6 +73,11 @@ def main():
                 f"| {suite} | {side} | {r['label']} | {r['avg_ts']:.1f} | {speed:.3f} | {r['mean_commit_len']:.3f} "
                 f"| {r['mean_commit_len'] / speed:.2f} | {r['phase_verify_ms']:.3f} | {lossless} |"
             )
+    print("\nRuns that parted from AR's text, and how many of those partings were near-ties:\n")
+    print("| bench | row | runs | parted | near-ties |")
+    print("|---|---|---|---|---|")
+    for name, label, n, parted, near in partings():
+        print(f"| {name} | {label} | {n} | {parted} | {near} |")
     print("\nHumanEval, 0031 + 0032's split (DFLASH_MMVQ_MMA_SPLIT=1, its own AR row), bench1-humaneval.md:\n")
     print("| row | tok/s | x AR | commit | step (AR tokens) | lossless |")
     print("|---|---|---|---|---|---|")
