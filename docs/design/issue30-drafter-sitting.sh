@@ -29,6 +29,8 @@
 #   ~36 s load + GEN + TRAIN + ~160 s of export and benches: with GEN 200 and TRAIN 900 about 27 min
 #   held in all. GEN, TRAIN, N and WEIGHTS set the generation and training seconds, the prompts a suite
 #   and the categories' weights.
+# Without .gpu-carry/d83 and pool83 (not in git: a new checkout lacks them) skip calls 2-3 and leave
+#   pool83 out of setup's carry: the lane then trains from scratch on this sitting's pool, and says so.
 set -u
 W=/tmp/w; R=$W/r; OUT=${OUT:-/tmp/out}; B=.gpu-bundle; K=/tmp/k; RUN=/tmp/dflash-train; E=/tmp/eval
 T=/tmp/t/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf; INIT=/tmp/init; OLD=/tmp/old83
@@ -43,7 +45,7 @@ setup)
   rm -rf $K; mkdir -p $K/src; cp -r $B/whl $K/
   cp -r engine_bridge benchmarks gpu packaging resources pyproject.toml $K/src/
   cp .gpu-carry/next/run84.sh $K/run.sh; mkdir -p $RUN; cp -r .gpu-carry/wq/data $RUN/data
-  cp .gpu-carry/pool83/responses.npz .gpu-carry/pool83/gen-stats.json $OLD/gen/
+  [ -d .gpu-carry/pool83 ] && cp .gpu-carry/pool83/responses.npz .gpu-carry/pool83/gen-stats.json $OLD/gen/
   setsid bash -c "SECONDS=0; cd $K/src && PYTHONPATH=/tmp/site DFLASH_BACKEND=cuda bash packaging/build_engine.sh \
       --python python3 --source $W/lcp --wheels $K/whl --target /tmp/lcp_site --arch 90 --jobs 14 \
       > $W/lcp_build.log 2>&1; echo \"done rc=\$? secs=\$SECONDS\" >> $W/lcp_build.log" < /dev/null > /dev/null 2>&1 &
@@ -54,15 +56,18 @@ init)  # after both `take init83` calls: s83's shards and drafter.json into $INI
   tar xf /tmp/t/init83.tar -C $INIT && ls -la $INIT ;;
 start)
   [ -f $T.ok ] || { echo "target not joined"; exit 1; }
-  [ -f $INIT/drafter.json ] || { echo "no warm start in $INIT: run init first"; exit 1; }
+  [ -f $INIT/drafter.json ] || say "no warm start in $INIT (init not run, or .gpu-carry/d83 lost): from scratch"
+  [ -f $OLD/gen/responses.npz ] || say "no earlier pool in $OLD (.gpu-carry/pool83 lost): this sitting's pool alone"
   setsid bash $K/run.sh lane < /dev/null > $W/lane.log 2>&1 &
-  say "lane started (gen $GEN s, train $TRAIN s from $INIT, bench first $N a suite)" ;;
+  say "lane started (gen $GEN s, train $TRAIN s, bench first $N a suite)" ;;
 lane)
   cd $K/src || exit 1
+  # the warm start and the earlier pool where they came (.gpu-carry is not in git: a new checkout may lack
+  # them, as s61's and s63's shards were lost before); else from scratch at the recipe's lr
+  WARM="--lr 6e-4"; [ -f $INIT/drafter.json ] && WARM="--init $INIT --lr 4e-4 --warmup 0.05"
+  [ -f $OLD/gen/responses.npz ] && WARM="$WARM --earlier-pool $OLD"
   python3 -m engine_bridge.training.train_chat --target $T --data $RUN/data --out $RUN --gen-seconds $GEN \
-      --seconds $TRAIN --layers 1 --ffn 3072 --init $INIT --earlier-pool $OLD --seed 84 --lr 4e-4 --warmup 0.05 \
-      --category-weights $WEIGHTS \
-      > $RUN.log 2>&1
+      --seconds $TRAIN --layers 1 --ffn 3072 --seed 84 --category-weights $WEIGHTS $WARM > $RUN.log 2>&1
   say "train rc=$?: $(grep 'generate: joined' $RUN/train-log.txt | cut -c1-160)"
   say "$(grep 'train: done' $RUN/train-log.txt | cut -c1-200)"
   while ! grep -q "^done rc=" $W/lcp_build.log 2>/dev/null; do sleep 3; done
