@@ -15,31 +15,30 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def bench_rows():
+def bench_files():
+    """(file name, bench JSON) of each bench in r83-json.txz (bench-*: 0031 on, bench0-*: off), by name."""
     with tarfile.open(HERE / "r83-json.txz") as tar:
         for member in sorted(tar.getmembers(), key=lambda m: m.name):
-            if not re.fullmatch(r"bench0?-[a-z0-9-]+\.json", member.name):
-                continue
-            data = json.load(io.TextIOWrapper(tar.extractfile(member)))
-            side = "0031 off" if member.name.startswith("bench0-") else "0031 on"
-            yield data["settings"]["suite"]["name"], side, data["rows"]
+            if re.fullmatch(r"bench0?-[a-z0-9-]+\.json", member.name):
+                yield member.name, json.load(io.TextIOWrapper(tar.extractfile(member)))
+
+
+def bench_rows():
+    for name, data in bench_files():
+        side = "0031 off" if name.startswith("bench0-") else "0031 on"
+        yield data["settings"]["suite"]["name"], side, data["rows"]
 
 
 def partings():
     """Per bench and row: the runs whose text parted from AR's, and how many of those partings the
     judge called a near-tie (AR's top-2 margin under its tolerance at the parting)."""
-    with tarfile.open(HERE / "r83-json.txz") as tar:
-        for member in sorted(tar.getmembers(), key=lambda m: m.name):
-            if not re.fullmatch(r"bench0?-[a-z0-9-]+\.json", member.name):
+    for name, data in bench_files():
+        for row in data["rows"]:
+            if row["label"] == "autoregressive":
                 continue
-            data = json.load(io.TextIOWrapper(tar.extractfile(member)))
-            labels = {r["id"]: r["label"] for r in data["rows"]}
-            for rid, label in labels.items():
-                runs = [r for r in data["runs"] if r["row_id"] == rid]
-                parted = [r["divergence"] for r in runs if r.get("divergence")]
-                if label != "autoregressive":
-                    near = sum(1 for d in parted if d.get("near_tie"))
-                    yield member.name, label, len(runs), len(parted), near
+            runs = [r for r in data["runs"] if r["row_id"] == row["id"]]
+            parted = [r["divergence"] for r in runs if r.get("divergence")]
+            yield name, row["label"], len(runs), len(parted), sum(1 for d in parted if d.get("near_tie"))
 
 
 def md_rows(path):
